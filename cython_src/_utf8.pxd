@@ -1,0 +1,84 @@
+# Header-only UTF-8 helpers shared by the kernels (cdef inline, noexcept nogil).
+from libc.stdint cimport uint8_t, uint32_t
+
+
+cdef inline int utf8_decode(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
+                            uint32_t* codepoint) noexcept nogil:
+    """Decode the scalar value starting at data[i] (i < n).
+
+    Returns its length in bytes (1..4) and stores it in ``codepoint``, or 0 when
+    the bytes at ``i`` are not well-formed UTF-8 (stray continuation byte,
+    overlong form, surrogate, value above U+10FFFF, or truncated sequence).
+    """
+    cdef uint32_t b0 = data[i], b1, b2, b3, cp
+    if b0 < 0x80:
+        codepoint[0] = b0
+        return 1
+    if b0 < 0xC2:
+        return 0
+    if b0 < 0xE0:
+        if i + 1 >= n:
+            return 0
+        b1 = data[i + 1]
+        if (b1 & 0xC0) != 0x80:
+            return 0
+        codepoint[0] = ((b0 & 0x1F) << 6) | (b1 & 0x3F)
+        return 2
+    if b0 < 0xF0:
+        if i + 2 >= n:
+            return 0
+        b1 = data[i + 1]
+        b2 = data[i + 2]
+        if (b1 & 0xC0) != 0x80 or (b2 & 0xC0) != 0x80:
+            return 0
+        cp = ((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F)
+        if cp < 0x800 or (cp >= 0xD800 and cp <= 0xDFFF):
+            return 0
+        codepoint[0] = cp
+        return 3
+    if b0 < 0xF5:
+        if i + 3 >= n:
+            return 0
+        b1 = data[i + 1]
+        b2 = data[i + 2]
+        b3 = data[i + 3]
+        if (b1 & 0xC0) != 0x80 or (b2 & 0xC0) != 0x80 or (b3 & 0xC0) != 0x80:
+            return 0
+        cp = ((b0 & 0x07) << 18) | ((b1 & 0x3F) << 12) | ((b2 & 0x3F) << 6) | (b3 & 0x3F)
+        if cp < 0x10000 or cp > 0x10FFFF:
+            return 0
+        codepoint[0] = cp
+        return 4
+    return 0
+
+
+cdef inline int utf8_length(uint32_t codepoint) noexcept nogil:
+    """Number of UTF-8 bytes of a scalar value."""
+    if codepoint < 0x80:
+        return 1
+    if codepoint < 0x800:
+        return 2
+    if codepoint < 0x10000:
+        return 3
+    return 4
+
+
+cdef inline int utf8_encode(uint32_t cp, uint8_t* out) noexcept nogil:
+    """Write the UTF-8 bytes of a scalar value to ``out``; return their number."""
+    if cp < 0x80:
+        out[0] = <uint8_t>cp
+        return 1
+    if cp < 0x800:
+        out[0] = <uint8_t>(0xC0 | (cp >> 6))
+        out[1] = <uint8_t>(0x80 | (cp & 0x3F))
+        return 2
+    if cp < 0x10000:
+        out[0] = <uint8_t>(0xE0 | (cp >> 12))
+        out[1] = <uint8_t>(0x80 | ((cp >> 6) & 0x3F))
+        out[2] = <uint8_t>(0x80 | (cp & 0x3F))
+        return 3
+    out[0] = <uint8_t>(0xF0 | (cp >> 18))
+    out[1] = <uint8_t>(0x80 | ((cp >> 12) & 0x3F))
+    out[2] = <uint8_t>(0x80 | ((cp >> 6) & 0x3F))
+    out[3] = <uint8_t>(0x80 | (cp & 0x3F))
+    return 4

@@ -1,0 +1,61 @@
+"""ube-stream: Universal Byte-Level Encoding (UBE) for multilingual LLM corpora.
+
+UBE writes each Unicode scalar value with its UTF-8 bytes when those are at
+most two, and with its UTF-16LE bytes otherwise, over two disjoint 256-symbol
+alphabets (512 base symbols).  ``GPU性能`` costs 7 base symbols under UBE, 9
+under UTF-8 byte-level BPE and 10 under UTF-16.
+
+The public API is re-exported here lazily, so ``import ube_stream`` stays
+cheap and never imports optional dependencies (torch, ray, matplotlib)::
+
+    >>> import ube_stream
+    >>> ube_stream.floor_cost("GPU性能", "ube")
+    7
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS = {
+    "pretokenize": "pretokenizer",
+    "GPT2_PATTERN": "pretokenizer",
+    "encode_symbols": "substrate",
+    "decode_symbols": "substrate",
+    "symbol_string": "substrate",
+    "parse_symbol_string": "substrate",
+    "floor_cost": "substrate",
+    "SUBSTRATES": "substrate",
+    "UbeError": "errors",
+    "InvalidTextError": "errors",
+    "SymbolDecodeError": "errors",
+    "InputError": "errors",
+    "TokenizerFormatError": "errors",
+    "ShardFormatError": "errors",
+    "LockError": "errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .errors import (InputError, InvalidTextError, LockError, ShardFormatError,
+                         SymbolDecodeError, TokenizerFormatError, UbeError)
+    from .pretokenizer import GPT2_PATTERN, pretokenize
+    from .substrate import (SUBSTRATES, decode_symbols, encode_symbols, floor_cost,
+                            parse_symbol_string, symbol_string)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ube_stream' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

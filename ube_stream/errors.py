@@ -1,0 +1,80 @@
+"""One exception hierarchy for ube-stream.
+
+Every error derives from :class:`UbeError` *and* from the built-in exception a
+caller would naturally catch (``ValueError``, ``OSError``, ...), so both
+``except UbeError`` and ``except ValueError`` work.  Messages say what was
+expected, what was found, where (file, row, byte or character offset) and how
+to fix it.
+"""
+from __future__ import annotations
+
+__all__ = [
+    "UbeError",
+    "InvalidTextError",
+    "SymbolDecodeError",
+    "KernelsMissingError",
+    "InputError",
+    "TokenizerFormatError",
+    "ShardFormatError",
+    "LockError",
+]
+
+
+class UbeError(Exception):
+    """Base class of every ube-stream error."""
+
+
+class InvalidTextError(UbeError, ValueError):
+    """Text that is not a sequence of Unicode scalar values.
+
+    ``offset`` is the character offset of the first bad character inside the
+    text (for a Python ``str``: a lone surrogate), or the byte offset when the
+    text came as bytes (invalid UTF-8).  ``unit`` says which: ``"char"`` or
+    ``"byte"``.
+    """
+
+    def __init__(self, message: str, *, offset: int = -1, unit: str = "char"):
+        super().__init__(message)
+        self.offset = offset
+        self.unit = unit
+
+
+class SymbolDecodeError(UbeError, ValueError):
+    """A sequence of symbol or token ids that does not decode to text.
+
+    ``offset`` is the index (in base symbols) where the invalid byte sequence
+    starts.  Decode with ``errors="replace"`` to get U+FFFD instead.
+    """
+
+    def __init__(self, message: str, *, offset: int = -1):
+        super().__init__(message)
+        self.offset = offset
+
+
+class KernelsMissingError(UbeError, ImportError):
+    """The compiled Cython kernels could not be imported."""
+
+
+class InputError(UbeError, ValueError):
+    """A bad input file: missing column, wrong type, invalid UTF-8, corrupt
+    compression.  ``path`` and ``row`` (or ``offset``) say where."""
+
+    def __init__(self, message: str, *, path: str | None = None, row: int | None = None,
+                 offset: int | None = None, reason: str = "bad_input"):
+        super().__init__(message)
+        self.path = path
+        self.row = row
+        self.offset = offset
+        self.reason = reason
+
+
+class TokenizerFormatError(UbeError, ValueError):
+    """A tokenizer file with a wrong format name, version or fingerprint."""
+
+
+class ShardFormatError(UbeError, ValueError):
+    """A shard directory whose manifest, index or token file is not as recorded."""
+
+
+class LockError(UbeError, RuntimeError):
+    """Another live process holds the lock of an output unit or rank."""
