@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import List, Optional
 
@@ -36,6 +37,54 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from .trainer import TrainSummary, train
+
+    summary = TrainSummary()
+    tokenizer = train(
+        args.inputs, vocab_size=args.vocab_size, substrate=args.substrate, pattern=args.pattern,
+        special_tokens=args.special_token or ("<|endoftext|>",), min_frequency=args.min_frequency,
+        max_token_length=args.max_token_length, max_bytes=args.max_bytes, workers=args.workers,
+        show_progress=not args.quiet, column=args.column, text_mode=args.text_mode,
+        unit_rows=args.unit_rows, on_error=args.on_error, summary=summary)
+    tokenizer.save(args.output)
+    if not args.quiet:
+        print(f"wrote {args.output}: {tokenizer!r}", file=sys.stderr)
+        print(summary.format(), file=sys.stderr)
+    return 0
+
+
+def _size(text: str) -> int:
+    """Parse a byte size: 1000000, 1e9, 500MB, 1GiB, 2G."""
+    units = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "KIB": 2**10, "M": 10**6, "MB": 10**6, "MIB": 2**20,
+             "G": 10**9, "GB": 10**9, "GIB": 2**30, "T": 10**12, "TB": 10**12, "TIB": 2**40}
+    raw = text.strip().upper()
+    number = raw.rstrip("BIKMGT")
+    suffix = raw[len(number):]
+    try:
+        value = float(number) * units[suffix]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 1000000, 500MB, 1GiB)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"size must be positive: {text!r}")
+    return int(value)
+
+
+def _add_input_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="files, directories or globs: Parquet, Arrow IPC/Feather, JSONL, text "
+                        "(plain, .zst or .gz), HF datasets save_to_disk directories")
+    p.add_argument("--column", default="text", help="text column / JSON field (default: text)")
+    p.add_argument("--text-mode", choices=("line", "file"), default="line",
+                   help="plain text: one document per line (default) or per file")
+    p.add_argument("--unit-rows", type=int, default=None,
+                   help="rows per work unit (default: the readers' default); fixes the unit plan")
+    p.add_argument("--on-error", choices=("raise", "skip"), default="raise",
+                   help="bad documents: stop with an error naming file and offset (default), or skip and count them")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars or summary")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ube",
@@ -48,6 +97,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text", help="the text to explain ('-' reads standard input)")
     p.add_argument("--pattern", default="gpt2", help="pre-tokenization pattern: gpt2 (default), cl100k, o200k or a regex")
     p.set_defaults(func=_cmd_explain)
+
+    p = sub.add_parser("train", help="train a UBE / BBPE / BBPE16 tokenizer on a corpus")
+    _add_input_options(p)
+    p.add_argument("--vocab-size", type=int, required=True,
+                   help="base symbols (512 ube, 256 utf8/utf16) + merges + special tokens")
+    p.add_argument("--substrate", choices=("ube", "utf8", "utf16"), default="ube")
+    p.add_argument("--pattern", default="gpt2", help="pre-tokenization: gpt2 (default), cl100k, o200k or a regex")
+    p.add_argument("--special-token", action="append", metavar="TOK",
+                   help="a special token (repeat; replaces the default <|endoftext|>)")
+    p.add_argument("--min-frequency", type=int, default=2)
+    p.add_argument("--max-token-length", type=int, default=None, help="longest token, in base symbols")
+    p.add_argument("--max-bytes", type=_size, default=None,
+                   help="train on a deterministic sample of about this many bytes (e.g. 1GB)")
+    p.add_argument("-o", "--output", required=True, help="tokenizer file to write (JSON)")
+    p.set_defaults(func=_cmd_train)
     return parser
 
 
@@ -61,7 +125,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         return args.func(args)
-    except UbeError as exc:
+    except (UbeError, ValueError, FileNotFoundError) as exc:
         print(f"ube {args.command}: error: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `ube ... | head`

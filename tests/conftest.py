@@ -1,0 +1,40 @@
+"""Shared fixtures: real multilingual text from tests/data (see its README)."""
+import io
+import json
+import os
+
+import pytest
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+
+def read_jsonl_zst(name):
+    import zstandard
+
+    with open(os.path.join(DATA, name), "rb") as f:
+        reader = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(f), encoding="utf-8")
+        return [json.loads(line) for line in reader]
+
+
+@pytest.fixture(scope="session")
+def docs_rows():
+    """Running text: Debian Handbook pages in 26 languages (dicts with lang, source, text)."""
+    return read_jsonl_zst("docs_sample.jsonl.zst")
+
+
+@pytest.fixture(scope="session")
+def parallel_rows():
+    """Parallel items: the same key in up to ~270 languages (lang, script, key, text, source)."""
+    return read_jsonl_zst("parallel_sample.jsonl.zst")
+
+
+@pytest.fixture(scope="session")
+def unicode_rows():
+    """Unicode test strings (normalization, segmentation, bidi, emoji)."""
+    return read_jsonl_zst("unicode_sample.jsonl.zst")
+
+
+@pytest.fixture(scope="session")
+def multilingual_lines(docs_rows):
+    """Running text split into lines (one document per line), empty lines dropped."""
+    return [line for row in docs_rows for line in row["text"].split("\n") if line.strip()]
