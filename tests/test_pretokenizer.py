@@ -324,3 +324,15 @@ def test_custom_pattern_loses_no_text(text, pattern):
     assert match_spans <= spans
     assert all(end - start == 1 for start, end in spans - match_spans)
     assert np.array_equal(chunk_bounds(text.encode("utf-8"), pattern), byte_ends(chunks))
+
+
+def test_threads_share_the_kernel():
+    # the kernel releases the GIL; concurrent calls must not interfere
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [row["text"] for row in read_jsonl_zst("docs_sample.jsonl.zst")][:8]
+    expected = [byte_ends(GPT2.findall(text)) for text in texts]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda t: chunk_bounds(t.encode("utf-8")), texts * 3))
+    for result, truth in zip(results, expected * 3):
+        assert np.array_equal(result, truth)
