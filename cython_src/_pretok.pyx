@@ -1,0 +1,82 @@
+"""GPT-2 pre-tokenization kernels (Python-visible wrappers of _pretok_core.gpt2_split).
+
+Both entries release the GIL, so a thread pool splits batches in parallel.
+Shapes are checked here (``ValueError``); invalid UTF-8 is not an exception
+but a negative return value ``-(byte_offset + 1)`` that
+``ube_stream.pretokenizer`` turns into an ``InvalidTextError``.
+"""
+from libc.stdint cimport int64_t, uint8_t
+
+from _pretok_core cimport gpt2_split
+
+
+cdef _check_classes(const uint8_t[::1] classes):
+    if classes.shape[0] != 0x110000:
+        raise ValueError(f"classes must be gpt2_class_table() (0x110000 entries), got {classes.shape[0]}")
+
+
+def split_gpt2(const uint8_t[::1] data, const uint8_t[::1] classes, int64_t[::1] ends):
+    """Split UTF-8 ``data`` into GPT-2 chunks; write their end byte offsets to ``ends``.
+
+    ``ends`` needs ``len(data)`` entries.  Returns the number of chunks, or
+    ``-(pos + 1)`` when the bytes at ``pos`` are not well-formed UTF-8.
+    """
+    _check_classes(classes)
+    cdef Py_ssize_t n = data.shape[0], result
+    if ends.shape[0] < n:
+        raise ValueError(f"ends has {ends.shape[0]} entries; it needs len(data) = {n}")
+    if n == 0:
+        return 0
+    with nogil:
+        result = gpt2_split(&data[0], n, &classes[0], &ends[0])
+    return result
+
+
+def split_gpt2_batch(const uint8_t[::1] data, const int64_t[::1] doc_offsets,
+                     const uint8_t[::1] classes, int64_t[::1] ends,
+                     int64_t[::1] doc_chunk_offsets):
+    """Split each document ``data[doc_offsets[d]:doc_offsets[d + 1]]`` separately.
+
+    Chunk ends are absolute byte offsets into ``data``, written to ``ends``
+    (needs ``doc_offsets[-1] - doc_offsets[0]`` entries); the chunks of document
+    ``d`` are ``ends[doc_chunk_offsets[d]:doc_chunk_offsets[d + 1]]``
+    (``doc_chunk_offsets`` needs ``ndocs + 1`` entries).  Chunks never cross
+    document boundaries.  Returns the total number of chunks, or
+    ``-(pos + 1)`` with ``pos`` the absolute byte offset of the first invalid
+    UTF-8 sequence (``doc_chunk_offsets`` is then filled up to that document).
+    """
+    _check_classes(classes)
+    cdef Py_ssize_t ndocs = doc_offsets.shape[0] - 1, d, k, first, total = 0, count
+    cdef int64_t start, stop, bad = -1
+    if ndocs < 0:
+        raise ValueError("doc_offsets needs at least one entry (ndocs + 1)")
+    if doc_chunk_offsets.shape[0] < ndocs + 1:
+        raise ValueError(f"doc_chunk_offsets has {doc_chunk_offsets.shape[0]} entries; "
+                         f"it needs ndocs + 1 = {ndocs + 1}")
+    if doc_offsets[0] < 0 or doc_offsets[ndocs] > data.shape[0]:
+        raise ValueError(f"doc_offsets span [{doc_offsets[0]}, {doc_offsets[ndocs]}] "
+                         f"is outside data (0..{data.shape[0]})")
+    for d in range(ndocs):
+        if doc_offsets[d + 1] < doc_offsets[d]:
+            raise ValueError(f"doc_offsets must be non-decreasing; doc_offsets[{d + 1}] = "
+                             f"{doc_offsets[d + 1]} < doc_offsets[{d}] = {doc_offsets[d]}")
+    if ends.shape[0] < doc_offsets[ndocs] - doc_offsets[0]:
+        raise ValueError(f"ends has {ends.shape[0]} entries; it needs "
+                         f"{doc_offsets[ndocs] - doc_offsets[0]} (the bytes of all documents)")
+    doc_chunk_offsets[0] = 0
+    with nogil:
+        for d in range(ndocs):
+            start = doc_offsets[d]
+            stop = doc_offsets[d + 1]
+            if stop > start:
+                count = gpt2_split(&data[start], stop - start, &classes[0], &ends[total])
+                if count < 0:
+                    bad = start + (-count - 1)
+                    break
+                for k in range(total, total + count):
+                    ends[k] += start
+                total += count
+            doc_chunk_offsets[d + 1] = total
+    if bad >= 0:
+        return -(bad + 1)
+    return total

@@ -1,0 +1,103 @@
+# GPT-2 pre-tokenization as a hand-written state machine (header-only: other
+# kernels cimport gpt2_split; no module pairs with this file).
+#
+# The pattern  's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+# reduces, at each position, to:
+#   1. an ASCII apostrophe followed by s t m d / re ve ll (lower case) is a chunk;
+#   2. else an optional U+0020 (only when a non-space follows) plus the maximal
+#      run of one class (letter, number, other) is a chunk;
+#   3. else a whitespace run is a chunk, less its last character when a
+#      non-space follows it and the run has at least two characters (\s+(?!\S));
+#      a run at the end of the text is one chunk.
+# ``classes`` is ube_stream._unicode_classes.gpt2_class_table(): one byte per code
+# point, so the kernel agrees with the installed ``regex`` module.
+from libc.stdint cimport int64_t, uint8_t, uint32_t
+
+from _types cimport CLASS_LETTER, CLASS_NUMBER, CLASS_OTHER, CLASS_SPACE
+from _utf8 cimport utf8_decode
+
+
+cdef inline int _pretok_next(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
+                             uint32_t* codepoint) noexcept nogil:
+    """utf8_decode with the ASCII case inlined; 0 on invalid UTF-8."""
+    cdef uint8_t b = data[i]
+    if b < 0x80:
+        codepoint[0] = b
+        return 1
+    return utf8_decode(data, n, i, codepoint)
+
+
+cdef inline Py_ssize_t gpt2_split(const uint8_t* data, Py_ssize_t n, const uint8_t* classes,
+                                  int64_t* ends) noexcept nogil:
+    """Split UTF-8 ``data[0:n]`` into GPT-2 chunks.
+
+    Writes the exclusive end byte offset of each chunk to ``ends`` (capacity
+    ``n`` always suffices: every chunk holds at least one byte) and returns the
+    number of chunks, or ``-(pos + 1)`` when the bytes at ``pos`` are not
+    well-formed UTF-8 (``pos`` is the first such position in ``data``).
+    """
+    cdef Py_ssize_t pos = 0, start, last_start, nchunks = 0
+    cdef Py_ssize_t run_chars
+    cdef uint32_t cp = 0
+    cdef uint8_t cls, b1, b2
+    cdef int length
+    while pos < n:
+        start = pos
+        # rule 1: contractions ('s 't 'm 'd 're 've 'll), ASCII only
+        if data[pos] == 39 and pos + 1 < n:
+            b1 = data[pos + 1]
+            if b1 == 115 or b1 == 116 or b1 == 109 or b1 == 100:      # s t m d
+                pos += 2
+                ends[nchunks] = pos
+                nchunks += 1
+                continue
+            if pos + 2 < n:
+                b2 = data[pos + 2]
+                if ((b1 == 114 and b2 == 101) or (b1 == 118 and b2 == 101)  # re ve
+                        or (b1 == 108 and b2 == 108)):                     # ll
+                    pos += 3
+                    ends[nchunks] = pos
+                    nchunks += 1
+                    continue
+        length = _pretok_next(data, n, pos, &cp)
+        if length == 0:
+            return -(pos + 1)
+        cls = classes[cp]
+        # rule 2: an optional U+0020 before a letter / number / other run
+        if cp == 32 and pos + 1 < n:
+            length = _pretok_next(data, n, pos + 1, &cp)
+            if length == 0:
+                return -(pos + 2)
+            if classes[cp] != CLASS_SPACE:
+                pos += 1
+                cls = classes[cp]
+            else:
+                length = 1      # the space itself starts a whitespace run
+        # the maximal run of class ``cls`` starting at pos (its first char is decoded)
+        last_start = pos
+        pos += length
+        run_chars = 1
+        if cls == CLASS_OTHER or cls == CLASS_LETTER or cls == CLASS_NUMBER:
+            while pos < n:
+                length = _pretok_next(data, n, pos, &cp)
+                if length == 0:
+                    return -(pos + 1)
+                if classes[cp] != cls:
+                    break
+                pos += length
+        else:
+            while pos < n:
+                length = _pretok_next(data, n, pos, &cp)
+                if length == 0:
+                    return -(pos + 1)
+                if classes[cp] != CLASS_SPACE:
+                    break
+                last_start = pos
+                pos += length
+                run_chars += 1
+            # rule 3: \s+(?!\S) leaves the last whitespace character to the next chunk
+            if pos < n and run_chars >= 2:
+                pos = last_start
+        ends[nchunks] = pos
+        nchunks += 1
+    return nchunks
