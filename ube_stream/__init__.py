@@ -23,6 +23,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "pretokenize": "pretokenizer",
     "GPT2_PATTERN": "pretokenizer",
+    "Tokenizer": "tokenizer",
+    "train": "trainer",
     "encode_symbols": "substrate",
     "decode_symbols": "substrate",
     "symbol_string": "substrate",
@@ -44,6 +46,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .errors import (InputError, InvalidTextError, LockError, ShardFormatError,
                          SymbolDecodeError, TokenizerFormatError, UbeError)
     from .pretokenizer import GPT2_PATTERN, pretokenize
+    from .tokenizer import Tokenizer
+    from .trainer import train
     from .substrate import (SUBSTRATES, decode_symbols, encode_symbols, floor_cost,
                             parse_symbol_string, symbol_string)
 

@@ -30,13 +30,16 @@ class InvalidTextError(UbeError, ValueError):
     ``offset`` is the character offset of the first bad character inside the
     text (for a Python ``str``: a lone surrogate), or the byte offset when the
     text came as bytes (invalid UTF-8).  ``unit`` says which: ``"char"`` or
-    ``"byte"``.
+    ``"byte"``.  In a batch, ``document`` is the index of the bad document and
+    ``offset`` is relative to it.
     """
 
-    def __init__(self, message: str, *, offset: int = -1, unit: str = "char"):
+    def __init__(self, message: str, *, offset: int = -1, unit: str = "char",
+                 document: int | None = None):
         super().__init__(message)
         self.offset = offset
         self.unit = unit
+        self.document = document
 
 
 class SymbolDecodeError(UbeError, ValueError):

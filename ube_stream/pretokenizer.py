@@ -157,6 +157,28 @@ def chunk_bounds_batch(data: BytesLike, doc_offsets: Sequence[int] | np.ndarray,
     return ends, doc_chunk_offsets
 
 
+def resolve_pattern(pattern: str) -> Tuple[str, str]:
+    """``(name, regex)`` of a pattern given by name or as a regular expression.
+
+    Known patterns are recognised by name or by their exact text (so a
+    tokenizer file records ``"gpt2"`` even when the regex was passed); any
+    other string is ``("custom", pattern)`` after checking that it compiles.
+    """
+    if not isinstance(pattern, str) or not pattern:
+        raise ValueError(f"pattern must be a name in {sorted(PATTERNS)} or a regular expression, got {pattern!r}")
+    if pattern in PATTERNS:
+        return pattern, PATTERNS[pattern]
+    for name, text in PATTERNS.items():
+        if pattern == text:
+            return name, text
+    try:
+        _compiled(pattern)
+    except regex.error as exc:
+        raise ValueError(f"pattern {pattern!r} is neither a known name ({sorted(PATTERNS)}) nor a valid "
+                         f"regular expression: {exc}") from None
+    return "custom", pattern
+
+
 # --------------------------------------------------------------------------- helpers
 
 def _is_gpt2(pattern: str) -> bool:
@@ -221,13 +243,11 @@ def _utf8_error(array: np.ndarray, position: int, *, document: int | None = None
     where = f"byte offset {position}"
     if document is not None:
         where = f"document {document}, {where} (byte {position + doc_start} of the batch)"
-    error = InvalidTextError(
+    return InvalidTextError(
         f"invalid UTF-8 at {where}: bytes {shown!r} do not start a well-formed "
         "UTF-8 sequence. Decode the source with the right encoding, repair it with "
         "errors='replace', or skip such documents (--on-error skip).",
-        offset=position, unit="byte")
-    error.document = document
-    return error
+        offset=position, unit="byte", document=document)
 
 
 def _regex_char_ends(text: str, compiled: "regex.Pattern") -> List[int]:

@@ -32,6 +32,7 @@ import numpy as np
 
 from . import __version__
 from ._kernels import load as _load_kernel
+from .errors import InputError, InvalidTextError
 from .tokenizer import Tokenizer
 
 DEFAULT_SPECIAL_TOKENS = ("<|endoftext|>",)
@@ -139,7 +140,10 @@ def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str
             keep = min(keep, len(offsets) - 1)
             offsets = offsets[: keep + 1]
             data = data[: offsets[-1]]
-        ends, _ = chunk_bounds_batch(data, offsets, pattern, where=f"{unit.source.path} rows {unit.row_start}+")
+        try:
+            ends, _ = chunk_bounds_batch(data, offsets, pattern)
+        except InvalidTextError as exc:
+            data, offsets, ends = _drop_bad_document(exc, batch, data, offsets, pattern, unit, on_error, skips)
         counter.add_chunks(np.ascontiguousarray(data), ends, int(offsets[0]))
         documents += len(offsets) - 1
         nbytes += int(offsets[-1] - offsets[0])
@@ -150,6 +154,33 @@ def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str
         save_table(table_path, counter.export())
     return CountRecord(unit.unit_id, table_path, documents, nbytes, nchunks,
                        dict(skips.counts), [str(e) for e in skips.examples])
+
+
+def _drop_bad_document(exc, batch, data, offsets, pattern, unit, on_error, skips):
+    """A document of ``batch`` is not valid UTF-8: raise an error naming the file
+    and row, or (``on_error="skip"``) count it and chunk the batch without it."""
+    from .pretokenizer import chunk_bounds_batch
+
+    while True:
+        row = int(batch.rows[exc.document]) if exc.document is not None else -1
+        message = f"{unit.source.path}: row {row}: {exc}"
+        if on_error != "skip":
+            raise InputError(message, path=unit.source.path, row=row, offset=exc.offset,
+                             reason="invalid_utf8") from None
+        skips.add("invalid_utf8", message)
+        d = exc.document
+        keep = np.ones(len(offsets) - 1, dtype=bool)
+        keep[d] = False
+        pieces = [data[offsets[i]:offsets[i + 1]] for i in np.flatnonzero(keep)]
+        lengths = np.array([len(p) for p in pieces], dtype=np.int64)
+        data = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.uint8)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        batch.rows = np.asarray(batch.rows)[keep]
+        try:
+            ends, _ = chunk_bounds_batch(data, offsets, pattern)
+            return data, offsets, ends
+        except InvalidTextError as again:
+            exc = again
 
 
 def _count_unit_star(kwargs: Dict[str, Any]) -> CountRecord:
