@@ -165,7 +165,8 @@ def _expand(item: str) -> list[str]:
             raise InputError(f"{item}: no file matches this pattern", path=item, reason="missing_file")
         return [path for match in matches for path in _expand(match)]
     raise InputError(f"{item}: no such file or directory; check the path (and quote globs so the shell "
-                     f"does not expand them)", path=item, reason="missing_file")
+                     f"does not expand them). A str is always a path: to read texts held in memory, pass "
+                     f"an iterator such as iter(texts) to iter_texts", path=item, reason="missing_file")
 
 
 def resolve_inputs(inputs, *, column: str = "text", text_mode: str = "line", format: str | None = None,
