@@ -13,6 +13,7 @@ import codecs
 import gzip
 import io
 import json
+import json.scanner
 import os
 import re
 import zlib
@@ -44,6 +45,8 @@ _PARQUET_MAGIC = b"PAR1"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _GZIP_MAGIC = b"\x1f\x8b"
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_JSON_SPACE = " \t\r\n"
+_scan_json = json.scanner.make_scanner(json.JSONDecoder())   # the C scanner: (value, end index)
 _SKIP_HINT = "or read with on_error='skip' (--on-error skip) to skip and count it"
 
 
@@ -221,7 +224,17 @@ def read_jsonl(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterat
                 _report_broken(reporter, exc, source.compression, row, pos)
                 break
             if row >= start:
-                text = _json_text(line, column, reporter, row, pos)
+                # fast path: a well-formed object with a valid string; anything else is
+                # parsed again by _json_text, which says what is wrong
+                decoded, record, end = "", None, -1
+                try:
+                    decoded = line.decode("utf-8").strip(_JSON_SPACE)
+                    record, end = _scan_json(decoded, 0)
+                except (UnicodeDecodeError, StopIteration, ValueError):
+                    pass
+                text = record.get(column) if end == len(decoded) and type(record) is dict else None
+                if type(text) is not str or _SURROGATE.search(text):
+                    text = _json_text(line, column, reporter, row, pos)
                 if text is not None:
                     texts.append(text)
                     rows.append(row)
