@@ -430,3 +430,63 @@ def test_import_is_lazy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=os.path.dirname(os.path.dirname(DATA)))
     assert out.stdout.strip() == ""
+
+
+def test_other_arrow_text_layouts(tmp_path, docs):
+    """Feather v1, dictionary-encoded, string_view and all-null columns."""
+    import warnings
+
+    v1 = str(tmp_path / "v1.feather")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        feather.write_feather(pa.table({"text": docs[:50]}), v1, version=1)
+    assert open(v1, "rb").read(4) == b"FEA1"
+    assert list(iter_texts(v1)) == docs[:50]
+    table = pa.table({"text": pa.array(["b", "a", None, "b"]).dictionary_encode(),
+                      "view": pa.array(["x", "", "y", None], type=pa.string_view()),
+                      "none": pa.nulls(4)})
+    path = str(tmp_path / "layouts.parquet")
+    pq.write_table(table, path)
+    arrow_path = str(tmp_path / "layouts.arrow")
+    with ipc.new_file(arrow_path, table.schema) as w:
+        w.write_table(table)
+    for p in (path, arrow_path):
+        assert list(iter_texts(p)) == ["b", "a", "b"]
+        skips = SkipCounter()
+        batches = list(iter_batches(p, column="view", skips=skips))
+        assert [b.to_pylist() for b in batches] == [["x", "", "y"]] and skips.counts == {"null": 1}
+        assert batches[0].utf8()[0].tobytes() == b"xy"
+        skips = SkipCounter()
+        assert list(iter_texts(p, column="none", skips=skips)) == [] and skips.counts == {"null": 4}
+
+
+def test_invalid_utf8_inside_an_arrow_stream(tmp_path):
+    data = pa.py_buffer(b"okbad\xffyes")
+    offsets = pa.py_buffer(np.array([0, 2, 6, 9], dtype=np.int32))
+    array = pa.StringArray.from_buffers(3, offsets, data)
+    path = str(tmp_path / "s.arrow")
+    with ipc.new_stream(path, pa.schema([("text", pa.string())])) as w:
+        w.write_batch(pa.record_batch([array], names=["text"]))
+    err = _error(path)
+    assert (err.reason, err.row, err.offset) == ("invalid_utf8", 1, 3) and path in str(err) and "row 1" in str(err)
+    skips = SkipCounter()
+    assert list(iter_texts(path, on_error="skip", skips=skips)) == ["ok", "yes"]
+    assert skips.counts == {"invalid_utf8": 1}
+
+
+def test_dataset_dict_directory_and_picklable_units(tmp_path, docs):
+    import pickle
+
+    import datasets
+
+    root = tmp_path / "dd"
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": docs[:40]}),
+                          "test": datasets.Dataset.from_dict({"text": docs[40:50]})}).save_to_disk(str(root))
+    (root / "train" / "cache-stray.arrow").write_bytes(b"not listed in state.json")
+    sources = resolve_inputs(str(root))
+    assert [os.path.relpath(s.path, root).split(os.sep)[0] for s in sources] == ["test", "train"]
+    assert list(iter_texts(str(root))) == docs[40:50] + docs[:40]
+    units = plan_units(sources, unit_rows=16)
+    assert [u.unit_id for u in units] == ["00000-000000000000", "00001-000000000000", "00001-000000000016",
+                                          "00001-000000000032"]
+    assert pickle.loads(pickle.dumps(units)) == units

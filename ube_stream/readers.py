@@ -144,6 +144,7 @@ def _walk(directory: str) -> list[str]:
         listed = _dataset_dir_files(root)
         if listed is not None:
             found.extend(listed)
+            dirs[:] = []
             continue
         found.extend(os.path.join(root, name) for name in sorted(files)
                      if not name.startswith((".", "_")) and _formats.is_known_suffix(name))
