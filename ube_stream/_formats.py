@@ -1,5 +1,6 @@
 """File formats behind :mod:`ube_stream.readers`: detection, decompression and
-one batch generator per format.  Internal; the public face is ``readers``.
+the JSONL and text readers (columnar formats: ``_columnar``).  Internal; the
+public face is ``readers``.
 
 Every generator takes a work unit's file, row range and a
 :class:`~ube_stream._textbatch.Reporter` (raise or count), and yields
@@ -40,19 +41,19 @@ LINE_FORMATS = ("jsonl", "text")
 COLUMNAR_FORMATS = ("parquet", "arrow_file", "arrow_stream", "feather")
 
 _ARROW_FILE_MAGIC = b"ARROW1"
-_FEATHER_V1_MAGIC = b"FEA1"
+FEATHER_V1_MAGIC = b"FEA1"
 _PARQUET_MAGIC = b"PAR1"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _GZIP_MAGIC = b"\x1f\x8b"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _JSON_SPACE = " \t\r\n"
 _scan_json = json.scanner.make_scanner(json.JSONDecoder())   # the C scanner: (value, end index)
-_SKIP_HINT = "or read with on_error='skip' (--on-error skip) to skip and count it"
+SKIP_HINT = "or read with on_error='skip' (--on-error skip) to skip and count it"
 
 
 # --------------------------------------------------------------------------- detection
 
-def _magic(path: str, n: int = 8) -> bytes:
+def magic_bytes(path: str, n: int = 8) -> bytes:
     with open(path, "rb") as f:
         return f.read(n)
 
@@ -73,13 +74,13 @@ def detect_format(path: str, forced: str | None = None) -> tuple[str, str | None
     if compression is not None:
         ext = os.path.splitext(stem)[1]
     fmt = forced if forced is not None else FORMAT_SUFFIXES.get(ext)
-    head = _magic(path)
+    head = magic_bytes(path)
     if fmt is None and compression is None:
         if head.startswith(_PARQUET_MAGIC):
             fmt = "parquet"
         elif head.startswith(_ARROW_FILE_MAGIC):
             fmt = "arrow_file"
-        elif head.startswith(_FEATHER_V1_MAGIC):
+        elif head.startswith(FEATHER_V1_MAGIC):
             fmt = "feather"
     if fmt is None:
         known = ", ".join(sorted(set(FORMAT_SUFFIXES) | {f"{s}{c}" for s in (".jsonl", ".txt") for c in (".zst", ".gz")}))
@@ -257,23 +258,23 @@ def _json_text(line: bytes, column: str, reporter: Reporter, row: int, pos: int)
     except UnicodeDecodeError as exc:
         reporter.problem("invalid_utf8", f"{reporter.path}: line {row + 1}: invalid UTF-8 at byte offset "
                                          f"{pos + exc.start} ({exc.reason}); re-encode the file as UTF-8 "
-                                         f"{_SKIP_HINT}", row=row, offset=pos + exc.start)
+                                         f"{SKIP_HINT}", row=row, offset=pos + exc.start)
         return None
     try:
         record = json.loads(decoded)
     except json.JSONDecodeError as exc:
         reporter.problem("invalid_json", f"{where}: invalid JSON at column {exc.colno}: {exc.msg}; "
-                                         f"fix the line {_SKIP_HINT}", row=row, offset=pos)
+                                         f"fix the line {SKIP_HINT}", row=row, offset=pos)
         return None
     if not isinstance(record, dict):
         reporter.problem("not_object", f"{where}: expected a JSON object with a {column!r} field, found a "
                                        f"{type(record).__name__}; JSONL input needs one object per line "
-                                       f"{_SKIP_HINT}", row=row, offset=pos)
+                                       f"{SKIP_HINT}", row=row, offset=pos)
         return None
     if column not in record:
         keys = ", ".join(map(repr, list(record)[:20]))
         reporter.problem("missing_field", f"{where}: the object has no field {column!r} (it has {keys}); "
-                                          f"choose the field with column= (--column) {_SKIP_HINT}",
+                                          f"choose the field with column= (--column) {SKIP_HINT}",
                          row=row, offset=pos)
         return None
     return check_text_value(record[column], reporter, row, where, offset=pos)
@@ -287,13 +288,13 @@ def check_text_value(value, reporter: Reporter, row: int, where: str, offset: in
         return None
     if not isinstance(value, str):
         reporter.problem("not_string", f"{where}: expected a string, found {type(value).__name__}; "
-                                       f"point column= at a text field {_SKIP_HINT}", row=row, offset=offset)
+                                       f"point column= at a text field {SKIP_HINT}", row=row, offset=offset)
         return None
     bad = _SURROGATE.search(value)
     if bad is not None:
         reporter.problem("invalid_text", f"{where}: lone surrogate U+{ord(bad.group()):04X} at character "
                                          f"{bad.start()} (not a Unicode scalar value, e.g. from a JSON "
-                                         f"'\\u{ord(bad.group()):04x}' escape); fix the text {_SKIP_HINT}",
+                                         f"'\\u{ord(bad.group()):04x}' escape); fix the text {SKIP_HINT}",
                          row=row, offset=offset)
         return None
     return value
@@ -363,7 +364,7 @@ def _block_batches(block: bytes, row: int, pos: int, unit, reporter: Reporter, b
                 at = pos + int(starts[i]) + exc.start
                 reporter.problem("invalid_utf8", f"{reporter.path}: line {rows[i] + 1}: invalid UTF-8 at byte "
                                                  f"offset {at} ({exc.reason}); re-encode the file as UTF-8 "
-                                                 f"{_SKIP_HINT}", row=int(rows[i]), offset=at)
+                                                 f"{SKIP_HINT}", row=int(rows[i]), offset=at)
         starts, ends, rows = starts[good], ends[good], rows[good]
         if not len(rows):
             return n_lines
@@ -397,210 +398,7 @@ def read_text_file(unit, reporter: Reporter) -> Iterator[TextBatch]:
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         reporter.problem("invalid_utf8", f"{source.path}: invalid UTF-8 at byte offset {exc.start} (line {line}, "
-                                         f"{exc.reason}); re-encode the file as UTF-8 {_SKIP_HINT}",
+                                         f"{exc.reason}); re-encode the file as UTF-8 {SKIP_HINT}",
                          row=0, offset=exc.start)
         return
     yield TextBatch([text], np.zeros(1, dtype=np.int64), source.source_id)
-
-
-# --------------------------------------------------------------------------- columnar files
-
-def text_field_index(schema, column: str, path: str) -> int:
-    """Index of ``column`` in an Arrow schema; InputError when it is missing
-    or not text.  Always raised: it is a wrong option, not a bad row."""
-    import pyarrow as pa
-
-    index = schema.get_field_index(column)
-    if index < 0:
-        names = ", ".join(map(repr, schema.names))
-        raise InputError(f"{path}: no column {column!r}; the file has columns {names}. "
-                         f"Choose the text column with column= (--column)", path=path, reason="missing_column")
-    kind = schema.field(index).type
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
-            or pa.types.is_null(kind)):
-        raise InputError(f"{path}: column {column!r} has type {schema.field(index).type}, not text "
-                         f"(string/large_string); choose a text column with column= (--column) or cast it "
-                         f"to string first", path=path, reason="not_string")
-    return index
-
-
-def arrow_text_batches(array, first_row: int, source_id: int, reporter: Reporter,
-                       batch_rows: int) -> Iterator[TextBatch]:
-    """Batches from one Arrow text array whose element 0 is row ``first_row``:
-    nulls are skipped and counted, invalid UTF-8 reported per row."""
-    import pyarrow as pa
-
-    if isinstance(array, pa.ChunkedArray):
-        for chunk in array.chunks:
-            yield from arrow_text_batches(chunk, first_row, source_id, reporter, batch_rows)
-            first_row += len(chunk)
-        return
-    if pa.types.is_dictionary(array.type):
-        array = array.dictionary_decode()
-    if pa.types.is_null(array.type):
-        if len(array):
-            reporter.null(first_row, count=len(array))
-        return
-    if pa.types.is_string_view(array.type):
-        array = array.cast(pa.large_string())
-    rows = np.arange(first_row, first_row + len(array), dtype=np.int64)
-    good = None
-    if array.null_count:
-        good = array.is_valid().to_numpy(zero_copy_only=False)
-        nulls = rows[~good]
-        reporter.null(int(nulls[0]), count=len(nulls))
-    try:
-        array.validate(full=True)
-    except pa.ArrowInvalid:
-        good = _check_rows_utf8(array, rows, good, reporter)
-    if good is not None:
-        array = array.filter(pa.array(good))
-        rows = rows[good]
-    for i in range(0, len(rows), batch_rows):
-        yield TextBatch(array.slice(i, batch_rows), rows[i:i + batch_rows], source_id)
-
-
-def _check_rows_utf8(array, rows, good, reporter: Reporter):
-    good = np.ones(len(rows), dtype=bool) if good is None else good.copy()
-    for i, value in enumerate(array.cast(_binary_of(array.type))):
-        if not good[i]:
-            continue
-        try:
-            value.as_py().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            good[i] = False
-            reporter.problem("invalid_utf8", f"{reporter.path}: row {rows[i]}: invalid UTF-8 at byte {exc.start} "
-                                             f"of the text ({exc.reason}); fix the data {_SKIP_HINT}",
-                             row=int(rows[i]), offset=exc.start)
-    return good
-
-
-def _binary_of(kind):
-    import pyarrow as pa
-    return pa.large_binary() if pa.types.is_large_string(kind) else pa.binary()
-
-
-def _corrupt(path: str, fmt: str, exc: BaseException) -> InputError:
-    return InputError(f"{path}: cannot read this {fmt} file ({type(exc).__name__}: {exc}); it is truncated, "
-                      f"corrupt or not {fmt}. Re-download or re-write it, or read with on_error='skip' to skip "
-                      f"and count it", path=path, reason="corrupt_file")
-
-
-def columnar_num_rows(path: str, fmt: str, column: str) -> int:
-    """Row count of a columnar file from its metadata (Arrow streams: one
-    memory-mapped pass over the batches of the text column); also checks the
-    column.  Raises InputError."""
-    import pyarrow as pa
-    import pyarrow.ipc as ipc
-    import pyarrow.parquet as pq
-
-    try:
-        if fmt == "parquet":
-            meta = pq.ParquetFile(path).metadata
-            text_field_index(meta.schema.to_arrow_schema(), column, path)
-            return meta.num_rows
-        if fmt == "feather" and _magic(path).startswith(_FEATHER_V1_MAGIC):
-            table = _read_feather_v1(path)
-            text_field_index(table.schema, column, path)
-            return table.num_rows
-        if fmt in ("arrow_file", "feather"):
-            with pa.memory_map(path) as source:
-                reader = ipc.open_file(source)
-                text_field_index(reader.schema, column, path)
-                return reader.count_rows()
-        with pa.memory_map(path) as source:
-            reader = ipc.open_stream(source)
-            index = text_field_index(reader.schema, column, path)
-        with pa.memory_map(path) as source:
-            reader = ipc.open_stream(source, options=ipc.IpcReadOptions(included_fields=[index]))
-            return sum(batch.num_rows for batch in reader)
-    except InputError:
-        raise
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise _corrupt(path, fmt, exc) from exc
-
-
-def _read_feather_v1(path: str):
-    import warnings
-
-    import pyarrow.feather as feather
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return feather.read_table(path, memory_map=True)
-
-
-def read_columnar(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterator[TextBatch]:
-    """Parquet (only the row groups the unit overlaps), Arrow IPC file/stream
-    and Feather, memory-mapped; only the text column is decoded."""
-    import pyarrow as pa
-
-    source = unit.source
-    start, stop = unit.row_start, unit.row_stop
-    row = start
-    try:
-        for array, first in _columnar_arrays(source, column, batch_rows, start, stop):
-            row = first
-            lo = max(start, first)
-            hi = first + len(array) if stop is None else min(stop, first + len(array))
-            if lo >= hi:
-                continue
-            yield from arrow_text_batches(array.slice(lo - first, hi - lo), lo, source.source_id, reporter,
-                                          batch_rows)
-            row = hi
-    except InputError:
-        raise
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        error = _corrupt(source.path, source.format, exc)
-        reporter.problem("corrupt_file", f"{error} (at row {row})", row=row)
-
-
-def _columnar_arrays(source, column: str, batch_rows: int, start: int, stop: int | None):
-    """``(text array, row of its first element)`` for the batches that may
-    overlap ``[start, stop)``, in row order."""
-    import pyarrow as pa
-    import pyarrow.ipc as ipc
-    import pyarrow.parquet as pq
-
-    path, fmt = source.path, source.format
-    if fmt == "parquet":
-        pf = pq.ParquetFile(path, memory_map=True)
-        text_field_index(pf.schema_arrow, column, path)
-        bounds = np.concatenate([[0], np.cumsum([pf.metadata.row_group(g).num_rows
-                                                 for g in range(pf.metadata.num_row_groups)])])
-        groups = [g for g in range(len(bounds) - 1)
-                  if bounds[g + 1] > start and (stop is None or bounds[g] < stop)]
-        if not groups:
-            return
-        first = int(bounds[groups[0]])
-        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=groups, columns=[column]):
-            yield batch.column(0), first
-            first += batch.num_rows
-            if stop is not None and first >= stop:
-                return
-        return
-    if fmt == "feather" and _magic(path).startswith(_FEATHER_V1_MAGIC):
-        table = _read_feather_v1(path)
-        text_field_index(table.schema, column, path)
-        yield table.column(column), 0
-        return
-    with pa.memory_map(path) as mapped:
-        if fmt in ("arrow_file", "feather"):
-            schema = ipc.open_file(mapped).schema
-        else:
-            schema = ipc.open_stream(mapped).schema
-    index = text_field_index(schema, column, path)
-    options = ipc.IpcReadOptions(included_fields=[index])
-    with pa.memory_map(path) as mapped:
-        if fmt in ("arrow_file", "feather"):
-            reader = ipc.open_file(mapped, options=options)
-            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
-        else:
-            batches = ipc.open_stream(mapped, options=options)
-        first = 0
-        for batch in batches:
-            yield batch.column(0), first
-            first += batch.num_rows
-            if stop is not None and first >= stop:
-                return

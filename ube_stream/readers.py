@@ -59,7 +59,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from . import _formats
+from . import _columnar, _formats
 from ._textbatch import Reporter, SkipCounter, SkipExample, TextBatch
 from .errors import InputError
 
@@ -196,7 +196,7 @@ def resolve_inputs(inputs, *, column: str = "text", text_mode: str = "line", for
         num_rows = None
         if fmt in _formats.COLUMNAR_FORMATS:
             try:
-                num_rows = _formats.columnar_num_rows(path, fmt, column)
+                num_rows = _columnar.columnar_num_rows(path, fmt, column)
             except InputError as exc:
                 if on_error == "raise" or exc.reason != "corrupt_file":
                     raise
@@ -245,7 +245,7 @@ def read_unit(unit: WorkUnit, *, column: str = "text", text_mode: str = "line", 
     reporter = Reporter(unit.source.path, on_error, skips)
     fmt = unit.source.format
     if fmt in _formats.COLUMNAR_FORMATS:
-        return _formats.read_columnar(unit, column, reporter, batch_rows)
+        return _columnar.read_columnar(unit, column, reporter, batch_rows)
     if fmt == "jsonl":
         return _formats.read_jsonl(unit, column, reporter, batch_rows)
     if text_mode == "file":
@@ -295,8 +295,8 @@ def _memory_batches(data, column: str, on_error: str, batch_rows: int,
                                  reason="missing_column")
             first = 0
             for table in data.select_columns([column]).with_format("arrow").iter(batch_size=batch_rows):
-                _formats.text_field_index(table.schema, column, name)
-                yield from _formats.arrow_text_batches(table.column(0), first, 0, reporter, batch_rows)
+                _columnar.text_field_index(table.schema, column, name)
+                yield from _columnar.arrow_text_batches(table.column(0), first, 0, reporter, batch_rows)
                 first += table.num_rows
             return
         if isinstance(data, datasets.IterableDataset):
@@ -305,12 +305,12 @@ def _memory_batches(data, column: str, on_error: str, batch_rows: int,
         import pyarrow as pa
 
         if isinstance(data, (pa.Table, pa.RecordBatch)):
-            _formats.text_field_index(data.schema, column, name)
+            _columnar.text_field_index(data.schema, column, name)
             data = data.column(column)
         if isinstance(data, (pa.Array, pa.ChunkedArray)):
             schema = pa.schema([pa.field(column, data.type)])
-            _formats.text_field_index(schema, column, name)
-            yield from _formats.arrow_text_batches(data, 0, 0, reporter, batch_rows)
+            _columnar.text_field_index(schema, column, name)
+            yield from _columnar.arrow_text_batches(data, 0, 0, reporter, batch_rows)
             return
     texts: list[str] = []
     rows: list[int] = []
