@@ -1,0 +1,492 @@
+"""Readers: the same real multilingual documents come out of every format,
+with and without unit splitting; bad inputs fail (or are counted) with the
+file and the place in the message.  Truth is the fixture text read with
+zstandard + json, Python's codecs and str.split."""
+import gzip
+import io
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ube_stream import _formats
+from ube_stream.errors import InputError
+from ube_stream.readers import (SkipCounter, TextBatch, iter_batches, iter_texts, plan_units, read_unit,
+                                resolve_inputs)
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+def _fixture_records(name):
+    with open(os.path.join(DATA, name), "rb") as f:
+        reader = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(f), encoding="utf-8")
+        return [json.loads(line) for line in reader]
+
+
+@pytest.fixture(scope="module")
+def docs():
+    """~5k one-line documents in many languages and scripts, with empty ones."""
+    parallel = [r["text"] for r in _fixture_records("parallel_sample.jsonl.zst")][::5]
+    handbook_lines = [line for r in _fixture_records("docs_sample.jsonl.zst") for line in r["text"].split("\n")]
+    chosen = parallel + handbook_lines[::20] + ["", "", "tab\tand\u2028ls\u0085nel"]
+    random.Random(7).shuffle(chosen)
+    chosen = [t for t in chosen if "\n" not in t and "\r" not in t]
+    assert len(chosen) > 4000 and len({t for t in chosen if not t.isascii()}) > 1000
+    return chosen
+
+
+def _write_text_like(path, data: bytes, compression):
+    if compression == "zstd":
+        # two frames, to exercise concatenated-frame reading
+        half = len(data) // 2
+        cctx = zstandard.ZstdCompressor()
+        data = cctx.compress(data[:half]) + cctx.compress(data[half:])
+    elif compression == "gzip":
+        data = gzip.compress(data)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+@pytest.fixture(scope="module")
+def corpus(docs, tmp_path_factory):
+    """The documents in every format: {name: path}."""
+    root = tmp_path_factory.mktemp("corpus")
+    table = pa.table({"id": list(range(len(docs))), "text": docs})
+    paths = {}
+    paths["parquet"] = root / "c.parquet"
+    pq.write_table(table, paths["parquet"], row_group_size=700)
+    assert pq.ParquetFile(paths["parquet"]).metadata.num_row_groups > 5
+    batches = table.to_batches(max_chunksize=450)
+    paths["arrow_file"] = root / "c.arrow"
+    with ipc.new_file(str(paths["arrow_file"]), table.schema) as w:
+        for b in batches:
+            w.write_batch(b)
+    paths["arrow_stream"] = root / "c_stream.arrow"
+    with ipc.new_stream(str(paths["arrow_stream"]), table.schema) as w:
+        for b in batches:
+            w.write_batch(b)
+    paths["feather"] = root / "c.feather"
+    feather.write_feather(table, str(paths["feather"]), chunksize=333)  # lz4-compressed Arrow IPC file
+    jsonl = "".join(json.dumps({"id": i, "text": t}, ensure_ascii=i % 2 == 0) + "\n" for i, t in enumerate(docs))
+    text = "".join(t + "\n" for t in docs)
+    for ext, compression in (("", None), (".zst", "zstd"), (".gz", "gzip")):
+        paths["jsonl" + ext] = root / f"c.jsonl{ext}"
+        _write_text_like(paths["jsonl" + ext], jsonl.encode(), compression)
+        paths["txt" + ext] = root / f"c.txt{ext}"
+        _write_text_like(paths["txt" + ext], text.encode(), compression)
+    import datasets
+    paths["hf_dataset"] = root / "hf"
+    datasets.Dataset.from_dict({"text": docs}).save_to_disk(str(paths["hf_dataset"]), num_shards=3)
+    return {name: str(p) for name, p in paths.items()}
+
+
+def _read_all(units, **kwargs):
+    texts, provenance = [], []
+    for unit in units:
+        for batch in read_unit(unit, **kwargs):
+            assert len(batch) <= kwargs.get("batch_rows", 1024)
+            texts.extend(batch.to_pylist())
+            provenance.extend((batch.source_id, int(r)) for r in batch.rows)
+    return texts, provenance
+
+
+def _check_cover(units):
+    """Units of each source are contiguous from row 0, ids unique and sorted."""
+    ids = [u.unit_id for u in units]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    by_source = {}
+    for u in units:
+        by_source.setdefault(u.source.source_id, []).append(u)
+    for source_units in by_source.values():
+        assert source_units[0].row_start == 0
+        for prev, nxt in zip(source_units, source_units[1:]):
+            assert prev.row_stop == nxt.row_start
+        last = source_units[-1]
+        assert last.row_stop in (None, last.source.num_rows) or last.source.num_rows is None
+
+
+FORMATS = ["parquet", "arrow_file", "arrow_stream", "feather", "jsonl", "jsonl.zst", "jsonl.gz",
+           "txt", "txt.zst", "txt.gz", "hf_dataset"]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+@pytest.mark.parametrize("unit_rows", [None, 777])
+def test_every_format_gives_the_same_documents(corpus, docs, name, unit_rows, monkeypatch):
+    monkeypatch.setattr(_formats, "BLOCK_BYTES", 5000)  # many blocks and lines cut across them
+    sources = resolve_inputs(corpus[name])
+    units = plan_units(sources, unit_rows=unit_rows)
+    _check_cover(units)
+    texts, provenance = _read_all(units, batch_rows=300)
+    assert texts == docs
+    if name == "hf_dataset":
+        assert len(sources) == 3 and all(s.format == "arrow_stream" for s in sources)
+        expected = [(s.source_id, r) for s in sources for r in range(s.num_rows)]
+    else:
+        assert len(sources) == 1
+        expected = [(0, r) for r in range(len(docs))]
+    assert provenance == expected
+    splittable = name not in ("jsonl.zst", "jsonl.gz", "txt.zst", "txt.gz")
+    if unit_rows and splittable:
+        assert len(units) >= len(docs) // unit_rows
+        assert all(u.row_stop - u.row_start <= unit_rows for u in units)
+    else:
+        assert len(units) == len(sources)
+
+
+def test_format_and_compression_are_detected(corpus):
+    seen = {os.path.basename(s.path): (s.format, s.compression, s.num_rows is not None)
+            for s in resolve_inputs(sorted(p for n, p in corpus.items() if n != "hf_dataset"))}
+    assert seen == {
+        "c.parquet": ("parquet", None, True), "c.arrow": ("arrow_file", None, True),
+        "c_stream.arrow": ("arrow_stream", None, True), "c.feather": ("feather", None, True),
+        "c.jsonl": ("jsonl", None, False), "c.jsonl.zst": ("jsonl", "zstd", False),
+        "c.jsonl.gz": ("jsonl", "gzip", False), "c.txt": ("text", None, False),
+        "c.txt.zst": ("text", "zstd", False), "c.txt.gz": ("text", "gzip", False),
+    }
+
+
+def test_plan_is_independent_of_input_order_and_duplicates(corpus):
+    paths = [corpus[n] for n in FORMATS]
+    plan = [(u.unit_id, u.source.path, u.row_start, u.row_stop, u.byte_start)
+            for u in plan_units(resolve_inputs(paths), unit_rows=1000)]
+    shuffled = paths[::-1] + [corpus["txt"], os.path.dirname(corpus["parquet"]) + "/c.parq*"]
+    again = [(u.unit_id, u.source.path, u.row_start, u.row_stop, u.byte_start)
+             for u in plan_units(resolve_inputs(shuffled), unit_rows=1000)]
+    assert plan == again
+    # the directory holds exactly these files, so walking it gives the same plan
+    walked = [(u.unit_id, u.source.path) for u in plan_units(resolve_inputs(os.path.dirname(corpus["txt"])),
+                                                             unit_rows=1000)]
+    assert walked == [p[:2] for p in plan]
+
+
+def test_plain_line_units_seek_to_their_rows(corpus, docs):
+    for name in ("jsonl", "txt"):
+        units = plan_units(resolve_inputs(corpus[name]), unit_rows=1000)
+        middle = units[2]
+        assert middle.byte_start > 0 and middle.unit_id == "00000-000000002000"
+        texts, provenance = _read_all([middle])
+        assert texts == docs[2000:3000] and provenance == [(0, r) for r in range(2000, 3000)]
+
+
+def _utf8_truth(texts):
+    encoded = [t.encode("utf-8") for t in texts]
+    return b"".join(encoded), np.cumsum([0] + [len(e) for e in encoded])
+
+
+@pytest.mark.parametrize("name", ["parquet", "arrow_stream", "jsonl", "txt.zst"])
+def test_utf8_buffers_equal_the_encoding(corpus, name):
+    for batch in iter_batches(corpus[name], batch_rows=500):
+        data, offsets = batch.utf8()
+        want_data, want_offsets = _utf8_truth(batch.to_pylist())
+        assert data.dtype == np.uint8 and offsets.dtype == np.int64
+        assert data.tobytes() == want_data and offsets.tolist() == want_offsets.tolist()
+
+
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_string()])
+def test_utf8_of_sliced_arrow_arrays_is_zero_copy(docs, kind):
+    array = pa.array(docs[:50], type=kind).slice(7, 20)
+    batch = TextBatch(array, np.arange(20), 0)
+    data, offsets = batch.utf8()
+    want_data, want_offsets = _utf8_truth(docs[7:27])
+    assert data.tobytes() == want_data and offsets.tolist() == want_offsets.tolist()
+    assert np.shares_memory(data, np.frombuffer(array.buffers()[2], np.uint8))
+    empty = TextBatch(pa.array(["", ""], type=kind), np.arange(2), 0).utf8()
+    assert empty[0].size == 0 and empty[1].tolist() == [0, 0, 0]
+
+
+def _line_truth(data: bytes):
+    """Documents of a text file by the documented rule, with str.split."""
+    lines = data.decode("utf-8").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def test_text_lines_crlf_u2028_nel_and_empty_lines(tmp_path):
+    raw = "a\r\nb\u2028c\x85d\n\n\re\r\r\n\u2029\rlast".encode()
+    path = tmp_path / "t.txt"
+    path.write_bytes(raw)
+    assert list(iter_texts(str(path))) == ["a", "b\u2028c\x85d", "", "\re\r", "\u2029\rlast"]
+    assert list(iter_texts(str(path))) == _line_truth(raw)
+    path.write_bytes(b"x\n")
+    assert list(iter_texts(str(path))) == ["x"]
+    path.write_bytes(b"\n")
+    assert list(iter_texts(str(path))) == [""]
+    path.write_bytes(b"")
+    assert list(iter_texts(str(path))) == []
+    assert [u.row_stop for u in plan_units(resolve_inputs(str(path)), unit_rows=10)] == [0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "\r", "\r\n", "a", "é", "性", "😀", "\u2028", "\x85", " "]), max_size=60),
+       st.integers(1, 9), st.sampled_from([None, 3]))
+def test_text_lines_property(tmp_path_factory, pieces, block, unit_rows):
+    raw = "".join(pieces).encode()
+    path = tmp_path_factory.mktemp("p") / "t.txt"
+    path.write_bytes(raw)
+    old = _formats.BLOCK_BYTES
+    _formats.BLOCK_BYTES = block
+    try:
+        texts, provenance = _read_all(plan_units(resolve_inputs(str(path)), unit_rows=unit_rows))
+    finally:
+        _formats.BLOCK_BYTES = old
+    want = _line_truth(raw) if raw else []
+    assert texts == want and provenance == [(0, r) for r in range(len(want))]
+
+
+def test_text_file_mode(tmp_path):
+    raw = "one\r\ndocument\u2028whole\n".encode()
+    (tmp_path / "a.txt.gz").write_bytes(gzip.compress(raw))
+    (tmp_path / "b.txt").write_bytes(b"")
+    sources = resolve_inputs(str(tmp_path), text_mode="file")
+    assert [s.num_rows for s in sources] == [1, 1]
+    assert list(iter_texts(str(tmp_path), text_mode="file")) == [raw.decode(), ""]
+
+
+def test_nulls_are_skipped_and_counted(tmp_path):
+    path = str(tmp_path / "n.parquet")
+    pq.write_table(pa.table({"text": ["a", None, "", None, "b"]}), path, row_group_size=2)
+    skips = SkipCounter()
+    texts, provenance = _read_all(plan_units(resolve_inputs(path), unit_rows=2), skips=skips)
+    assert texts == ["a", "", "b"] and provenance == [(0, 0), (0, 2), (0, 4)]
+    assert skips.counts == {"null": 2}
+    assert [(e.row, e.reason) for e in skips.examples] == [(1, "null"), (3, "null")]
+
+
+# --------------------------------------------------------------------------- errors
+
+def _error(inputs, **kwargs):
+    with pytest.raises(InputError) as info:
+        list(iter_texts(inputs, **kwargs))
+    return info.value
+
+
+def test_missing_and_non_text_columns(tmp_path):
+    path = str(tmp_path / "c.parquet")
+    pq.write_table(pa.table({"body": ["x"], "n": [1]}), path)
+    err = _error(path)
+    assert path in str(err) and "'text'" in str(err) and "'body', 'n'" in str(err)
+    err = _error(path, column="n")
+    assert "int64" in str(err) and err.reason == "not_string"
+    stream = str(tmp_path / "s.arrow")
+    with ipc.new_stream(stream, pa.schema([("body", pa.string())])) as w:
+        w.write_batch(pa.record_batch([pa.array(["x"])], names=["body"]))
+    assert "'body'" in str(_error(stream, on_error="skip"))  # a wrong column is never skipped
+
+
+def test_invalid_utf8_in_text_names_line_and_byte(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes("ok\nné\n".encode() + b"ab\xffcd\nlast\n")
+    err = _error(str(path))
+    assert str(path) in str(err) and "line 3" in str(err) and "byte offset 9" in str(err)
+    assert (err.row, err.offset, err.reason) == (2, 9, "invalid_utf8")
+    skips = SkipCounter()
+    assert list(iter_texts(str(path), on_error="skip", skips=skips)) == ["ok", "né", "last"]
+    assert skips.counts == {"invalid_utf8": 1}
+
+
+JSONL_CASES = [
+    (b'{"text": "ok"}\n', None, None),
+    (b'{"text": "caf\xc3"}\n', "invalid_utf8", "byte offset 28"),
+    (b'{"text": "x",}\n', "invalid_json", "line 3"),
+    (b'["text"]\n', "not_object", "found a list"),
+    (b'{"body": "x"}\n', "missing_field", "'body'"),
+    (b'{"text": 5}\n', "not_string", "found int"),
+    (b'{"text": "a\\ud800b"}\n', "invalid_text", "U+D800"),
+    (b'{"text": null}\n', None, None),
+    (b'\n', None, None),
+    (b'{"text": ""}\n', None, None),
+]
+
+
+def test_jsonl_errors_and_exact_skip_counts(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"".join(line for line, _, _ in JSONL_CASES))
+    for i, (line, reason, needle) in enumerate(JSONL_CASES):
+        if reason is None:
+            continue
+        one = tmp_path / f"one{i}.jsonl"
+        one.write_bytes(b'{"text": "ok"}\n' * i + line)
+        err = _error(str(one))
+        assert err.reason == reason and err.row == i and str(one) in str(err) and f"line {i + 1}" in str(err)
+        assert needle in str(err)
+    err = _error(str(path))
+    assert err.reason == "invalid_utf8" and err.offset == 28 and "byte offset 28" in str(err)
+    skips = SkipCounter()
+    texts, provenance = _read_all(plan_units(resolve_inputs(str(path), on_error="skip"), unit_rows=4),
+                                  on_error="skip", skips=skips)
+    assert texts == ["ok", ""] and provenance == [(0, 0), (0, 9)]
+    assert skips.counts == {"blank_line": 1, "invalid_json": 1, "invalid_text": 1, "invalid_utf8": 1,
+                            "missing_field": 1, "not_object": 1, "not_string": 1, "null": 1}
+    assert list(skips.counts) == sorted(skips.counts)
+    assert [e.row for e in skips.examples] == [1, 2, 3, 4, 5]
+
+
+def _docs_bytes(n):
+    return "".join(f"документ {i} 文档\n" for i in range(n)).encode()
+
+
+@pytest.mark.parametrize("compression", ["zstd", "gzip"])
+def test_truncated_compressed_file(tmp_path, compression, monkeypatch):
+    monkeypatch.setattr(_formats, "ZSTD_READ_BYTES", 256)
+    raw = _docs_bytes(3000)
+    packed = zstandard.ZstdCompressor().compress(raw) if compression == "zstd" else gzip.compress(raw)
+    path = tmp_path / ("t.txt.zst" if compression == "zstd" else "t.txt.gz")
+    path.write_bytes(packed[: len(packed) * 2 // 3])
+    err = _error(str(path))
+    assert err.reason == "truncated_file" and str(path) in str(err) and "byte offset" in str(err)
+    skips = SkipCounter()
+    texts = list(iter_texts(str(path), on_error="skip", skips=skips))
+    assert skips.counts == {"truncated_file": 1}
+    assert texts == _line_truth(raw)[: len(texts)]  # an exact prefix of the documents
+
+
+def test_corrupt_compressed_and_parquet_files(tmp_path):
+    bad_zst = tmp_path / "g.jsonl.zst"
+    bad_zst.write_bytes(b"this is not zstd at all\n")
+    err = _error(str(bad_zst))
+    assert err.reason == "corrupt_file" and str(bad_zst) in str(err)
+    path = tmp_path / "p.parquet"
+    pq.write_table(pa.table({"text": ["x"] * 100}), str(path))
+    path.write_bytes(path.read_bytes()[:-40])
+    err = _error(str(path))
+    assert err.reason == "corrupt_file" and str(path) in str(err) and "Re-download" in str(err)
+    skips = SkipCounter()
+    assert list(iter_texts([str(path), str(bad_zst)], on_error="skip", skips=skips)) == []
+    assert skips.counts == {"corrupt_file": 2}
+
+
+def test_missing_paths_and_unknown_formats(tmp_path):
+    err = _error(str(tmp_path / "nope.parquet"))
+    assert "nope.parquet" in str(err) and "no such file" in str(err)
+    assert "no file matches" in str(_error(str(tmp_path / "*.jsonl")))
+    odd = tmp_path / "data.bin"
+    odd.write_bytes(b"hello")
+    err = _error(str(odd))
+    assert err.reason == "unknown_format" and "data.bin" in str(err) and "format=" in str(err)
+    assert list(iter_texts(str(odd), format="text")) == ["hello"]
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "README.md").write_text("not a corpus file")
+    with pytest.raises(InputError, match="no readable files"):
+        resolve_inputs(str(tmp_path / "docs"))
+    with pytest.raises(InputError, match="iter"):
+        list(iter_texts(["not a path, a text"]))
+
+
+# --------------------------------------------------------------------------- in-memory inputs
+
+def test_in_memory_inputs(docs):
+    import datasets
+
+    assert list(iter_texts(iter(docs[:100]))) == docs[:100]
+    assert list(iter_texts(d for d in [{"text": "a"}, {"text": None}, {"text": "b"}])) == ["a", "b"]
+    ds = datasets.Dataset.from_dict({"text": docs[:300], "n": list(range(300))})
+    picked = ds.select(range(299, -1, -3))  # an indices mapping: order must follow it
+    assert list(iter_texts(picked)) == docs[299::-3]
+    assert list(iter_texts(ds.to_iterable_dataset())) == docs[:300]
+    assert list(iter_texts(pa.table({"text": docs[:10]}))) == docs[:10]
+    skips = SkipCounter()
+    assert list(iter_texts(iter(["a", "\udc80", None, "b"]), on_error="skip", skips=skips)) == ["a", "b"]
+    assert skips.counts == {"invalid_text": 1, "null": 1}
+    with pytest.raises(InputError, match="'n'"):
+        list(iter_texts(ds, column="missing"))
+    with pytest.raises(InputError, match="split"):
+        list(iter_texts(datasets.DatasetDict({"train": ds})))
+
+
+def test_skip_counter_merge_is_order_independent():
+    parts = []
+    for k in range(4):
+        c = SkipCounter(max_examples=3)
+        for row in range(k, 12, 4):
+            c.add("invalid_json" if row % 3 else "null", path=f"f{row % 2}", row=row, message="m")
+        parts.append(c)
+    a = SkipCounter(max_examples=3)
+    b = SkipCounter(max_examples=3)
+    for c in parts:
+        a.merge(c)
+    for c in reversed(parts):
+        b.merge(c)
+    assert a.to_dict() == b.to_dict()
+    assert a.counts == {"invalid_json": 8, "null": 4} and a.total == 12
+    assert [(e.path, e.row) for e in a.examples] == [("f0", 0), ("f0", 2), ("f0", 4)]
+    assert SkipCounter.from_dict(a.to_dict(), max_examples=3).to_dict() == a.to_dict()
+
+
+def test_import_is_lazy():
+    code = ("import sys, ube_stream.readers; print(','.join(m for m in ('pyarrow', 'datasets') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=os.path.dirname(os.path.dirname(DATA)))
+    assert out.stdout.strip() == ""
+
+
+def test_other_arrow_text_layouts(tmp_path, docs):
+    """Feather v1, dictionary-encoded, string_view and all-null columns."""
+    import warnings
+
+    v1 = str(tmp_path / "v1.feather")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        feather.write_feather(pa.table({"text": docs[:50]}), v1, version=1)
+    assert open(v1, "rb").read(4) == b"FEA1"
+    assert list(iter_texts(v1)) == docs[:50]
+    table = pa.table({"text": pa.array(["b", "a", None, "b"]).dictionary_encode(),
+                      "view": pa.array(["x", "", "y", None], type=pa.string_view()),
+                      "none": pa.nulls(4)})
+    path = str(tmp_path / "layouts.parquet")
+    pq.write_table(table, path)
+    arrow_path = str(tmp_path / "layouts.arrow")
+    with ipc.new_file(arrow_path, table.schema) as w:
+        w.write_table(table)
+    for p in (path, arrow_path):
+        assert list(iter_texts(p)) == ["b", "a", "b"]
+        skips = SkipCounter()
+        batches = list(iter_batches(p, column="view", skips=skips))
+        assert [b.to_pylist() for b in batches] == [["x", "", "y"]] and skips.counts == {"null": 1}
+        assert batches[0].utf8()[0].tobytes() == b"xy"
+        skips = SkipCounter()
+        assert list(iter_texts(p, column="none", skips=skips)) == [] and skips.counts == {"null": 4}
+
+
+def test_invalid_utf8_inside_an_arrow_stream(tmp_path):
+    data = pa.py_buffer(b"okbad\xffyes")
+    offsets = pa.py_buffer(np.array([0, 2, 6, 9], dtype=np.int32))
+    array = pa.StringArray.from_buffers(3, offsets, data)
+    path = str(tmp_path / "s.arrow")
+    with ipc.new_stream(path, pa.schema([("text", pa.string())])) as w:
+        w.write_batch(pa.record_batch([array], names=["text"]))
+    err = _error(path)
+    assert (err.reason, err.row, err.offset) == ("invalid_utf8", 1, 3) and path in str(err) and "row 1" in str(err)
+    skips = SkipCounter()
+    assert list(iter_texts(path, on_error="skip", skips=skips)) == ["ok", "yes"]
+    assert skips.counts == {"invalid_utf8": 1}
+
+
+def test_dataset_dict_directory_and_picklable_units(tmp_path, docs):
+    import pickle
+
+    import datasets
+
+    root = tmp_path / "dd"
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": docs[:40]}),
+                          "test": datasets.Dataset.from_dict({"text": docs[40:50]})}).save_to_disk(str(root))
+    (root / "train" / "cache-stray.arrow").write_bytes(b"not listed in state.json")
+    sources = resolve_inputs(str(root))
+    assert [os.path.relpath(s.path, root).split(os.sep)[0] for s in sources] == ["test", "train"]
+    assert list(iter_texts(str(root))) == docs[40:50] + docs[:40]
+    units = plan_units(sources, unit_rows=16)
+    assert [u.unit_id for u in units] == ["00000-000000000000", "00001-000000000000", "00001-000000000016",
+                                          "00001-000000000032"]
+    assert pickle.loads(pickle.dumps(units)) == units
