@@ -98,7 +98,7 @@ def test_in_memory_iterable(small_corpus):
         with open(path, encoding="utf-8") as f:
             texts.extend(json.loads(line)["text"] for line in f)
     from_files = train(small_corpus, vocab_size=700, workers=1, show_progress=False)
-    from_memory = train(texts, vocab_size=700, workers=1, show_progress=False)
+    from_memory = train(iter(texts), vocab_size=700, workers=1, show_progress=False)
     assert from_memory.merges == from_files.merges
 
 
@@ -203,7 +203,7 @@ def test_quality_within_one_percent_of_hf(docs_rows, tmp_path):
 
     texts = [line for r in docs_rows for line in r["text"].split("\n")]
     vocab = 4096
-    ours = train(texts, vocab_size=vocab, substrate="utf8", workers=1, show_progress=False)
+    ours = train(iter(texts), vocab_size=vocab, substrate="utf8", workers=1, show_progress=False)
     hf = tokenizers.Tokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(ref.GPT2_PATTERN), "isolated"),

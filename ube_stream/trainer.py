@@ -153,7 +153,7 @@ def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str
         table_path = os.path.join(table_dir, f"counts-{unit.unit_id}.npz")
         save_table(table_path, counter.export())
     return CountRecord(unit.unit_id, table_path, documents, nbytes, nchunks,
-                       dict(skips.counts), [str(e) for e in skips.examples])
+                       dict(skips.counts), [e.message for e in skips.examples])
 
 
 def _drop_bad_document(exc, batch, data, offsets, pattern, unit, on_error, skips):
@@ -167,7 +167,7 @@ def _drop_bad_document(exc, batch, data, offsets, pattern, unit, on_error, skips
         if on_error != "skip":
             raise InputError(message, path=unit.source.path, row=row, offset=exc.offset,
                              reason="invalid_utf8") from None
-        skips.add("invalid_utf8", message)
+        skips.add("invalid_utf8", path=unit.source.path, row=row, offset=exc.offset, message=message)
         d = exc.document
         keep = np.ones(len(offsets) - 1, dtype=bool)
         keep[d] = False
@@ -181,6 +181,22 @@ def _drop_bad_document(exc, batch, data, offsets, pattern, unit, on_error, skips
             return data, offsets, ends
         except InvalidTextError as again:
             exc = again
+
+
+def _spill_to_arrow(data: Any, path: str, *, column: str, on_error: str, skips) -> List[str]:
+    """Write in-memory documents (an iterable of str, a ``datasets`` dataset, an
+    Arrow table) to an Arrow IPC stream file, batch by batch, so worker
+    processes can read them like any other source."""
+    import pyarrow as pa
+
+    from . import readers
+
+    schema = pa.schema([pa.field("text", pa.large_string())])
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+        for batch in readers.iter_batches(data, column=column, on_error=on_error, skips=skips):
+            texts = batch.texts if isinstance(batch.texts, list) else batch.texts.to_pylist()
+            writer.write_batch(pa.record_batch([pa.array(texts, type=pa.large_string())], schema=schema))
+    return [path]
 
 
 def _count_unit_star(kwargs: Dict[str, Any]) -> CountRecord:
@@ -231,8 +247,13 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     summary.requested_vocab_size = vocab_size
 
     with tempfile.TemporaryDirectory(prefix="ube-train-") as tmp:
-        sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, spill_dir=tmp)
-        units = readers.plan_units(sources, unit_rows=unit_rows)
+        memory_skips = readers.SkipCounter()
+        if not readers._is_paths(inputs):
+            inputs = _spill_to_arrow(inputs, os.path.join(tmp, "in-memory.arrow"), column=column,
+                                     on_error=on_error, skips=memory_skips)
+            column = "text"
+        sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error)
+        units = readers.plan_units(sources, unit_rows=unit_rows or readers.DEFAULT_UNIT_ROWS)
         budgets = _unit_budgets(units, max_bytes)
         tasks = [dict(unit=u, pattern=pattern_regex, column=column, text_mode=text_mode, on_error=on_error,
                       byte_budget=b, table_dir=tmp) for u, b in zip(units, budgets)]
@@ -241,6 +262,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
                                    total_bytes=min(total_bytes, max_bytes) if max_bytes else total_bytes)
         records.sort(key=lambda r: r.unit_id)
         counter = _load_kernel("_count").ChunkCounter()
+        summary.skipped.update(memory_skips.counts)
         for rec in records:
             summary.documents += rec.documents
             summary.bytes += rec.bytes
@@ -273,7 +295,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         "text_mode": text_mode,
         "unit_rows": unit_rows,
         "on_error": on_error,
-        "inputs": sorted({os.path.basename(s.path) for s in sources if s.path}),
+        "inputs": sorted({os.path.basename(s.path) for s in sources if s.path} - {"in-memory.arrow"}),
         "documents": summary.documents,
         "bytes": summary.bytes,
         "chunks": summary.chunks,
