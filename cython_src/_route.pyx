@@ -31,6 +31,13 @@ cdef inline Py_ssize_t _capacity(Py_ssize_t n, int substrate) noexcept nogil:
     return 2 * n if substrate == SUBSTRATE_UTF16 else n
 
 
+def _shrink(arr, Py_ssize_t size):
+    """``arr[:size]`` as an array owning exactly its memory (realloc, no copy)."""
+    if size != arr.shape[0]:
+        arr.resize(size, refcheck=False)
+    return arr
+
+
 def _invalid_utf8(Py_ssize_t pos, str where=""):
     return InvalidTextError(
         f"invalid UTF-8 at byte offset {pos}{where}: routing needs well-formed UTF-8 "
@@ -53,7 +60,8 @@ def route(const uint8_t[::1] data, int substrate):
         written = route_utf8(&data[0], n, substrate, &out_view[0])
     if written < 0:
         raise _invalid_utf8(-written - 1)
-    return out[:written] if written == out.shape[0] else out[:written].copy()
+    out_view = None  # release the buffer export so the array may shrink in place
+    return _shrink(out, written)
 
 
 def count(const uint8_t[::1] data, int substrate):
@@ -120,9 +128,8 @@ def route_batch(const uint8_t[::1] data, const int64_t[::1] offsets, int substra
         exc = _invalid_utf8(offsets[bad] + pos, f" (item {bad}, byte {pos} of the item)")
         exc.item = bad
         raise exc
-    if written * 2 < symbols.shape[0]:
-        return symbols[:written].copy(), symbol_offsets
-    return symbols[:written], symbol_offsets
+    out_view = None
+    return _shrink(symbols, written), symbol_offsets
 
 
 cdef Py_ssize_t _decode_into(const uint16_t[::1] ids, int substrate, uint8_t[::1] out_view,

@@ -276,6 +276,9 @@ def test_out_of_range_ids_are_errors_in_both_modes():
     with pytest.raises(SymbolDecodeError) as info:
         decode_symbols(np.array([65, 70000], dtype=np.int64), "ube")
     assert info.value.offset == 1
+    with pytest.raises(SymbolDecodeError) as info:  # uint16 input skips the Python range check
+        decode_symbols(np.array([0xE4, 65, 300], dtype=np.uint16), "utf8", errors="replace")
+    assert info.value.offset == 2
     # the kernel checks the alphabet before decoding (as the reference does)
     assert _route.decode_text(np.array([0xE4, 65, 600], dtype=np.uint16), 0) == (None, 2)
 
