@@ -1,0 +1,266 @@
+"""The substrate: routing text to base symbols and back.
+
+Three substrates share one code path (the ``_route`` kernel):
+
+``ube``
+    A Unicode scalar value whose UTF-8 form has at most 2 bytes is written as
+    those bytes (ids ``0..255``); any other as its UTF-16LE bytes (2, or 4 for a
+    surrogate pair) with ids ``256 + byte``.  512 base symbols.
+``utf8``
+    Every character as its UTF-8 bytes (byte-level BPE), ids ``0..255``.
+``utf16``
+    Every character as its UTF-16LE bytes, ids ``0..255``.
+
+Worked example::
+
+    >>> encode_symbols("GPU性能").tolist()
+    [71, 80, 85, 295, 352, 509, 384]
+    >>> floor_cost("GPU性能", "utf8"), floor_cost("GPU性能", "utf16")
+    (9, 10)
+    >>> symbol_string(encode_symbols("GPU性能"))[3:] == "\\ue127\\ue160\\ue1fd\\ue180"
+    True
+    >>> decode_symbols([71, 80, 85, 295, 352, 509, 384])
+    'GPU性能'
+
+Decoding ``ube`` keeps two buffers: a run of ids < 256 is UTF-8, a run of ids
+>= 256 is UTF-16LE; switching alphabet flushes the buffer, so a byte sequence
+cut by a switch is invalid.
+"""
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import numpy as np
+
+from . import _kernels
+from .errors import InvalidTextError, SymbolDecodeError
+
+__all__ = [
+    "SUBSTRATES",
+    "substrate_code",
+    "base_size",
+    "encode_symbols",
+    "route_bytes",
+    "decode_symbols",
+    "floor_cost",
+    "symbol_string",
+    "parse_symbol_string",
+]
+
+SUBSTRATES = ("ube", "utf8", "utf16")
+_BASE_SIZES = {"ube": 512, "utf8": 256, "utf16": 256}
+_UTF16_SYMBOL_BASE = 0xE100  # symbol_string char of id 256 + b is chr(0xE100 + b)
+
+_route = _kernels.load("_route")
+
+IdsLike = Union[Sequence[int], np.ndarray]
+
+
+def substrate_code(name: str) -> int:
+    """Kernel code of a substrate name: ``ube`` 0, ``utf8`` 1, ``utf16`` 2."""
+    try:
+        return SUBSTRATES.index(name)
+    except ValueError:
+        raise ValueError(
+            f"unknown substrate {name!r}; expected one of {', '.join(map(repr, SUBSTRATES))}"
+        ) from None
+
+
+def base_size(name: str) -> int:
+    """Number of base symbols of a substrate: 512 for ``ube``, 256 otherwise."""
+    substrate_code(name)
+    return _BASE_SIZES[name]
+
+
+def _utf8_of(text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidTextError(
+            f"text holds a lone surrogate {text[exc.start]!r} at character offset {exc.start}: "
+            "only Unicode scalar values can be routed (fix the source, or decode it with "
+            "errors='replace' instead of 'surrogateescape'/'surrogatepass')",
+            offset=exc.start, unit="char") from None
+
+
+def encode_symbols(text: str, substrate: str = "ube") -> np.ndarray:
+    """Base symbol ids (``uint16``) of ``text`` under ``substrate``.
+
+    Raises :class:`~ube_stream.errors.InvalidTextError` naming the character
+    offset of a lone surrogate.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"encode_symbols expects str, got {type(text).__name__}; "
+                        "use route_bytes for UTF-8 bytes")
+    return _route.route(_utf8_of(text), substrate_code(substrate))
+
+
+def route_bytes(data, substrate: str = "ube") -> np.ndarray:
+    """Base symbol ids (``uint16``) of UTF-8 bytes (``bytes``, ``bytearray``,
+    ``memoryview`` or a ``uint8`` array).
+
+    Raises :class:`~ube_stream.errors.InvalidTextError` (``unit="byte"``) naming
+    the byte offset of invalid UTF-8.
+    """
+    return _route.route(_as_uint8(data), substrate_code(substrate))
+
+
+def floor_cost(text: Union[str, bytes], substrate: str = "ube") -> int:
+    """Number of base symbols of ``text`` (``str``, or UTF-8 bytes): the token
+    count of a tokenizer with no merges, the floor any merge can only lower."""
+    data = _utf8_of(text) if isinstance(text, str) else _as_uint8(text)
+    return _route.count(data, substrate_code(substrate))
+
+
+def _as_uint8(data):
+    if isinstance(data, np.ndarray):
+        if data.dtype != np.uint8 or data.ndim != 1:
+            raise TypeError(f"expected a 1-D uint8 array of UTF-8 bytes, got {data.dtype} "
+                            f"with shape {data.shape}")
+        return np.ascontiguousarray(data)
+    if isinstance(data, str):
+        raise TypeError("expected UTF-8 bytes, got str: use encode_symbols for str")
+    return data
+
+
+def _as_ids(ids: IdsLike, substrate: str) -> np.ndarray:
+    """``ids`` as a contiguous ``uint16`` array, every id checked against the alphabet."""
+    limit = base_size(substrate)
+    arr = np.asarray(ids)
+    if arr.size == 0:
+        return np.empty(0, dtype=np.uint16)
+    if arr.ndim != 1:
+        raise ValueError(f"expected a 1-D sequence of symbol ids, got shape {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"symbol ids must be integers, got dtype {arr.dtype}")
+    if arr.dtype != np.uint16:
+        bad = np.flatnonzero((arr < 0) | (arr >= limit))
+        if bad.size:
+            _raise_out_of_range(arr, bad[0], substrate, limit)
+        arr = arr.astype(np.uint16)
+    return np.ascontiguousarray(arr)
+
+
+def _raise_out_of_range(arr: np.ndarray, offset: int, substrate: str, limit: int):
+    raise SymbolDecodeError(
+        f"symbol id {int(arr[offset])} at offset {offset} is outside the {substrate} "
+        f"alphabet 0..{limit - 1}: these ids are not base symbols of this substrate "
+        "(expand token ids to base ids first, or pass the right substrate)",
+        offset=int(offset))
+
+
+def decode_symbols(ids: IdsLike, substrate: str = "ube", errors: str = "strict") -> str:
+    """Text of base symbol ids; the inverse of :func:`encode_symbols`.
+
+    ``errors="strict"`` raises :class:`~ube_stream.errors.SymbolDecodeError`
+    naming the symbol offset where the first invalid byte sequence starts;
+    ``errors="replace"`` writes U+FFFD for invalid sequences exactly as Python's
+    ``utf-8`` / ``utf-16-le`` codecs do on each buffer.  An id outside the
+    alphabet is a SymbolDecodeError in both modes.
+    """
+    if errors not in ("strict", "replace"):
+        raise ValueError(f"errors must be 'strict' or 'replace', got {errors!r}")
+    code = substrate_code(substrate)
+    arr = _as_ids(ids, substrate)
+    if arr.size == 0:
+        return ""
+    text, error_at = _route.decode_text(arr, code)
+    if text is not None:
+        return text
+    limit = base_size(substrate)
+    if arr[error_at] >= limit:
+        _raise_out_of_range(arr, error_at, substrate, limit)
+    if errors == "strict":
+        buffer_start, codec, data = _buffer_at(arr, error_at, substrate)
+        try:
+            data.decode(codec)
+            reason = "invalid byte sequence"
+        except UnicodeDecodeError as exc:
+            reason = exc.reason
+        raise SymbolDecodeError(
+            f"symbol ids do not decode to text under {substrate}: {reason} "
+            f"({codec} buffer starting at symbol {buffer_start}) at symbol offset {error_at}, "
+            f"ids {arr[error_at:error_at + 4].tolist()}; pass errors='replace' to get U+FFFD",
+            offset=int(error_at))
+    return _decode_replace(arr, substrate)
+
+
+def _buffers(arr: np.ndarray, substrate: str):
+    """Yield ``(start, codec, bytes)`` for each buffer of the dual-buffer rule."""
+    if substrate != "ube":
+        yield 0, ("utf-8" if substrate == "utf8" else "utf-16-le"), arr.astype(np.uint8).tobytes()
+        return
+    high = arr >= 256
+    bounds = np.concatenate(([0], np.flatnonzero(high[1:] != high[:-1]) + 1, [arr.size]))
+    low_bytes = (arr & 0xFF).astype(np.uint8).tobytes()
+    for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        yield start, ("utf-16-le" if high[start] else "utf-8"), low_bytes[start:end]
+
+
+def _buffer_at(arr: np.ndarray, offset: int, substrate: str):
+    found = None
+    for start, codec, data in _buffers(arr, substrate):
+        if start > offset:
+            break
+        found = (start, codec, data)
+    return found
+
+
+def _decode_replace(arr: np.ndarray, substrate: str) -> str:
+    return "".join(data.decode(codec, "replace") for _, codec, data in _buffers(arr, substrate))
+
+
+def _symbol_chars() -> np.ndarray:
+    """Code point of the symbol-string char of every id 0..511."""
+    from ._reference import bytes_to_unicode
+
+    table = bytes_to_unicode()
+    chars = np.empty(512, dtype=np.uint32)
+    chars[:256] = [ord(table[b]) for b in range(256)]
+    chars[256:] = np.arange(_UTF16_SYMBOL_BASE, _UTF16_SYMBOL_BASE + 256, dtype=np.uint32)
+    return chars
+
+
+_SYMBOL_CHARS = _symbol_chars()
+_SYMBOL_OF_CHAR = np.full(_UTF16_SYMBOL_BASE + 256, 0xFFFF, dtype=np.uint16)
+_SYMBOL_OF_CHAR[_SYMBOL_CHARS] = np.arange(512, dtype=np.uint16)
+
+
+def symbol_string(ids: IdsLike, substrate: str = "ube") -> str:
+    """Printable form of base ids: GPT-2 ``bytes_to_unicode`` chars for ids < 256,
+    ``chr(0xE100 + b)`` for id ``256 + b`` (used in exports such as ``vocab.json``)."""
+    arr = _as_ids(ids, substrate)
+    limit = base_size(substrate)
+    bad = np.flatnonzero(arr >= limit)
+    if bad.size:
+        _raise_out_of_range(arr, bad[0], substrate, limit)
+    return _SYMBOL_CHARS[arr].astype("<u4").tobytes().decode("utf-32-le")
+
+
+def parse_symbol_string(s: str, substrate: str = "ube") -> np.ndarray:
+    """Base ids (``uint16``) of a symbol string; the inverse of :func:`symbol_string`.
+
+    A character outside the substrate's alphabet raises
+    :class:`~ube_stream.errors.InvalidTextError` naming its character offset.
+    """
+    limit = base_size(substrate)
+    try:
+        points = np.frombuffer(s.encode("utf-32-le"), dtype="<u4")
+    except UnicodeEncodeError as exc:  # a lone surrogate is outside every alphabet
+        _raise_not_symbol(s, exc.start, substrate)
+    inside = points < _SYMBOL_OF_CHAR.size
+    ids = np.full(points.size, 0xFFFF, dtype=np.uint16)
+    ids[inside] = _SYMBOL_OF_CHAR[points[inside]]
+    bad = np.flatnonzero(ids >= limit)
+    if bad.size:
+        _raise_not_symbol(s, int(bad[0]), substrate)
+    return ids
+
+
+def _raise_not_symbol(s: str, offset: int, substrate: str):
+    raise InvalidTextError(
+        f"character {s[offset]!r} (U+{ord(s[offset]):04X}) at offset {offset} is not a "
+        f"{substrate} base symbol: a symbol string holds GPT-2 byte characters"
+        + (" and U+E100..U+E1FF" if substrate == "ube" else "")
+        + " (was this string made by symbol_string with the same substrate?)",
+        offset=offset, unit="char")
