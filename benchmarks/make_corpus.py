@@ -38,8 +38,12 @@ def docs(shared):
     if not os.path.exists(path):
         print(f"make_corpus: {path} missing: no running text", file=sys.stderr)
         return
+    by_lang = {}
     for row in read_zst_jsonl(path):
-        yield row["text"]
+        by_lang.setdefault(row["lang"], []).append(row["text"])
+    # round-robin over the 26 languages, so every prefix holds all of them
+    for group in itertools.zip_longest(*(by_lang[lang] for lang in sorted(by_lang))):
+        yield from (text for text in group if text is not None)
 
 
 def parallel(shared, per_doc=200):
