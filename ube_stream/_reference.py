@@ -226,10 +226,10 @@ def train_bpe_reference(word_counts: dict, *, n_base: int, max_vocab: int,
         pair_counts: dict = {}
         for symbols, count in words:
             for pair in zip(symbols, symbols[1:]):
-                if (max_token_length is not None and
-                        len(expansions[pair[0]]) + len(expansions[pair[1]]) > max_token_length):
-                    continue
                 pair_counts[pair] = pair_counts.get(pair, 0) + count
+        if max_token_length is not None:  # too long to merge: never a candidate
+            pair_counts = {p: c for p, c in pair_counts.items()
+                           if len(expansions[p[0]]) + len(expansions[p[1]]) <= max_token_length}
         if not pair_counts:
             break
         # highest count; among equal counts the smallest (left, right)
