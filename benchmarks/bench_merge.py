@@ -74,23 +74,23 @@ def word_arrays(texts: list, substrate: str):
 
 
 CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[2])
 from ube_stream._merge import train_merges
-data = np.load(sys.argv[1])
 args = json.loads(sys.argv[3])
-def rss_mb():
+def status_mb(field):  # VmRSS now, VmHWM = peak (ru_maxrss would include the pre-exec fork)
     for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
-before = rss_mb()
+data = np.load(sys.argv[1])
+symbols, offsets, counts = data["symbols"], data["offsets"], data["counts"]
+before = status_mb("VmRSS")
 start = time.perf_counter()
-merges = train_merges(data["symbols"], data["offsets"], data["counts"], args["n_base"],
+merges = train_merges(symbols, offsets, counts, args["n_base"],
                       args["max_vocab"], args["min_frequency"], args["max_token_length"])
 seconds = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"seconds": seconds, "rss_before_mb": before, "peak_rss_mb": peak,
+print(json.dumps({"seconds": seconds, "rss_before_mb": before, "peak_rss_mb": status_mb("VmHWM"),
                   "merges": len(merges), "vocab": int(args["n_base"] + len(set(merges[:, 2].tolist())))}))
 """
 

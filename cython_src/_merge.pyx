@@ -13,7 +13,8 @@ Algorithm (what keeps it fast):
   ``pair_words[p]``: the indices of words that (may) contain it.  Word lists
   are append-only between clears and may hold stale or repeated entries; a
   per-word stamp skips repeats, and a stale word simply holds no occurrence.
-  A list is freed when its pair's count drops to zero.
+  A pair whose count drops to zero is forgotten (hash entry erased, word
+  list freed, slot recycled for the next new pair).
 * After a merge, only the words on the merged pair's list are rewritten (in
   place, left to right, without overlap) and only the pairs that touch a
   merged occurrence change their counts.
@@ -67,6 +68,7 @@ cdef class _MergeState:
     cdef vector[vector[int32_t]] pair_words
     cdef vector[int32_t] pair_stamp       # last merge step whose count rise was recorded
     cdef vector[int32_t] risen            # pairs whose count rose during this step
+    cdef vector[int32_t] free_slots       # indices of pairs whose count fell to zero
     cdef priority_queue[heap_entry_t] heap
     # tokens
     cdef vector[int32_t] token_len        # in base symbols
@@ -93,12 +95,19 @@ cdef class _MergeState:
         key = pack_pair(left, right)
         it = self.pair_index.find(key)
         if it == self.pair_index.end():
-            index = <int32_t>self.pair_key.size()
+            if not self.free_slots.empty():
+                index = self.free_slots.back()
+                self.free_slots.pop_back()
+                self.pair_key[index] = key
+                self.pair_count[index] = 0
+                self.pair_stamp[index] = -1
+            else:
+                index = <int32_t>self.pair_key.size()
+                self.pair_key.push_back(key)
+                self.pair_count.push_back(0)
+                self.pair_words.push_back(vector[int32_t]())
+                self.pair_stamp.push_back(-1)
             self.pair_index[key] = index
-            self.pair_key.push_back(key)
-            self.pair_count.push_back(0)
-            self.pair_words.push_back(vector[int32_t]())
-            self.pair_stamp.push_back(-1)
         else:
             index = pair_value(it)
         self.pair_count[index] += amount
@@ -114,12 +123,16 @@ cdef class _MergeState:
         cdef int32_t index
         if not self.allowed(left, right):
             return 0
-        index = pair_value(self.pair_index.find(pack_pair(left, right)))
+        cdef uint64_t key = pack_pair(left, right)
+        index = pair_value(self.pair_index.find(key))
         self.pair_count[index] -= amount
         if self.pair_count[index] == 0:
-            # no word holds the pair any more: every entry of its list is stale
+            # no word holds the pair any more: forget it (its heap entries are
+            # dropped when popped) and recycle its slot
             self.pair_words[index].clear()
             self.pair_words[index].shrink_to_fit()
+            self.pair_index.erase(key)
+            self.free_slots.push_back(index)
         return 0
 
     cdef int push_risen(self) except -1 nogil:
@@ -176,6 +189,7 @@ cdef class _MergeState:
         cdef int64_t count
         cdef string merged
         cdef unordered_map[string, int32_t].iterator found
+        cdef unordered_map[uint64_t, int32_t].iterator found_pair
         cdef vector[int32_t] todo
         if self.n_vocab >= self.max_vocab:
             return 0
@@ -183,7 +197,10 @@ cdef class _MergeState:
             top = self.heap.top()
             self.heap.pop()
             key = ~top.second
-            index = pair_value(self.pair_index.find(key))
+            found_pair = self.pair_index.find(key)
+            if found_pair == self.pair_index.end():
+                continue  # the pair died out
+            index = pair_value(found_pair)
             count = self.pair_count[index]
             if top.first != count:
                 if top.first > count and count >= self.threshold:
@@ -287,6 +304,7 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
     state.max_len = max_token_length if max_token_length >= 0 else -1
     state.step = 0
     with nogil:
+        state.symbols.reserve(<size_t>n_symbols)
         state.token_len.assign(n_base, 1)
         for s in range(n_base):
             base_id = <uint16_t>s
