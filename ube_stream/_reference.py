@@ -172,3 +172,129 @@ def pretokenize_gpt2(text: str) -> List[str]:
 def pretokenize(text: str, pattern: str = GPT2_PATTERN) -> List[str]:
     """Chunks of ``text`` by ``regex.findall`` (the independent truth)."""
     return regex.findall(pattern, text)
+
+
+# ------------------------------------------------------------------ BPE merge training
+
+def _threshold(min_frequency: int) -> int:
+    # a pair must occur at least once, whatever min_frequency says
+    return max(1, int(min_frequency))
+
+
+def train_bpe_reference(word_counts: dict, *, n_base: int, max_vocab: int,
+                        min_frequency: int = 2,
+                        max_token_length: int | None = None) -> List[tuple]:
+    """The obvious quadratic BPE trainer: recount every pair at every step.
+
+    ``word_counts`` maps a word (a tuple of base symbol ids, one unique
+    pre-tokenized chunk) to how often it occurs.  Returns the merges in rank
+    order as ``(left_id, right_id, result_id)``.  The rules (DESIGN.md,
+    Conventions):
+
+    * pairs are counted at every adjacent position of a word, weighted by the
+      word's count (``aaa`` holds ``(a, a)`` twice);
+    * the next merge is the pair with the highest count, ties broken by the
+      smallest ``(left_id, right_id)``;
+    * a merge rewrites each word left to right without overlap;
+    * a merge whose result (its expansion to base symbols) already has an id
+      reuses that id; otherwise the new token takes the next id (base symbols
+      first, then new tokens in order of creation);
+    * training stops when the vocabulary (base + new tokens) reaches
+      ``max_vocab`` or when no pair reaches ``min_frequency``;
+    * a pair whose merged token would be longer than ``max_token_length``
+      base symbols is never a candidate.
+
+    Worked example (minbpe's golden test, ``a b c d`` = 97 98 99 100)::
+
+        >>> word = tuple(b"aaabdaaabac")
+        >>> train_bpe_reference({word: 1}, n_base=256, max_vocab=259)
+        [(97, 97, 256), (97, 98, 257), (256, 257, 258)]
+    """
+    threshold = _threshold(min_frequency)
+    words = []
+    for word, count in word_counts.items():
+        if count < 1:
+            raise ValueError(f"word {word!r} has count {count}; counts must be >= 1 "
+                             "(drop words that do not occur)")
+        if any(not 0 <= s < n_base for s in word):
+            raise ValueError(f"word {word!r} holds a symbol outside 0..{n_base - 1}")
+        words.append([list(word), int(count)])
+    expansions: List[tuple] = [(s,) for s in range(n_base)]
+    id_of_expansion = {e: i for i, e in enumerate(expansions)}
+    merges: List[tuple] = []
+    while len(expansions) < max_vocab:
+        pair_counts: dict = {}
+        for symbols, count in words:
+            for pair in zip(symbols, symbols[1:]):
+                pair_counts[pair] = pair_counts.get(pair, 0) + count
+        if max_token_length is not None:  # too long to merge: never a candidate
+            pair_counts = {p: c for p, c in pair_counts.items()
+                           if len(expansions[p[0]]) + len(expansions[p[1]]) <= max_token_length}
+        if not pair_counts:
+            break
+        # highest count; among equal counts the smallest (left, right)
+        pair = min(pair_counts, key=lambda p: (-pair_counts[p], p))
+        if pair_counts[pair] < threshold:
+            break
+        expansion = expansions[pair[0]] + expansions[pair[1]]
+        result = id_of_expansion.get(expansion)
+        if result is None:
+            result = len(expansions)
+            expansions.append(expansion)
+            id_of_expansion[expansion] = result
+        merges.append((pair[0], pair[1], result))
+        for entry in words:
+            entry[0] = _merge_pair(entry[0], pair, result)
+    return merges
+
+
+def _merge_pair(symbols: List[int], pair: tuple, result: int) -> List[int]:
+    """Rewrite ``symbols`` left to right, replacing non-overlapping ``pair`` by ``result``."""
+    out: List[int] = []
+    i = 0
+    while i < len(symbols):
+        if i + 1 < len(symbols) and symbols[i] == pair[0] and symbols[i + 1] == pair[1]:
+            out.append(result)
+            i += 2
+        else:
+            out.append(symbols[i])
+            i += 1
+    return out
+
+
+def token_expansions(merges: Iterable[Sequence[int]], n_base: int) -> dict:
+    """Base-symbol expansion of every token id: ``{id: (base ids...)}``.
+
+    Base symbol ``s`` expands to ``(s,)``; a merge ``(left, right, result)``
+    gives ``result`` the expansion of ``left`` followed by that of ``right``.
+    """
+    expansions = {s: (s,) for s in range(n_base)}
+    for left, right, result in merges:
+        expansions[int(result)] = expansions[int(left)] + expansions[int(right)]
+    return expansions
+
+
+def encode_chunk_reference(symbols: Sequence[int], merges: Iterable[Sequence[int]]) -> List[int]:
+    """Encode one chunk (base symbol ids) with trained merges, the slow way.
+
+    Repeatedly take the adjacent pair with the lowest merge rank (its row in
+    ``merges``; the first row wins when a pair repeats) and replace all its
+    non-overlapping occurrences, left to right, by the merge's result; stop
+    when no adjacent pair has a rank.  Merges never cross chunk boundaries.
+
+        >>> merges = [(97, 97, 256), (97, 98, 257), (256, 257, 258)]
+        >>> encode_chunk_reference(list(b"aaabdaaabac"), merges)
+        [258, 100, 258, 97, 99]
+    """
+    merges = [tuple(int(x) for x in merge) for merge in merges]
+    rank_of: dict = {}
+    for rank, (left, right, result) in enumerate(merges):
+        rank_of.setdefault((left, right), (rank, result))
+    ids = list(symbols)
+    while len(ids) >= 2:
+        ranked = [rank_of[p] for p in zip(ids, ids[1:]) if p in rank_of]
+        if not ranked:
+            break
+        rank, result = min(ranked)
+        ids = _merge_pair(ids, merges[rank][:2], result)
+    return ids

@@ -1,0 +1,281 @@
+"""BPE merge training: the Cython kernel ``ube_stream._merge.train_merges``
+against its quadratic twin ``_reference.train_bpe_reference`` and against
+results worked out by hand from DESIGN.md's training rules."""
+import collections
+import json
+import pathlib
+import random
+
+import numpy as np
+import pytest
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ube_stream import _reference as ref
+from ube_stream._merge import train_merges
+
+DATA = pathlib.Path(__file__).parent / "data"
+A, B, C, D, E, F, G = (ord(ch) for ch in "abcdefg")
+
+
+def as_words(text_by_count):
+    """{"abc": 3} -> {(97, 98, 99): 3} (ASCII, so ids are the byte values)."""
+    return {tuple(word.encode()): count for word, count in text_by_count.items()}
+
+
+def pack(words):
+    """[(word, count), ...] -> the kernel's (symbols, word_offsets, word_counts)."""
+    symbols = np.array([s for word, _ in words for s in word], dtype=np.uint16)
+    offsets = np.zeros(len(words) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(word) for word, _ in words])
+    counts = np.array([count for _, count in words], dtype=np.int64)
+    return symbols, offsets, counts
+
+
+def kernel(word_counts, *, n_base, max_vocab, min_frequency=2, max_token_length=None,
+           progress=None):
+    words = list(word_counts.items()) if isinstance(word_counts, dict) else list(word_counts)
+    merges = train_merges(*pack(words), n_base, max_vocab, min_frequency,
+                          -1 if max_token_length is None else max_token_length, progress)
+    assert merges.dtype == np.int32 and merges.ndim == 2 and merges.shape[1] == 3
+    return [tuple(row) for row in merges.tolist()]
+
+
+def both(word_counts, **options):
+    """Kernel and reference must give the same merges; return them."""
+    expected = ref.train_bpe_reference(word_counts, **options)
+    assert kernel(word_counts, **options) == expected
+    return expected
+
+
+# ------------------------------------------------------------------ worked by hand
+
+def test_minbpe_golden_example():
+    # "aaabdaaabac", one word, count 1.  Pairs at every position:
+    #   aa aa ab bd da aa aa ab ba ac -> (a,a)=4, (a,b)=2, the rest 1
+    # 1. (a,a) -> 256; left to right without overlap: Z a b d Z a b a c
+    #    pairs: (256,a)=2, (a,b)=2, (b,d)=(d,256)=(b,a)=(a,c)=1
+    # 2. tie at 2: (97,98) < (256,97) -> (a,b) -> 257: Z Y d Z Y a c
+    #    pairs: (256,257)=2, the rest 1
+    # 3. (256,257) -> 258: X d X a c
+    word = as_words({"aaabdaaabac": 1})
+    merges = both(word, n_base=256, max_vocab=259, min_frequency=1)
+    assert merges == [(A, A, 256), (A, B, 257), (256, 257, 258)]
+    assert ref.encode_chunk_reference(list(b"aaabdaaabac"), merges) == [258, D, 258, A, C]
+    # min_frequency 2 gives the same three (each had count >= 2), then stops
+    assert both(word, n_base=256, max_vocab=1000, min_frequency=2) == merges
+
+
+def test_two_paths_to_one_expansion_create_it_once():
+    # "ab" x10, "bc" x8, "abc" x5: (a,b)=15 > (b,c)=13 -> (a,b) -> 256 first, so
+    # every "abc" becomes [ab, c]; then (b,c)=8 -> 257 (only in "bc"), then
+    # (256,c)=5 -> 258 = "abc".  "a"+"bc" never meets: [a, bc] would need (b,c)
+    # merged before (a,b) in the same word, and one merge order rules all words.
+    words = as_words({"ab": 10, "bc": 8, "abc": 5})
+    merges = both(words, n_base=256, max_vocab=300, min_frequency=1)
+    assert merges == [(A, B, 256), (B, C, 257), (256, C, 258)]
+
+
+def test_id_reuse_cannot_arise_from_words():
+    # Why the "reuse an existing id" rule never fires when training from base
+    # symbols: a substring whose two ends are token boundaries is rewritten by
+    # a merge the same way wherever it stands (the left-to-right scan starts
+    # fresh at its left boundary, and the boundaries survive), so all aligned
+    # occurrences of a string share one segmentation.  When (X, Y) makes
+    # expansion E, every aligned E is then [X, Y] and becomes one token, so no
+    # later pair (X', Y') can spell E again.  Checked here on random corpora
+    # that favour repeats and runs (where overlaps make the scan matter).
+    rng = random.Random(7)
+    for _ in range(300):
+        n_base = rng.randint(1, 3)
+        words = {}
+        for _ in range(rng.randint(1, 5)):
+            word = tuple(rng.randrange(n_base) for _ in range(rng.randint(2, 12)))
+            words[word] = rng.randint(1, 9)
+        merges = kernel(words, n_base=n_base, max_vocab=n_base + 40, min_frequency=1)
+        assert [r for _, _, r in merges] == list(range(n_base, n_base + len(merges)))
+        expansions = ref.token_expansions(merges, n_base)
+        assert len(set(expansions.values())) == len(expansions)
+
+
+def test_ties_go_to_smallest_left_then_right():
+    # every pair occurs once: (a,b) < (a,c) < (b,a) < (c,d), whatever the word order
+    words = as_words({"cd": 1, "ba": 1, "ac": 1, "ab": 1})
+    assert both(words, n_base=256, max_vocab=300, min_frequency=1) == [
+        (A, B, 256), (A, C, 257), (B, A, 258), (C, D, 259)]
+    # a higher count beats smaller ids
+    words = as_words({"ab": 2, "gf": 3})
+    assert both(words, n_base=256, max_vocab=300, min_frequency=1) == [(G, F, 256), (A, B, 257)]
+    # a new token's pairs tie with base pairs and lose on the id: "abab" x1 ->
+    # (a,b)=2 -> 256; then (256,256)=1 and (c,d)=1 tie -> (c,d) first
+    words = as_words({"abab": 1, "cd": 1})
+    assert both(words, n_base=256, max_vocab=300, min_frequency=1) == [
+        (A, B, 256), (C, D, 257), (256, 256, 258)]
+
+
+def test_overlapping_pairs_count_twice_and_merge_left_to_right():
+    # "aaa" x1 holds (a,a) twice: it beats (b,c) x1 ... and after the merge the
+    # word is [aa, a], so (256, a) follows
+    words = as_words({"aaa": 1, "bc": 1})
+    assert both(words, n_base=256, max_vocab=300, min_frequency=1) == [
+        (A, A, 256), (B, C, 257), (256, A, 258)]
+
+
+def test_min_frequency_stops_early_without_error():
+    # (a,b)=5 -> 256; then (256,c)=3 -> 257; then only (c,d)=2 < 3 is left: stop
+    words = as_words({"abc": 3, "ab": 2, "cd": 2})
+    merges = both(words, n_base=256, max_vocab=10_000, min_frequency=3)
+    assert merges == [(A, B, 256), (256, C, 257)]
+    # min_frequency 0 or 1: every pair that occurs at all may merge
+    assert both(words, n_base=256, max_vocab=10_000, min_frequency=0) == \
+        both(words, n_base=256, max_vocab=10_000, min_frequency=1)
+
+
+def test_max_vocab_counts_base_symbols():
+    words = as_words({"aaabdaaabac": 1})
+    assert both(words, n_base=256, max_vocab=257, min_frequency=1) == [(A, A, 256)]
+    assert both(words, n_base=256, max_vocab=256, min_frequency=1) == []
+    assert both(words, n_base=256, max_vocab=10, min_frequency=1) == []
+
+
+def test_max_token_length_counts_base_symbols():
+    # seven a's: (a,a)=6 -> 256: [aa aa aa a]; pairs (256,256)=2, (256,a)=1
+    word = as_words({"aaaaaaa": 1})
+    # no limit: (256,256) -> 257 = aaaa: [aaaa aa a]; (257,256)=(256,a)=1, tie
+    # -> (256,97) -> 258 = aaa: [aaaa aaa]; then (257,258) -> 259
+    assert both(word, n_base=256, max_vocab=300, min_frequency=1) == [
+        (A, A, 256), (256, 256, 257), (256, A, 258), (257, 258, 259)]
+    # limit 3: (256,256) would be 4 long, so (256,a) -> 257 = aaa: [aa aa aaa];
+    # (256,256) and (256,257) are too long: stop
+    assert both(word, n_base=256, max_vocab=300, min_frequency=1, max_token_length=3) == [
+        (A, A, 256), (256, A, 257)]
+    assert both(word, n_base=256, max_vocab=300, min_frequency=1, max_token_length=1) == []
+
+
+def test_counts_past_int32_do_not_wrap():
+    # (e,f) = 3e9 + 3e9 = 6e9 (int32 or uint32 would wrap it below 2e9);
+    # then (a,b) = 3e9 ties with (256,g) = 3e9 and wins on ids; then (256,g);
+    # then (c,d) = 2e9
+    words = as_words({"ab": 3_000_000_000, "ef": 3_000_000_000, "efg": 3_000_000_000,
+                      "cd": 2_000_000_000, "xyxyz": 1})
+    merges = both(words, n_base=256, max_vocab=260, min_frequency=2)
+    assert merges == [(E, F, 256), (A, B, 257), (256, G, 258), (C, D, 259)]
+    # a single word whose count exceeds 2**31 still merges first
+    words = as_words({"zz": 3_000_000_000, "ab": 2_999_999_999})
+    assert kernel(words, n_base=256, max_vocab=258) == [(ord("z"), ord("z"), 256), (A, B, 257)]
+
+
+# ------------------------------------------------------------------ generated corpora
+
+small_words = st.dictionaries(
+    keys=st.lists(st.integers(0, 4), min_size=0, max_size=12).map(tuple),
+    values=st.one_of(st.integers(1, 40), st.integers(1, 2**40)),
+    max_size=14,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=small_words, n_base_extra=st.integers(0, 2), new_tokens=st.integers(0, 40),
+       min_frequency=st.integers(0, 5),
+       max_token_length=st.one_of(st.none(), st.integers(1, 6)))
+def test_kernel_matches_reference_on_generated_corpora(words, n_base_extra, new_tokens,
+                                                       min_frequency, max_token_length):
+    n_base = 5 + n_base_extra
+    merges = both(words, n_base=n_base, max_vocab=n_base + new_tokens,
+                  min_frequency=min_frequency, max_token_length=max_token_length)
+    assert len(merges) <= new_tokens
+    lengths = {t: len(e) for t, e in ref.token_expansions(merges, n_base).items()}
+    if max_token_length is not None:
+        assert max(lengths.values()) <= max(max_token_length, 1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(words=small_words, seed=st.integers(0, 2**32 - 1), min_frequency=st.integers(0, 3))
+def test_word_order_and_split_counts_do_not_matter(words, seed, min_frequency):
+    rng = random.Random(seed)
+    expected = kernel(words, n_base=5, max_vocab=40, min_frequency=min_frequency)
+    # shuffled, and with some words given as two entries whose counts add up
+    entries = []
+    for word, count in words.items():
+        if count > 1 and rng.random() < 0.5:
+            part = rng.randint(1, count - 1)
+            entries += [(word, part), (word, count - part)]
+        else:
+            entries.append((word, count))
+    rng.shuffle(entries)
+    assert kernel(entries, n_base=5, max_vocab=40, min_frequency=min_frequency) == expected
+
+
+# ------------------------------------------------------------------ real text
+
+def docs_sample_rows():
+    raw = zstandard.ZstdDecompressor().decompress(
+        (DATA / "docs_sample.jsonl.zst").read_bytes(), max_output_size=1 << 30)
+    return [json.loads(line) for line in raw.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def chunk_counts():
+    # the first 700 characters of each of the 67 rows (26 languages)
+    counts = collections.Counter()
+    for row in docs_sample_rows():
+        counts.update(ref.pretokenize(row["text"][:700]))
+    return counts
+
+
+@pytest.mark.parametrize("substrate, n_base", [("ube", 512), ("utf8", 256), ("utf16", 256)])
+def test_kernel_matches_reference_on_real_text(chunk_counts, substrate, n_base):
+    words = collections.Counter()
+    for chunk, count in chunk_counts.items():
+        words[tuple(ref.route_symbols(chunk, substrate))] += count
+    merges = both(dict(words), n_base=n_base, max_vocab=n_base + 300, min_frequency=2)
+    assert len(merges) == 300
+    # every learned token spells a run of symbols found inside one word
+    as_text = lambda ids: "".join(chr(0x1000 + s) for s in ids)  # noqa: E731
+    corpus = "\n".join(as_text(word) for word in words)
+    expansions = ref.token_expansions(merges, n_base)
+    for token in range(n_base, n_base + 300):
+        assert len(expansions[token]) >= 2 and as_text(expansions[token]) in corpus
+    # under utf8, a token that decodes is a piece of the text (UTF-8 resynchronises)
+    if substrate == "utf8":
+        text = "\n".join(chunk_counts)
+        pieces = []
+        for token in range(n_base, n_base + 300):
+            try:
+                pieces.append(ref.decode_symbols(expansions[token], substrate))
+            except UnicodeDecodeError:
+                continue  # part of a character's bytes
+        assert len(pieces) > 100 and all(piece in text for piece in pieces)
+
+
+# ------------------------------------------------------------------ the call itself
+
+def test_progress_is_called_with_merges_done():
+    rng = random.Random(3)
+    words = {tuple(rng.randrange(60) for _ in range(rng.randint(2, 30))): rng.randint(1, 5)
+             for _ in range(3000)}
+    calls = []
+    merges = kernel(words, n_base=60, max_vocab=60 + 5000, min_frequency=1, progress=calls.append)
+    assert len(merges) > 2048
+    assert calls == sorted(calls) and calls[-1] == len(merges) and calls[0] == 2048
+    assert kernel(words, n_base=60, max_vocab=60 + 5000, min_frequency=1) == merges
+
+
+def test_bad_input_is_refused_with_a_message():
+    symbols, offsets, counts = pack([((1, 2, 3), 2), ((2, 3), 1)])
+    with pytest.raises(ValueError, match="word_offsets has 2 entries for 2 words"):
+        train_merges(symbols, offsets[:2], counts, 8, 20, 1, -1)
+    with pytest.raises(ValueError, match="word 1 has count 0"):
+        train_merges(symbols, offsets, np.array([2, 0], dtype=np.int64), 8, 20, 1, -1)
+    with pytest.raises(ValueError, match=r"symbols\[2\] = 3 is not a base id 0..2"):
+        train_merges(symbols, offsets, counts, 3, 20, 1, -1)
+    with pytest.raises(ValueError, match="not a non-decreasing range"):
+        train_merges(symbols, np.array([0, 4, 3], dtype=np.int64), counts, 8, 20, 1, -1)
+    with pytest.raises(ValueError, match="counts must be >= 1"):
+        ref.train_bpe_reference({(1, 2): 0}, n_base=8, max_vocab=20)
+
+
+def test_empty_and_single_symbol_words():
+    assert kernel({}, n_base=256, max_vocab=300) == []
+    assert both({(1,): 5, (): 3}, n_base=256, max_vocab=300, min_frequency=1) == []

@@ -1,0 +1,18 @@
+"""Type stubs of the compiled kernel ``ube_stream._merge`` (cython_src/_merge.pyx)."""
+from typing import Callable, Optional
+
+import numpy as np
+
+PROGRESS_EVERY: int
+
+def train_merges(
+    symbols: np.ndarray,        # uint16[total_symbols], C-contiguous: words back to back
+    word_offsets: np.ndarray,   # int64[n_words + 1]: word k = symbols[offsets[k]:offsets[k+1]]
+    word_counts: np.ndarray,    # int64[n_words], each >= 1
+    n_base: int,                # base ids are 0..n_base-1 (512 for ube, 256 for utf8/utf16)
+    max_vocab: int,             # stop when n_base + new tokens reaches this
+    min_frequency: int,         # stop when no pair occurs max(min_frequency, 1) times
+    max_token_length: int,      # longest token in base symbols; < 0: no limit
+    progress: Optional[Callable[[int], object]] = None,  # progress(merges_done)
+) -> np.ndarray:                # int32[m, 3]: (left_id, right_id, result_id) in rank order
+    ...
