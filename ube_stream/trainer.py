@@ -358,7 +358,7 @@ def _train_merges(symbols, symbol_offsets, counts, *, n_base: int, max_vocab: in
     try:
         merges = _load_kernel("_merge").train_merges(
             symbols, symbol_offsets, counts, n_base, max_vocab, min_frequency,
-            max_token_length if max_token_length is not None else 0, progress)
+            max_token_length if max_token_length is not None else -1, progress)
     finally:
         bar.close()
     return np.asarray(merges, dtype=np.int32).reshape(-1, 3)
