@@ -75,7 +75,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("corpus", nargs="?", help="a .jsonl.zst file with a 'text' field")
     parser.add_argument("--mb", type=float, default=20.0, help="megabytes of UTF-8 text to use")
-    parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
+    parser.add_argument("--repeat", type=int, default=5, help="best of this many runs")
     args = parser.parse_args(argv)
 
     corpus = find_corpus(args.corpus)
