@@ -1,0 +1,377 @@
+"""The chunk counter (ube_stream._count) against collections.Counter of byte slices."""
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import pathlib
+import random
+import threading
+from collections import Counter
+
+import numpy as np
+import pytest
+import regex
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ube_stream._chunk_table import (load_table, merge_tables, save_table,
+                                     table_to_dict)
+from ube_stream._count import ChunkCounter, _hash
+from ube_stream._reference import GPT2_PATTERN
+from ube_stream.errors import InputError
+
+DATA = pathlib.Path(__file__).parent / "data"
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def read_docs(name="docs_sample.jsonl.zst"):
+    with open(DATA / name, "rb") as raw:
+        reader = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(raw), encoding="utf-8")
+        return [json.loads(line)["text"] for line in reader]
+
+
+def regex_chunks(docs):
+    """(buffer, ends): the documents' UTF-8 back to back, chunked by the GPT-2
+    regex (the independent pre-tokenizer); ends are exclusive byte offsets and
+    fall on every document boundary."""
+    parts, ends, pos = [], [], 0
+    for doc in docs:
+        for match in regex.finditer(GPT2_PATTERN, doc):
+            piece = match.group().encode("utf-8")
+            parts.append(piece)
+            pos += len(piece)
+            ends.append(pos)
+        if not doc:
+            ends.append(pos)  # an empty document: an empty chunk
+    return b"".join(parts), np.array(ends, dtype=np.int64)
+
+
+def slices(data, ends, start=0):
+    out, prev = [], start
+    for end in ends:
+        out.append(bytes(data[prev:end]))
+        prev = int(end)
+    return out
+
+
+def counted(data, ends, start=0):
+    """Counter of the non-empty chunks: the truth the kernel must match."""
+    return Counter(s for s in slices(data, ends, start) if s)
+
+
+def exported_dict(counter, min_count=1):
+    return table_to_dict(counter.export(min_count))
+
+
+def assert_sorted_export(table):
+    key_data, key_offsets, counts = table
+    assert key_data.dtype == np.uint8 and key_offsets.dtype == np.int64 and counts.dtype == np.int64
+    assert key_offsets.shape == (counts.shape[0] + 1,) and key_offsets[0] == 0
+    assert key_offsets[-1] == key_data.shape[0]
+    keys = list(table_to_dict(table))
+    assert keys == sorted(keys)  # bytes order: lexicographic, a prefix first
+    assert len(set(keys)) == len(keys)
+
+
+@pytest.fixture(scope="module")
+def real_text():
+    docs = read_docs()
+    return regex_chunks(docs)
+
+
+# ----------------------------------------------------------------------------- real text
+
+def test_real_text_matches_counter(real_text):
+    data, ends = real_text
+    truth = counted(data, ends)
+    counter = ChunkCounter(initial_capacity=16)  # start tiny: many growths on the way
+    counter.add_chunks(np.frombuffer(data, np.uint8), ends)
+    assert exported_dict(counter) == dict(truth)
+    assert len(counter) == len(truth) > 20_000
+    assert counter.total == sum(truth.values()) == len(ends)
+    assert 4 * len(counter) <= 3 * counter.capacity  # grew from 16 slots, load <= 3/4
+    assert counter.memory_bytes >= counter.capacity * 32 + sum(len(k) for k in truth)
+    assert_sorted_export(counter.export())
+
+
+def test_real_text_in_batches_with_start(real_text):
+    """Batches that start mid-buffer (``start``) count the same as one call."""
+    data, ends = real_text
+    buffer = np.frombuffer(data, np.uint8)
+    whole = ChunkCounter()
+    whole.add_chunks(buffer, ends)
+    batched = ChunkCounter()
+    start = 0
+    for cut in range(0, len(ends), 7919):
+        part = ends[cut:cut + 7919]
+        batched.add_chunks(buffer, part, start=start)
+        start = int(part[-1])
+    for a, b in zip(whole.export(), batched.export()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_min_count_filters(real_text):
+    data, ends = real_text
+    truth = counted(data, ends)
+    counter = ChunkCounter()
+    counter.add_chunks(data, ends)  # bytes are accepted as a read-only buffer
+    assert exported_dict(counter, min_count=5) == {k: v for k, v in truth.items() if v >= 5}
+    assert exported_dict(counter, min_count=0) == dict(truth)
+    assert counter.export(min_count=10**18)[1].tolist() == [0]
+
+
+def test_merge_of_partial_tables_equals_one_table(real_text):
+    data, ends = real_text
+    one = ChunkCounter()
+    one.add_chunks(data, ends)
+    parts = []
+    bounds = [0, 1000, 30_000, 31_000, len(ends)]
+    for lo, hi in zip(bounds, bounds[1:]):
+        part = ChunkCounter()
+        part.add_chunks(data, ends[lo:hi], start=int(ends[lo - 1]) if lo else 0)
+        parts.append(part.export())
+    expected = one.export()
+    for order in itertools.permutations(range(len(parts))):
+        merged = merge_tables([parts[i] for i in order])
+        for a, b in zip(expected, merged):
+            np.testing.assert_array_equal(a, b)
+    # ChunkCounter objects are accepted too, and min_count applies to the sums
+    truth = counted(data, ends)
+    assert table_to_dict(merge_tables(parts, min_count=3)) == {k: v for k, v in truth.items() if v >= 3}
+
+
+# ----------------------------------------------------------------------------- hypothesis
+
+@st.composite
+def buffers_and_ends(draw):
+    data = draw(st.binary(max_size=300))
+    cuts = sorted(draw(st.lists(st.integers(0, len(data)), max_size=60)))
+    start = draw(st.integers(0, cuts[0] if cuts else len(data)))
+    return data, np.array(cuts, dtype=np.int64), start
+
+
+@settings(max_examples=300, deadline=None)
+@given(buffers_and_ends())
+def test_random_buffers_match_counter(case):
+    data, ends, start = case
+    counter = ChunkCounter(initial_capacity=0)
+    counter.add_chunks(data, ends, start=start)
+    truth = counted(data, ends, start)
+    assert exported_dict(counter) == dict(truth)
+    assert counter.total == sum(truth.values())
+    assert len(counter) == len(truth)
+    assert_sorted_export(counter.export())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=40), min_size=1, max_size=3000), st.randoms())
+def test_insertion_order_does_not_change_export(keys, rng):
+    """Many distinct keys (several growths from 16 slots), inserted in two orders."""
+    shuffled = keys[:]
+    rng.shuffle(shuffled)
+    exports = []
+    for order in (keys, shuffled):
+        counter = ChunkCounter(initial_capacity=16)
+        data = b"".join(order)
+        counter.add_chunks(data, np.cumsum([len(k) for k in order]))
+        exports.append(counter.export())
+    for a, b in zip(*exports):
+        np.testing.assert_array_equal(a, b)
+    assert table_to_dict(exports[0]) == dict(Counter(keys))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.binary(max_size=12), st.integers(0, 2**40)), max_size=40),
+                max_size=5), st.randoms())
+def test_add_weighted_merges_any_order(tables, rng):
+    truth = Counter()
+    exported = []
+    for items in tables:
+        keys = [k for k, _ in items]
+        counts = [c for _, c in items]
+        offsets = np.concatenate([[0], np.cumsum([len(k) for k in keys], dtype=np.int64)]).astype(np.int64)
+        exported.append((np.frombuffer(b"".join(keys), np.uint8), offsets, np.array(counts, np.int64)))
+        for key, count in items:  # repeated keys within one table are summed
+            truth[key] += count
+    expected = {k: v for k, v in truth.items() if v >= 1}
+    order = list(range(len(exported)))
+    rng.shuffle(order)
+    merged = merge_tables([exported[i] for i in order])
+    assert table_to_dict(merged) == expected
+    for a, b in zip(merged, merge_tables(exported)):
+        np.testing.assert_array_equal(a, b)
+
+
+# ----------------------------------------------------------------------------- edges
+
+def test_counts_above_int32_do_not_wrap():
+    counter = ChunkCounter()
+    big = np.array([3_000_000_000], np.int64)
+    counter.add_weighted(b"key", np.array([0, 3]), big)
+    counter.add_weighted(b"key", np.array([0, 3]), big)
+    counter.add_chunks(b"key", np.array([3]))
+    assert exported_dict(counter) == {b"key": 6_000_000_001}
+    assert counter.total == 6_000_000_001
+
+
+def test_overflow_past_int64_is_refused_and_adds_nothing():
+    counter = ChunkCounter()
+    counter.add_weighted(b"ab", np.array([0, 1, 2]), np.array([2**62, 1]))
+    before = counter.export()
+    with pytest.raises(OverflowError, match=r"counts\[1\]"):
+        counter.add_weighted(b"ba", np.array([0, 1, 2]), np.array([5, 2**62]))
+    assert table_to_dict(counter.export()) == table_to_dict(before)
+    assert counter.total == 2**62 + 1
+
+
+def test_empty_chunks_are_skipped():
+    """Equal consecutive ends (an empty document) are ignored, not counted."""
+    counter = ChunkCounter()
+    counter.add_chunks(b"abab", np.array([0, 2, 2, 2, 4, 4]))
+    assert exported_dict(counter) == {b"ab": 2}
+    assert counter.total == 2
+    counter.add_chunks(b"", np.array([0, 0], np.int64))
+    counter.add_chunks(b"xyz", np.array([], np.int64), start=3)
+    assert counter.total == 2 and len(counter) == 1
+
+
+@pytest.mark.parametrize("ends, start, match", [
+    ([2, 1, 4], 0, r"ends\[1\] = 1 is smaller than ends\[0\] = 2"),
+    ([1, 2, 5], 0, r"ends\[2\] = 5 is beyond the end of the buffer \(4 bytes\)"),
+    ([1, 2], 2, r"ends\[0\] = 1 is smaller than start = 2"),
+    ([-1], 0, r"ends\[0\] = -1"),
+])
+def test_bad_ends_raise_with_index_and_count_nothing(ends, start, match):
+    counter = ChunkCounter()
+    with pytest.raises(ValueError, match=match):
+        counter.add_chunks(b"abcd", np.array(ends, np.int64), start=start)
+    assert len(counter) == 0 and counter.total == 0
+
+
+@pytest.mark.parametrize("start", [-1, 5])
+def test_bad_start_raises(start):
+    with pytest.raises(ValueError, match=f"start = {start}"):
+        ChunkCounter().add_chunks(b"abcd", np.array([4], np.int64), start=start)
+
+
+@pytest.mark.parametrize("offsets, counts, error, match", [
+    ([0, 1], [1, 2], ValueError, r"len\(counts\) \+ 1 = 3"),
+    ([0, 2, 1], [1, 1], ValueError, r"key_offsets\[2\] = 1 is smaller than key_offsets\[1\] = 2"),
+    ([0, 1, 9], [1, 1], ValueError, r"key_offsets\[2\] = 9 is outside key_data"),
+    ([-1, 1, 2], [1, 1], ValueError, r"key_offsets\[0\] = -1 is outside"),
+    ([0, 1, 2], [1, -4], ValueError, r"counts\[1\] = -4 is negative"),
+])
+def test_bad_weighted_tables_raise_with_index(offsets, counts, error, match):
+    counter = ChunkCounter()
+    with pytest.raises(error, match=match):
+        counter.add_weighted(b"ab", np.array(offsets, np.int64), np.array(counts, np.int64))
+    assert len(counter) == 0 and counter.total == 0
+
+
+def test_wrong_dtypes_are_rejected():
+    with pytest.raises(ValueError):  # int32 ends: a buffer dtype mismatch, not a silent cast
+        ChunkCounter().add_chunks(b"ab", np.array([1, 2], np.int32))
+
+
+def test_prefix_keys_sort_shorter_first_and_empty_key_allowed_in_weighted():
+    counter = ChunkCounter()
+    keys = [b"ab", b"a", b"", b"\xff", b"abc", b"b", b"a\x00"]
+    offsets = np.concatenate([[0], np.cumsum([len(k) for k in keys])]).astype(np.int64)
+    counter.add_weighted(b"".join(keys), offsets, np.ones(len(keys), np.int64))
+    assert list(exported_dict(counter)) == sorted(keys) == [b"", b"a", b"a\x00", b"ab", b"abc", b"b", b"\xff"]
+
+
+def test_clear_releases_and_resets():
+    counter = ChunkCounter(initial_capacity=16)
+    counter.add_chunks(bytes(range(256)) * 4, np.arange(1, 1025, dtype=np.int64))
+    assert len(counter) == 256 and counter.capacity > 16
+    counter.clear()
+    assert len(counter) == 0 and counter.total == 0 and counter.capacity == 16
+    assert exported_dict(counter) == {}
+    counter.add_chunks(b"xy", np.array([1, 2]))
+    assert exported_dict(counter) == {b"x": 1, b"y": 1}
+
+
+def test_hash_spreads_similar_keys():
+    """Near-identical keys (one bit apart, lengths 0..40) get distinct hashes whose
+    low bits (the slot index) differ often: linear probing needs it."""
+    keys = [bytes(n) for n in range(41)] + [b"chunk%07d" % i for i in range(20_000)]
+    hashes = [_hash(k) for k in keys]
+    assert len(set(hashes)) == len(keys)
+    low = Counter(h & 0xFFF for h in hashes[41:])
+    assert max(low.values()) < 20  # ~4.9 expected per bucket of 4096
+    assert _hash(b"abc") == _hash(bytearray(b"abc"))
+
+
+def test_threads_count_in_parallel_tables(real_text):
+    """add_chunks releases the GIL; one table per thread, merged, equals one table."""
+    data, ends = real_text
+    halves = [(ends[:20_000], 0), (ends[20_000:], int(ends[19_999]))]
+    tables = [ChunkCounter(), ChunkCounter()]
+    threads = [threading.Thread(target=t.add_chunks, args=(data, e), kwargs={"start": s})
+               for t, (e, s) in zip(tables, halves)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert table_to_dict(merge_tables(tables)) == dict(counted(data, ends))
+
+
+def test_concurrent_use_of_one_table_is_refused_not_corrupting(real_text):
+    """A second thread calling into a table that is counting without the GIL gets
+    RuntimeError; every call that succeeded is counted exactly."""
+    data, ends = real_text
+    counter = ChunkCounter()
+    worker = threading.Thread(target=lambda: [counter.add_chunks(data, ends) for _ in range(3)])
+    truth = Counter({k: 3 * v for k, v in counted(data, ends).items()})
+    calls = 0
+    worker.start()
+    while worker.is_alive():  # each call inserts 300 new keys: growths race if unguarded
+        keys = [b"~side %d.%d" % (calls, j) for j in range(300)]
+        calls += 1
+        try:
+            counter.add_chunks(b"".join(keys), np.cumsum([len(k) for k in keys]))
+            truth.update(keys)
+        except RuntimeError as exc:
+            assert "one table per thread" in str(exc)
+    worker.join()
+    assert exported_dict(counter) == dict(truth)
+    assert counter.total == sum(truth.values())
+
+
+# ----------------------------------------------------------------------------- files
+
+def test_save_load_round_trip(tmp_path, real_text):
+    data, ends = real_text
+    counter = ChunkCounter()
+    counter.add_chunks(data, ends[:5000])
+    table = counter.export()
+    path = tmp_path / "counts.npz"
+    save_table(path, table)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["counts.npz"]  # no temp file left
+    loaded = load_table(path)
+    for a, b in zip(table, loaded):
+        np.testing.assert_array_equal(a, b)
+        assert a.dtype == b.dtype
+    save_table(path, merge_tables([table, table]))  # replaces atomically
+    assert table_to_dict(load_table(path)) == {k: 2 * v for k, v in table_to_dict(table).items()}
+
+
+def test_load_rejects_foreign_files(tmp_path):
+    other = tmp_path / "other.npz"
+    np.savez(other, key_data=np.zeros(0, np.uint8))
+    with pytest.raises(InputError, match="ube-stream-chunk-counts"):
+        load_table(other)
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a zip")
+    with pytest.raises(InputError, match="junk.npz"):
+        load_table(junk)
+
+
+def test_save_rejects_inconsistent_table(tmp_path):
+    with pytest.raises(ValueError, match="len\\(counts\\) \\+ 1"):
+        save_table(tmp_path / "x.npz", (np.zeros(2, np.uint8), np.array([0, 2]), np.array([1, 1])))
+    assert list(tmp_path.iterdir()) == []
