@@ -5,7 +5,6 @@ import io
 import itertools
 import json
 import pathlib
-import random
 import threading
 from collections import Counter
 
@@ -138,7 +137,7 @@ def test_merge_of_partial_tables_equals_one_table(real_text):
         merged = merge_tables([parts[i] for i in order])
         for a, b in zip(expected, merged):
             np.testing.assert_array_equal(a, b)
-    # ChunkCounter objects are accepted too, and min_count applies to the sums
+    # min_count applies to the merged sums, not to each part
     truth = counted(data, ends)
     assert table_to_dict(merge_tables(parts, min_count=3)) == {k: v for k, v in truth.items() if v >= 3}
 
