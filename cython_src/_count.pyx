@@ -148,8 +148,8 @@ cdef class ChunkCounter:
         cdef int64_t cap = MIN_CAPACITY
         if initial_capacity < 0:
             raise ValueError(f"initial_capacity must be >= 0, got {initial_capacity}")
-        while cap < initial_capacity:
-            cap *= 2
+        while cap < initial_capacity and cap < (<int64_t>1 << 58):
+            cap *= 2   # (a capacity this large fails in calloc: MemoryError)
         self._initial_capacity = cap
         self._slots = NULL
         self._arena = NULL

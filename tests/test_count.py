@@ -5,7 +5,8 @@ import io
 import itertools
 import json
 import pathlib
-import random
+import subprocess
+import sys
 import threading
 from collections import Counter
 
@@ -138,7 +139,7 @@ def test_merge_of_partial_tables_equals_one_table(real_text):
         merged = merge_tables([parts[i] for i in order])
         for a, b in zip(expected, merged):
             np.testing.assert_array_equal(a, b)
-    # ChunkCounter objects are accepted too, and min_count applies to the sums
+    # min_count applies to the merged sums, not to each part
     truth = counted(data, ends)
     assert table_to_dict(merge_tables(parts, min_count=3)) == {k: v for k, v in truth.items() if v >= 3}
 
@@ -340,6 +341,46 @@ def test_concurrent_use_of_one_table_is_refused_not_corrupting(real_text):
     worker.join()
     assert exported_dict(counter) == dict(truth)
     assert counter.total == sum(truth.values())
+
+
+def test_absurd_initial_capacity_is_a_memory_error():
+    with pytest.raises(MemoryError, match="hash table"):
+        ChunkCounter(initial_capacity=2**62)
+    with pytest.raises(ValueError, match="initial_capacity"):
+        ChunkCounter(initial_capacity=-1)
+
+
+OUT_OF_MEMORY = """
+import resource, numpy as np
+from ube_stream._count import ChunkCounter
+keys = np.arange(6_000_000, dtype=np.uint64).view(np.uint8)     # 6 M distinct 8-byte keys
+ends = np.arange(8, keys.shape[0] + 1, 8, dtype=np.int64)
+counter = ChunkCounter()
+counter.add_chunks(keys[:800], ends[:100])                        # warm up the code paths
+with open("/proc/self/statm") as f:
+    virtual = int(f.read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (virtual + 64 * 2**20, resource.getrlimit(resource.RLIMIT_AS)[1]))
+try:
+    counter.add_chunks(keys, ends)
+    print("no error")
+except MemoryError as exc:
+    assert "out of memory" in str(exc), exc
+    assert 100 < len(counter) < 6_000_000 and counter.total == len(counter) + 100, (len(counter), counter.total)
+    counter.clear()
+    counter.add_chunks(b"ok", np.array([2], np.int64))
+    assert counter.export()[2].tolist() == [1]
+    print("clean MemoryError")
+"""
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/statm").exists(), reason="needs Linux RLIMIT_AS")
+def test_out_of_memory_inside_nogil_is_a_clean_memory_error():
+    """A table that cannot grow (address-space limit) stops with MemoryError, keeps
+    the chunks counted so far consistent, and is usable after clear()."""
+    out = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY], capture_output=True, text=True,
+                         cwd=pathlib.Path(__file__).parents[1], timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "clean MemoryError"
 
 
 # ----------------------------------------------------------------------------- files
