@@ -140,6 +140,151 @@ class Tokenizer:
         symbols = np.fromiter((s for e in self._expansions for s in e), dtype=np.uint16, count=int(offsets[-1]))
         return symbols, offsets
 
+    # ------------------------------------------------------------------ encoding
+    # Pure-Python path (chunk cache + rank-ordered merges); the Cython encoder
+    # replaces _encode_chunk / encode_utf8_batch with the same results.
+
+    def _rank_table(self) -> Dict[Tuple[int, int], Tuple[int, int]]:
+        table = getattr(self, "_ranks", None)
+        if table is None:
+            table = {}
+            for rank, ((left, right), result) in enumerate(zip(self.merges, self.merge_results)):
+                table.setdefault((left, right), (rank, result))
+            self._ranks = table
+            self._chunk_cache: Dict[bytes, List[int]] = {}
+        return table
+
+    def _encode_chunk(self, chunk: bytes) -> List[int]:
+        ranks = self._rank_table()
+        cached = self._chunk_cache.get(chunk)
+        if cached is not None:
+            return cached
+        from .substrate import route_bytes
+
+        ids = route_bytes(chunk, self.substrate).tolist()
+        while len(ids) >= 2:
+            best = None
+            for pair in zip(ids, ids[1:]):
+                hit = ranks.get(pair)
+                if hit is not None and (best is None or hit < best):
+                    best = hit
+            if best is None:
+                break
+            rank, result = best
+            left, right = self.merges[rank]
+            merged, i = [], 0
+            while i < len(ids):
+                if i + 1 < len(ids) and ids[i] == left and ids[i + 1] == right:
+                    merged.append(result)
+                    i += 2
+                else:
+                    merged.append(ids[i])
+                    i += 1
+            ids = merged
+        if len(self._chunk_cache) > 200_000:
+            self._chunk_cache.clear()
+        self._chunk_cache[chunk] = ids
+        return ids
+
+    def _split_special(self, text: str, allowed_special) -> List[Tuple[str, Optional[int]]]:
+        """Pieces of ``text``: ``(text, None)`` for ordinary text, ``(tok, id)`` for
+        an allowed special token occurrence (leftmost, longest first)."""
+        if allowed_special == "all":
+            allowed = dict(self.special_tokens)
+        else:
+            allowed = {}
+            for tok in allowed_special:
+                if tok not in self.special_tokens:
+                    raise ValueError(f"{tok!r} is not a special token of this tokenizer "
+                                     f"(it has {list(self.special_tokens)})")
+                allowed[tok] = self.special_tokens[tok]
+        if not allowed:
+            return [(text, None)]
+        import regex
+
+        pattern = regex.compile("|".join(regex.escape(t) for t in sorted(allowed, key=len, reverse=True)))
+        pieces: List[Tuple[str, Optional[int]]] = []
+        pos = 0
+        for m in pattern.finditer(text):
+            if m.start() > pos:
+                pieces.append((text[pos:m.start()], None))
+            pieces.append((m.group(), allowed[m.group()]))
+            pos = m.end()
+        if pos < len(text):
+            pieces.append((text[pos:], None))
+        return pieces
+
+    def encode(self, text: str, *, allowed_special: Iterable[str] | str = ()) -> np.ndarray:
+        """Token ids (``uint32``) of ``text``.
+
+        Special tokens are recognised only when listed in ``allowed_special``
+        (or ``"all"``); elsewhere their text is encoded as ordinary text.
+        """
+        from .pretokenizer import chunk_bounds
+
+        out: List[int] = []
+        for piece, special in self._split_special(text, allowed_special):
+            if special is not None:
+                out.append(special)
+                continue
+            data = piece.encode("utf-8") if _is_valid_text(piece) else _raise_invalid(piece)
+            start = 0
+            for end in chunk_bounds(data, self.pattern).tolist():
+                out.extend(self._encode_chunk(data[start:end]))
+                start = end
+        return np.array(out, dtype=np.uint32)
+
+    def encode_batch(self, texts: Sequence[str], *, allowed_special: Iterable[str] | str = (),
+                     num_threads: Optional[int] = None) -> List[np.ndarray]:
+        return [self.encode(t, allowed_special=allowed_special) for t in texts]
+
+    def encode_utf8_batch(self, data: np.ndarray, offsets: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Hot-path entry: documents as one UTF-8 buffer with ``n+1`` byte offsets
+        -> ``(ids uint32, token_offsets int64[n+1])``.  No special tokens are
+        recognised (documents are plain text)."""
+        from .pretokenizer import chunk_bounds_batch
+
+        data = np.asarray(data, dtype=np.uint8)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        ends, doc_chunks = chunk_bounds_batch(data, offsets, self.pattern)
+        raw = data.tobytes()
+        ids: List[int] = []
+        token_offsets = np.zeros(len(offsets), dtype=np.int64)
+        for d in range(len(offsets) - 1):
+            start = int(offsets[d])
+            for end in ends[doc_chunks[d]:doc_chunks[d + 1]].tolist():
+                ids.extend(self._encode_chunk(raw[start:end]))
+                start = end
+            token_offsets[d + 1] = len(ids)
+        return np.array(ids, dtype=np.uint32), token_offsets
+
+    def decode(self, ids: Iterable[int], *, errors: str = "strict") -> str:
+        """Text of token ids: expand to base symbols and run the dual-buffer
+        decode; a special token flushes both buffers and is written as its text."""
+        from .substrate import decode_symbols
+
+        special_text = {i: t for t, i in self.special_tokens.items()}
+        parts: List[str] = []
+        symbols: List[int] = []
+        n_tokens = len(self._expansions)
+        for position, token in enumerate(np.asarray(ids, dtype=np.int64).tolist()):
+            if token < n_tokens and token >= 0:
+                symbols.extend(self._expansions[token])
+            elif token in special_text:
+                if symbols:
+                    parts.append(decode_symbols(symbols, self.substrate, errors))
+                    symbols = []
+                parts.append(special_text[token])
+            else:
+                raise ValueError(f"token id {token} at position {position} is outside the vocabulary "
+                                 f"(0..{self.vocab_size - 1})")
+        if symbols:
+            parts.append(decode_symbols(symbols, self.substrate, errors))
+        return "".join(parts)
+
+    def decode_batch(self, batch: Iterable[Iterable[int]], *, errors: str = "strict") -> List[str]:
+        return [self.decode(ids, errors=errors) for ids in batch]
+
     # ------------------------------------------------------------------ file format
     def _canonical(self) -> dict:
         return {
@@ -297,6 +442,21 @@ class Tokenizer:
     def export_hf(self, path: str | os.PathLike) -> None:
         """Write a HF ``tokenizer.json`` (utf8 substrate only) that HF ``tokenizers`` loads."""
         _atomic_write_text(os.fspath(path), json.dumps(self.to_hf_dict(), ensure_ascii=False, indent=1) + "\n")
+
+
+def _is_valid_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _raise_invalid(text: str):
+    from .substrate import encode_symbols
+
+    encode_symbols(text, "utf8")  # raises InvalidTextError naming the character offset
+    raise AssertionError("unreachable")
 
 
 def _atomic_write_text(path: str, text: str) -> None:
