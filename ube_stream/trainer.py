@@ -257,9 +257,13 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         budgets = _unit_budgets(units, max_bytes)
         tasks = [dict(unit=u, pattern=pattern_regex, column=column, text_mode=text_mode, on_error=on_error,
                       byte_budget=b, table_dir=tmp) for u, b in zip(units, budgets)]
-        total_bytes = sum(u.source.size for u in {id(u.source): u for u in units}.values())
+        # text bytes are known ahead only for uncompressed sources (file size ~ text size)
+        distinct = {u.source.source_id: u.source for u in units}.values()
+        total_bytes = None if any(s.compression for s in distinct) else sum(s.size for s in distinct)
+        if max_bytes and total_bytes is not None:
+            total_bytes = min(total_bytes, max_bytes)
         records = _run_count_tasks(tasks, workers=workers, executor=executor, show_progress=show_progress,
-                                   total_bytes=min(total_bytes, max_bytes) if max_bytes else total_bytes)
+                                   total_bytes=total_bytes)
         records.sort(key=lambda r: r.unit_id)
         counter = _load_kernel("_count").ChunkCounter()
         summary.skipped.update(memory_skips.counts)
@@ -312,7 +316,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
 
 
 def _run_count_tasks(tasks: List[Dict[str, Any]], *, workers: int, executor: str, show_progress: bool,
-                     total_bytes: int) -> List[CountRecord]:
+                     total_bytes: Optional[int]) -> List[CountRecord]:
     from .progress import progress_bar
 
     records: List[CountRecord] = []
