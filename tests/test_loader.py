@@ -405,26 +405,58 @@ def test_cli_export_megatron(tmp_path, shard_dir, capsys):
 # a real directory from the shard writer, when it is on this branch
 
 
+def read_spec_documents(directory):
+    """The documents of a finished shard directory, read with numpy from the agreed spec."""
+    with open(os.path.join(directory, "MANIFEST.json")) as f:
+        manifest = json.load(f)
+    docs = []
+    for shard in manifest["shards"]:
+        tokens = np.fromfile(os.path.join(directory, shard["tokens_file"]), dtype="<u4")
+        index = os.path.join(directory, shard["index_file"])
+        n_docs = int(np.fromfile(index, dtype="<u8", count=3)[2])
+        offsets = np.fromfile(index, dtype="<u8", count=n_docs + 1, offset=128).tolist()
+        docs.extend(tokens[a:b] for a, b in zip(offsets[:-1], offsets[1:]))
+    return manifest, docs
+
+
 def test_real_shard_directory(tmp_path, multilingual_lines):
     shards_mod = pytest.importorskip("ube_stream.shards")
     if not hasattr(shards_mod, "encode_corpus"):
         pytest.skip("ube_stream.shards.encode_corpus is not on this branch yet")
     from ube_stream.trainer import train
 
+    lines = multilingual_lines[:300]
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(multilingual_lines[:400]) + "\n", encoding="utf-8")
+    corpus.write_text("\n".join(lines), encoding="utf-8")
     tokenizer = train([str(corpus)], vocab_size=700, substrate="ube", workers=1, show_progress=False)
     tokenizer.save(str(tmp_path / "tok.json"))
-    out = tmp_path / "shards"
-    shards_mod.encode_corpus([str(corpus)], str(tmp_path / "tok.json"), str(out), workers=1, unit_rows=150,
-                             shard_tokens=2000, show_progress=False)
-    reader = shards_mod.TokenShards(str(out))
-    docs = [np.asarray(reader.document(i)) for i in range(len(reader))]
+    out = str(tmp_path / "shards")
+    shards_mod.encode_corpus([str(corpus)], tokenizer=str(tmp_path / "tok.json"), output=out, workers=1,
+                             unit_rows=100, shard_tokens=2000, show_progress=False)
+    manifest, docs = read_spec_documents(out)
+    assert len(manifest["shards"]) > 3 and len(docs) == len(lines)
+    eos = manifest["special_ids"]["eos"]
+    for line, doc in list(zip(lines, docs))[:20]:
+        assert doc.tolist() == list(tokenizer.encode(line)) + [eos]
     stream = np.concatenate(docs).astype(np.int64)
-    ds = TokenDataset(str(out), 128, shuffle=False)
-    assert ds.n_tokens == stream.size
+    ds = TokenDataset(out, 128, shuffle=False)
+    assert ds.n_tokens == stream.size and len(ds) == (stream.size - 1) // 128
     for k in range(len(ds)):
         assert np.array_equal(ds[k], stream[k * 128:k * 128 + 129])
-    export_megatron(str(out), str(tmp_path / "m"))
+    export_megatron(out, str(tmp_path / "m"))
     got = read_megatron(str(tmp_path / "m"))
     assert [d.tolist() for d in got["documents"]] == [d.tolist() for d in docs]
+
+
+def test_megatron_core_reads_the_export(tmp_path, shard_dir):
+    """Megatron-LM's own reader, where megatron-core is installed (optional: pip install megatron-core)."""
+    pytest.importorskip("torch")
+    indexed = pytest.importorskip("megatron.core.datasets.indexed_dataset")
+    path, shards, _ = shard_dir
+    export_megatron(path, str(tmp_path / "m"))
+    docs = [list(d) for s in shards for d in s]
+    ds = indexed.IndexedDataset(str(tmp_path / "m"))
+    assert len(ds) == len(docs)
+    assert ds.index.dtype == np.int32
+    assert ds.document_indices.tolist() == list(range(len(docs) + 1))
+    assert [ds[i].tolist() for i in range(len(ds))] == docs
