@@ -157,10 +157,18 @@ def test_windows_property(tmp_path_factory, doc_lengths, seq_len, data):
 def test_uint32_samples_are_zero_copy_views_inside_a_shard(shard_dir):
     path, shards, stream = shard_dir
     ds = TokenDataset(path, 4, shuffle=False, dtype="uint32")
-    sample = ds[0]  # shard 0 has no documents; shard 1 starts the stream
-    assert sample.dtype == np.uint32 and not sample.flags.writeable
-    assert isinstance(sample.base, np.memmap) or isinstance(sample.base.base, np.memmap)
-    assert np.array_equal(sample, stream[:5])
+    ends = np.cumsum([sum(len(d) for d in docs) for docs in shards])
+    shard_of = lambda pos: int(np.searchsorted(ends, pos, side="right"))  # noqa: E731
+    inside = [i for i in range(ds.n_samples) if shard_of(4 * i) == shard_of(4 * i + 4)]
+    crossing = [i for i in range(ds.n_samples) if shard_of(4 * i) != shard_of(4 * i + 4)]
+    assert inside and crossing
+    for i in inside[:10]:
+        sample = ds.window(i)
+        assert sample.dtype == np.uint32 and not sample.flags.writeable and not sample.flags.owndata
+        assert np.array_equal(sample, stream[4 * i:4 * i + 5])
+    for i in crossing:
+        sample = ds.window(i)
+        assert sample.flags.owndata and np.array_equal(sample, stream[4 * i:4 * i + 5])
 
 
 # ---------------------------------------------------------------------------
@@ -388,6 +396,21 @@ def test_megatron_export_refuses_ids_beyond_int32_and_leaves_nothing(tmp_path):
     assert os.listdir(tmp_path / "out") == []
 
 
+def test_megatron_uint16_export(tmp_path):
+    shards = [[[0, 65535, 7], []], [[1, 2, 3, 4]]]
+    path = write_shard_dir(str(tmp_path / "dir"), shards)
+    export_megatron(path, str(tmp_path / "u16"), dtype="uint16")
+    got = read_megatron(str(tmp_path / "u16"))
+    assert got["dtype_code"] == 8 and got["bin_bytes"] == 2 * 7
+    assert got["pointers"].tolist() == [0, 6, 6]
+    assert [d.tolist() for d in got["documents"]] == [[0, 65535, 7], [], [1, 2, 3, 4]]
+    big = write_shard_dir(str(tmp_path / "big"), [[[65536]]])
+    with pytest.raises(ValueError, match="dtype='int32'"):
+        export_megatron(big, str(tmp_path / "big16"), dtype="uint16")
+    with pytest.raises(ValueError, match="dtype"):
+        export_megatron(path, str(tmp_path / "x"), dtype="int64")
+
+
 def test_cli_export_megatron(tmp_path, shard_dir, capsys):
     from ube_stream._cli_loader import register
 
@@ -399,6 +422,13 @@ def test_cli_export_megatron(tmp_path, shard_dir, capsys):
     assert "documents" in capsys.readouterr().err
     got = read_megatron(str(tmp_path / "m"))
     assert [d.tolist() for d in got["documents"]] == [list(d) for s in shards for d in s]
+    args = parser.parse_args(["export-megatron", "--dtype", "uint16", "-q", path, str(tmp_path / "m16")])
+    assert args.func(args) == 0 and capsys.readouterr().err == ""
+    got16 = read_megatron(str(tmp_path / "m16"))
+    assert got16["dtype_code"] == 8 and [d.tolist() for d in got16["documents"]] == [d.tolist() for d in got["documents"]]
+    missing = parser.parse_args(["export-megatron", str(tmp_path / "nope"), str(tmp_path / "n")])
+    with pytest.raises(ShardFormatError, match="MANIFEST"):
+        missing.func(missing)
 
 
 # ---------------------------------------------------------------------------
@@ -460,3 +490,6 @@ def test_megatron_core_reads_the_export(tmp_path, shard_dir):
     assert ds.index.dtype == np.int32
     assert ds.document_indices.tolist() == list(range(len(docs) + 1))
     assert [ds[i].tolist() for i in range(len(ds))] == docs
+    export_megatron(path, str(tmp_path / "m16"), dtype="uint16")
+    ds16 = indexed.IndexedDataset(str(tmp_path / "m16"))
+    assert ds16.index.dtype == np.uint16 and [ds16[i].tolist() for i in range(len(ds16))] == docs
