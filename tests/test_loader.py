@@ -425,7 +425,8 @@ def test_cli_export_megatron(tmp_path, shard_dir, capsys):
     args = parser.parse_args(["export-megatron", "--dtype", "uint16", "-q", path, str(tmp_path / "m16")])
     assert args.func(args) == 0 and capsys.readouterr().err == ""
     got16 = read_megatron(str(tmp_path / "m16"))
-    assert got16["dtype_code"] == 8 and [d.tolist() for d in got16["documents"]] == [d.tolist() for d in got["documents"]]
+    assert got16["dtype_code"] == 8
+    assert [d.tolist() for d in got16["documents"]] == [d.tolist() for d in got["documents"]]
     missing = parser.parse_args(["export-megatron", str(tmp_path / "nope"), str(tmp_path / "n")])
     with pytest.raises(ShardFormatError, match="MANIFEST"):
         missing.func(missing)
