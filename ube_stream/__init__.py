@@ -25,6 +25,9 @@ _EXPORTS = {
     "GPT2_PATTERN": "pretokenizer",
     "Tokenizer": "tokenizer",
     "train": "trainer",
+    "TokenDataset": "loader",
+    "torch_dataset": "loader",
+    "export_megatron": "megatron",
     "encode_symbols": "substrate",
     "decode_symbols": "substrate",
     "symbol_string": "substrate",
@@ -48,6 +51,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .pretokenizer import GPT2_PATTERN, pretokenize
     from .tokenizer import Tokenizer
     from .trainer import train
+    from .loader import TokenDataset, torch_dataset
+    from .megatron import export_megatron
     from .substrate import (SUBSTRATES, decode_symbols, encode_symbols, floor_cost,
                             parse_symbol_string, symbol_string)
 

@@ -112,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train on a deterministic sample of about this many bytes (e.g. 1GB)")
     p.add_argument("-o", "--output", required=True, help="tokenizer file to write (JSON)")
     p.set_defaults(func=_cmd_train)
+
+    from . import _cli_loader
+
+    _cli_loader.register(sub)
     return parser
 
 
