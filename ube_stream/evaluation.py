@@ -250,8 +250,8 @@ def evaluate(tokenizers: Sequence, parallel, *, reference: str = "en",
              names: Optional[Sequence[str]] = None) -> dict:
     """Evaluate tokenizers (objects or tokenizer file paths) on a parallel file
     (path or :class:`ParallelSet`) and return the table of
-    :func:`~ube_stream.metrics.evaluation_table`, plus ``"parallel"`` (the path)
-    and ``"tokenizer_info"`` (substrate, vocabulary size, fingerprint per name).
+    :func:`~ube_stream.metrics.evaluation_table`, plus ``"ube_stream_version"``,
+    ``"parallel"`` (the path) and ``"tokenizer_info"`` (substrate, vocabulary size, fingerprint per name).
     ``seen_langs`` (the training corpus's languages) splits the languages into
     ``seen`` / ``unseen`` groups."""
     from .tokenizer import Tokenizer
@@ -274,6 +274,9 @@ def evaluate(tokenizers: Sequence, parallel, *, reference: str = "en",
     characters = {lang: {k: len(t) for k, t in keyed.items()} for lang, keyed in parallel.items.items()}
     table = evaluation_table(counts, characters=characters, floor_costs=floors, scripts=parallel.scripts,
                              groups=language_groups(parallel, seen_langs), reference=reference)
+    from . import __version__
+
+    table["ube_stream_version"] = __version__
     table["parallel"] = parallel.path
     table["tokenizer_info"] = {label: {"substrate": tok.substrate, "vocab_size": tok.vocab_size,
                                        "fingerprint": tok.fingerprint, "path": src}

@@ -35,7 +35,7 @@ Worked example::
 from __future__ import annotations
 
 import math
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Dict, Iterable, List, Mapping, Optional, Union
 
 __all__ = [
     "language_key",
