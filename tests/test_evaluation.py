@@ -1,0 +1,276 @@
+"""Evaluation: parallel reader, token and floor counts, the bundled sample, the
+paper's claims on it, and `ube eval` / `ube compare` end to end."""
+import argparse
+import builtins
+import collections
+import csv
+import io
+import json
+import os
+
+import pytest
+import zstandard
+
+from ube_stream import _cli_eval
+from ube_stream.errors import InputError
+from ube_stream.evaluation import (ParallelSet, corpus_languages, count_floor, count_tokens, evaluate,
+                                   language_groups, plot_premiums, read_language_list, read_parallel,
+                                   select_languages)
+from ube_stream.metrics import gini
+from ube_stream.sample import sample_paths
+from ube_stream.trainer import train
+
+
+def write_lines(path, lines, compress=False):
+    raw = "".join(line + "\n" for line in lines).encode("utf-8")
+    with open(path, "wb") as f:
+        f.write(zstandard.ZstdCompressor().compress(raw) if compress else raw)
+    return str(path)
+
+
+def item(lang, key, text, **extra):
+    return json.dumps({"lang": lang, "key": key, "text": text, **extra}, ensure_ascii=False)
+
+
+def read_rows(path):
+    with open(path, "rb") as f:
+        reader = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(f), encoding="utf-8")
+        return [json.loads(line) for line in reader]
+
+
+def run_cli(argv):
+    parser = argparse.ArgumentParser(prog="ube")
+    _cli_eval.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+# ---------------------------------------------------------------- reading
+@pytest.mark.parametrize("compress", [False, True])
+def test_read_parallel(tmp_path, compress):
+    name = "p.jsonl.zst" if compress else "p.jsonl"
+    path = write_lines(tmp_path / name, [
+        item("en", "k1", "world", script="Latn"), item("hi", "k1", "विश्व", script="Deva"), "",
+        item("en", "k2", "Africa"), item("zh", "k2", "非洲", script="Hans")], compress)
+    ps = read_parallel(path)
+    assert ps.languages == ["en", "hi", "zh"]
+    assert ps.items["en"] == {"k1": "world", "k2": "Africa"}
+    assert ps.scripts == {"en": "Latn", "hi": "Deva", "zh": "Hans"}
+    assert len(ps) == 4
+
+
+@pytest.mark.parametrize("line,reason,words", [
+    ('{"lang": "en", "key": "k2", "text": ', "bad_json", "not valid JSON"),
+    ('["en", "k2", "x"]', "bad_json", "JSON object"),
+    ('{"lang": "en", "text": "x"}', "missing_field", "'key'"),
+    ('{"lang": "en", "key": "k2", "text": 5}', "missing_field", "got int"),
+    ('{"lang": "en", "key": "k1", "text": "again"}', "duplicate_key", "first at line 1"),
+])
+def test_read_parallel_bad_line_names_file_and_line(tmp_path, line, reason, words):
+    path = write_lines(tmp_path / "bad.jsonl", [item("en", "k1", "a"), item("de", "k1", "b"), line])
+    with pytest.raises(InputError, match=words) as info:
+        read_parallel(path)
+    assert info.value.row == 3 and info.value.path == path and info.value.reason == reason
+    assert f"{path}: line 3" in str(info.value)
+
+
+def test_read_parallel_invalid_utf8_and_corrupt(tmp_path):
+    path = tmp_path / "u.jsonl"
+    path.write_bytes(item("en", "k", "a").encode() + b"\n" + b'{"lang": "de", "key": "k", "text": "\xff"}\n')
+    with pytest.raises(InputError, match="line 2: invalid UTF-8") as info:
+        read_parallel(path)
+    assert info.value.row == 2
+    corrupt = tmp_path / "c.jsonl.zst"
+    corrupt.write_bytes(b"\x28\xb5\x2f\xfd" + b"garbage" * 20)
+    with pytest.raises(InputError, match="cannot read"):
+        read_parallel(corrupt)
+    with pytest.raises(InputError, match="no such parallel file"):
+        read_parallel(tmp_path / "missing.jsonl")
+    with pytest.raises(InputError, match="no items"):
+        read_parallel(write_lines(tmp_path / "empty.jsonl", ["", "  "]))
+
+
+def test_language_lists_and_selection(tmp_path):
+    listing = tmp_path / "langs.txt"
+    listing.write_text("# evaluation languages\nhi, th\nzh-CN  # Simplified\n")
+    assert read_language_list([str(listing), "fr,de"]) == ["hi", "th", "zh-CN", "fr", "de"]
+    assert read_language_list("am sat") == ["am", "sat"]
+    assert read_language_list(None) is None
+    ps = ParallelSet("p", {lang: {"k": lang} for lang in ["en", "en-GB", "zh", "zh-Hant", "hi", "th"]},
+                     {"zh": "Hans", "zh-Hant": "Hant"})
+    kept = select_languages(ps, ["zh-CN", "hi"])
+    assert kept.languages == ["en", "zh", "hi"]     # the reference always stays; zh-CN ~ zh (Hans)
+    with pytest.raises(ValueError, match="names no language"):
+        select_languages(ps, ["de"])
+    groups = language_groups(ps, ["en-US", "zh-TW"])
+    assert groups == {"en": "seen", "en-GB": "seen", "zh": "unseen", "zh-Hant": "seen", "hi": "unseen",
+                      "th": "unseen"}
+
+
+# ---------------------------------------------------------------- counts
+def ube_floor_by_codecs(text):
+    """Base symbols under UBE from Python's codecs: UTF-8 bytes when <= 2, else UTF-16LE bytes."""
+    return sum(n if (n := len(c.encode("utf-8"))) <= 2 else len(c.encode("utf-16-le")) for c in text)
+
+
+def test_floor_counts_match_codecs(parallel_rows):
+    rows = parallel_rows[:3000] + [{"lang": "xx", "key": "emoji", "text": "🌈 虹 ᱥ ⵜ"}]
+    ps = ParallelSet("t", {}, {})
+    for r in rows:
+        ps.items.setdefault(r["lang"], {})[r["key"]] = r["text"]
+    floors = {s: count_floor(s, ps) for s in ("ube", "utf8", "utf16")}
+    for lang, keyed in ps.items.items():
+        for key, text in keyed.items():
+            assert floors["utf8"][lang][key] == len(text.encode("utf-8"))
+            assert floors["utf16"][lang][key] == len(text.encode("utf-16-le"))
+            assert floors["ube"][lang][key] == ube_floor_by_codecs(text)
+
+
+# ---------------------------------------------------------------- the bundled sample
+def test_sample_files():
+    paths = sample_paths()
+    assert all(os.path.getsize(p) < 2_000_000 for p in paths.values())
+    train_rows = read_rows(paths["train"])
+    chars = collections.Counter()
+    for r in train_rows:
+        chars[r["lang"]] += len(r["text"])
+    assert {"en-US", "de-DE", "fr-FR", "ru-RU", "zh-CN", "ja-JP", "ar-MA"} <= set(chars)
+    assert 700_000 < sum(len(r["text"].encode("utf-8")) for r in train_rows) < 2_000_000
+    ps = read_parallel(paths["parallel"])
+    scripts = set(ps.scripts.values())
+    assert {"Hans", "Hant", "Jpan", "Deva", "Beng", "Thai", "Tibt", "Ethi", "Olck", "Tfng"} <= scripts
+    assert len(ps.languages) > 300
+    english = ps.items["en"]
+    assert all(set(keyed) <= set(english) for keyed in ps.items.values())
+    emoji = [t for keyed in ps.items.values() for t in keyed.values() if any(ord(c) >= 0x1F300 for c in t)]
+    assert len(emoji) > 1000
+    assert any(3 == len(c.encode("utf-8")) for c in ps.items["sat"][next(iter(ps.items["sat"]))])
+
+
+VOCAB = 2000
+
+
+@pytest.fixture(scope="module")
+def sample_eval():
+    paths = sample_paths()
+    tokenizers = [train([paths["train"]], vocab_size=VOCAB, substrate=s, workers=1, show_progress=False)
+                  for s in ("ube", "utf8", "utf16")]
+    seen = corpus_languages([paths["train"]])
+    table = evaluate(tokenizers, paths["parallel"], names=["ube", "utf8", "utf16"], seen_langs=seen)
+    return tokenizers, table
+
+
+def test_sample_table_recomputed_independently(sample_eval):
+    (ube, _, _), table = sample_eval
+    rows = {r["lang"]: r for r in table["languages"]}
+    ps = read_parallel(sample_paths()["parallel"])
+    # premium of Hindi under ube, from encode() one item at a time
+    shared = set(ps.items["hi"]) & set(ps.items["en"])
+    hi = sum(len(ube.encode(ps.items["hi"][k])) for k in shared)
+    en = sum(len(ube.encode(ps.items["en"][k])) for k in shared)
+    assert rows["hi"]["tokenizers"]["ube"]["premium"] == pytest.approx(hi / en)
+    assert rows["hi"]["characters"] == sum(len(t) for t in ps.items["hi"].values())
+    premiums = [r["tokenizers"]["utf8"]["premium"] for r in table["languages"]]
+    assert table["summary"]["utf8"]["gini"] == pytest.approx(gini([p for p in premiums if p is not None]))
+    assert rows["en"]["group"] == "seen" and rows["zh"]["group"] == "seen"
+    assert rows["zh-Hant"]["group"] == "unseen" and rows["bo"]["group"] == "unseen"
+
+
+def test_paper_claims_on_sample(sample_eval):
+    """The paper's claims at vocab 2000 on the bundled sample (all hold here;
+    at vocab 1000 the English claim does not: UBE spends 256 of its entries on
+    the second alphabet, and English is then ~4% longer)."""
+    _, table = sample_eval
+    s = table["summary"]
+    # UBE's floor never above BBPE's (per char: UTF-8 bytes if <= 2, else UTF-16 bytes <= UTF-8 bytes)
+    worse = [r["lang"] for r in table["languages"] if r["tokenizers"]["ube"]["floor"] > r["tokenizers"]["utf8"]["floor"]]
+    assert worse == []
+    assert s["ube"]["gini"] < s["utf8"]["gini"]
+    assert s["ube"]["groups"]["unseen"]["gini"] < s["utf8"]["groups"]["unseen"]["gini"]
+    assert abs(s["ube"]["english_tokens"] / s["utf8"]["english_tokens"] - 1) <= 0.01
+    assert s["utf16"]["english_tokens"] > s["utf8"]["english_tokens"]
+
+
+def test_count_tokens_follows_encode(sample_eval):
+    (ube, utf8, _), _ = sample_eval
+    ps = select_languages(read_parallel(sample_paths()["parallel"]), ["th", "am"])
+    for tok in (ube, utf8):
+        counts = count_tokens(tok, ps)
+        for lang, keyed in ps.items.items():
+            for key, text in list(keyed.items())[:40]:
+                ids = tok.encode(text)
+                assert counts[lang][key] == len(ids) and tok.decode(ids) == text
+
+
+# ---------------------------------------------------------------- CLI
+def test_cli_eval_end_to_end(sample_eval, tmp_path, capsys):
+    tokenizers, _ = sample_eval
+    files = []
+    for tok in tokenizers[:2]:
+        files += ["--tokenizer", str(tmp_path / f"{tok.substrate}.json")]
+        tok.save(files[-1])
+    outputs = {ext: str(tmp_path / f"out.{ext}") for ext in ("json", "csv", "png")}
+    plot = []
+    try:
+        import matplotlib  # noqa: F401
+        plot = ["--plot", outputs["png"]]
+    except ImportError:
+        pass
+    code = run_cli(["eval", *files, "--parallel", sample_paths()["parallel"], "--eval-langs", "hi,th", "zh-CN",
+                    "--seen-langs", "en", "zh-CN", "--json", outputs["json"], "--csv", outputs["csv"], *plot])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "Gini" in out and "ube vs utf8: won" in out
+    table = json.loads(open(outputs["json"], encoding="utf-8").read())
+    assert [r["lang"] for r in table["languages"]] == ["en", "hi", "th", "zh"]
+    assert table["tokenizers"] == ["ube", "utf8"]
+    with open(outputs["csv"], newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["lang"] for r in rows] == ["en", "hi", "th", "zh"]
+    assert float(rows[1]["ube_premium"]) == pytest.approx(table["languages"][1]["tokenizers"]["ube"]["premium"])
+    assert rows[3]["group"] == "seen" and rows[1]["group"] == "unseen"
+    if plot:
+        with open(outputs["png"], "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_matplotlib(monkeypatch, tmp_path, capsys, sample_eval):
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    with pytest.raises(ImportError, match=r'pip install "ube-stream\[plot\]"'):
+        plot_premiums(sample_eval[1], tmp_path / "x.png")
+    tok = tmp_path / "t.json"
+    sample_eval[0][0].save(tok)
+    code = run_cli(["eval", "--tokenizer", str(tok), "--plot", str(tmp_path / "x.png")])
+    assert code == 1
+    assert 'pip install "ube-stream[plot]"' in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_cli_compare_regimes(tmp_path, capsys):
+    docs = ([{"lang": "en", "text": "the quick brown fox jumps over the lazy dog"}] * 30
+            + [{"lang": "zh-CN", "text": "统一字节级编码让每种语言的成本更公平"}] * 10)
+    corpus = write_lines(tmp_path / "train.jsonl", [json.dumps(d, ensure_ascii=False) for d in docs])
+    out_dir = tmp_path / "out"
+    code = run_cli(["compare", corpus, "--parallel", sample_paths()["parallel"], "--vocab-size", "560",
+                    "--vocab-size", "600", "--workers", "1", "--eval-langs", "zh", "hi", "-q",
+                    "--out", str(out_dir), "--max-rows", "3"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "vocabulary-size ablation" in out
+    result = json.loads((out_dir / "compare.json").read_text(encoding="utf-8"))
+    assert sorted(result["vocab_sizes"]) == ["560", "600"]
+    table = result["vocab_sizes"]["600"]
+    assert table["tokenizers"] == ["ube", "utf8", "utf16"]
+    groups = {r["lang"]: r["group"] for r in table["languages"]}
+    assert groups == {"en": "seen", "zh": "seen", "hi": "unseen"}
+    assert set(table["summary"]["ube"]["groups"]) == {"seen", "unseen"}
+    for sub in ("ube", "utf8", "utf16"):
+        assert (out_dir / f"{sub}-560.json").exists()
+    assert (out_dir / "compare-600.csv").exists()
