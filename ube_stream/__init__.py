@@ -28,6 +28,11 @@ _EXPORTS = {
     "TokenDataset": "loader",
     "torch_dataset": "loader",
     "export_megatron": "megatron",
+    "evaluate": "evaluation",
+    "token_premiums": "metrics",
+    "gini": "metrics",
+    "language_key": "metrics",
+    "sample_paths": "sample",
     "encode_symbols": "substrate",
     "decode_symbols": "substrate",
     "symbol_string": "substrate",
@@ -53,6 +58,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .trainer import train
     from .loader import TokenDataset, torch_dataset
     from .megatron import export_megatron
+    from .evaluation import evaluate
+    from .metrics import gini, language_key, token_premiums
+    from .sample import sample_paths
     from .substrate import (SUBSTRATES, decode_symbols, encode_symbols, floor_cost,
                             parse_symbol_string, symbol_string)
 

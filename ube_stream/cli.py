@@ -113,8 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="tokenizer file to write (JSON)")
     p.set_defaults(func=_cmd_train)
 
-    from . import _cli_loader
+    from . import _cli_eval, _cli_loader
 
+    _cli_eval.register(sub)
     _cli_loader.register(sub)
     return parser
 
