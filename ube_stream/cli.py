@@ -46,7 +46,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         special_tokens=args.special_token or ("<|endoftext|>",), min_frequency=args.min_frequency,
         max_token_length=args.max_token_length, max_bytes=args.max_bytes, workers=args.workers,
         show_progress=not args.quiet, column=args.column, text_mode=args.text_mode,
-        unit_rows=args.unit_rows, on_error=args.on_error, summary=summary)
+        unit_rows=args.unit_rows, on_error=args.on_error, executor=args.executor,
+        ray_address=args.ray_address, work_dir=args.work_dir, summary=summary)
     tokenizer.save(args.output)
     if not args.quiet:
         print(f"wrote {args.output}: {tokenizer!r}", file=sys.stderr)
@@ -110,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-token-length", type=int, default=None, help="longest token, in base symbols")
     p.add_argument("--max-bytes", type=_size, default=None,
                    help="train on a deterministic sample of about this many bytes (e.g. 1GB)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local process pool (default) or a Ray cluster (pip install \"ube-stream[ray]\")")
+    p.add_argument("--ray-address", default=None, help="Ray cluster address (e.g. auto); default: start a local one")
+    p.add_argument("--work-dir", default=None,
+                   help="directory for intermediate count tables (on a multi-node Ray cluster: shared storage)")
     p.add_argument("-o", "--output", required=True, help="tokenizer file to write (JSON)")
     p.set_defaults(func=_cmd_train)
 

@@ -22,17 +22,17 @@ from __future__ import annotations
 import dataclasses
 import os
 import resource
-import shutil
 import sys
 import tempfile
 import time
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import __version__
 from ._kernels import load as _load_kernel
 from .errors import InputError, InvalidTextError
+from .executors import get_executor
 from .tokenizer import Tokenizer
 
 DEFAULT_SPECIAL_TOKENS = ("<|endoftext|>",)
@@ -208,7 +208,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
           max_token_length: Optional[int] = None, max_bytes: Optional[int] = None,
           workers: Optional[int] = None, show_progress: bool = True, column: str = "text",
           text_mode: str = "line", unit_rows: Optional[int] = None, on_error: str = "raise",
-          executor: str = "local", summary: Optional[TrainSummary] = None) -> Tokenizer:
+          executor: str = "local", ray_address: Optional[str] = None, work_dir: Optional[str] = None,
+          summary: Optional[TrainSummary] = None) -> Tokenizer:
     """Train a byte-level BPE tokenizer on the ``substrate`` alphabet.
 
     ``inputs``: paths, directories, globs (Parquet, Arrow IPC/Feather, JSONL,
@@ -246,7 +247,10 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     summary = summary if summary is not None else TrainSummary()
     summary.requested_vocab_size = vocab_size
 
-    with tempfile.TemporaryDirectory(prefix="ube-train-") as tmp:
+    if work_dir is not None:
+        os.makedirs(work_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ube-train-", dir=work_dir) as tmp:
+        table_dir = tmp
         memory_skips = readers.SkipCounter()
         if not readers._is_paths(inputs):
             inputs = _spill_to_arrow(inputs, os.path.join(tmp, "in-memory.arrow"), column=column,
@@ -262,22 +266,17 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         total_bytes = None if any(s.compression for s in distinct) else sum(s.size for s in distinct)
         if max_bytes and total_bytes is not None:
             total_bytes = min(total_bytes, max_bytes)
-        records = _run_count_tasks(tasks, workers=workers, executor=executor, show_progress=show_progress,
-                                   total_bytes=total_bytes)
-        records.sort(key=lambda r: r.unit_id)
-        counter = _load_kernel("_count").ChunkCounter()
-        summary.skipped.update(memory_skips.counts)
-        for rec in records:
-            summary.documents += rec.documents
-            summary.bytes += rec.bytes
-            summary.chunks += rec.chunks
-            for reason, n in rec.skips.items():
-                summary.skipped[reason] = summary.skipped.get(reason, 0) + n
-            if rec.table_path is not None:
-                counter.add_weighted(*load_table(rec.table_path))
-                os.unlink(rec.table_path)
-        key_data, key_offsets, counts = counter.export()
-        del counter
+        with get_executor(executor, workers=workers, ray_address=ray_address) as runner:
+            records = _run_count_tasks(tasks, runner=runner, show_progress=show_progress, total_bytes=total_bytes)
+            summary.skipped.update(memory_skips.counts)
+            for rec in records:  # in unit order
+                summary.documents += rec.documents
+                summary.bytes += rec.bytes
+                summary.chunks += rec.chunks
+                for reason, n in rec.skips.items():
+                    summary.skipped[reason] = summary.skipped.get(reason, 0) + n
+            key_data, key_offsets, counts = _reduce_tables(
+                [rec.table_path for rec in records if rec.table_path is not None], runner, table_dir)
     summary.unique_chunks = len(counts)
     summary.count_seconds = time.perf_counter() - started
 
@@ -315,36 +314,59 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     return tokenizer
 
 
-def _run_count_tasks(tasks: List[Dict[str, Any]], *, workers: int, executor: str, show_progress: bool,
+def _run_count_tasks(tasks: List[Dict[str, Any]], *, runner, show_progress: bool,
                      total_bytes: Optional[int]) -> List[CountRecord]:
     from .progress import progress_bar
 
-    records: List[CountRecord] = []
     bar = progress_bar(total=total_bytes, unit="B", unit_scale=True, desc="counting chunks",
                        enabled=show_progress)
-    docs = 0
-    try:
-        if executor != "local":
-            raise ValueError(f"unknown executor {executor!r}; this version has 'local'")
-        if workers == 1 or len(tasks) <= 1:
-            results: Iterable[CountRecord] = map(_count_unit_star, tasks)
-        else:
-            import multiprocessing
+    docs = [0]
 
-            ctx = multiprocessing.get_context("spawn")
-            pool = ctx.Pool(min(workers, len(tasks)))
-            results = pool.imap_unordered(_count_unit_star, tasks)
-        for rec in results:
-            records.append(rec)
-            docs += rec.documents
-            bar.update(rec.bytes)
-            bar.set_postfix(docs=f"{docs:,}", refresh=False)
+    def on_result(rec: CountRecord) -> None:
+        docs[0] += rec.documents
+        bar.update(rec.bytes)
+        bar.set_postfix(docs=f"{docs[0]:,}", refresh=False)
+
+    try:
+        return runner.map(_count_unit_star, tasks, on_result=on_result)
     finally:
         bar.close()
-        if workers > 1 and len(tasks) > 1:
-            pool.terminate()
-            pool.join()
-    return records
+
+
+REDUCE_FAN_IN = 8
+
+
+def _merge_tables_task(task: Tuple[List[str], str]) -> str:
+    """Reduce task: add the tables at ``paths`` into one table file ``out``."""
+    from ._chunk_table import load_table, save_table
+
+    paths, out = task
+    counter = _load_kernel("_count").ChunkCounter()
+    for path in paths:
+        counter.add_weighted(*load_table(path))
+    save_table(out, counter.export())
+    for path in paths:
+        os.unlink(path)
+    return out
+
+
+def _reduce_tables(paths: List[str], runner, table_dir: str):
+    """Tree-reduce per-unit tables (fan-in ``REDUCE_FAN_IN``) with reduce tasks
+    on the executor, then add the last few in this process: no process holds
+    more than the final table plus one input table."""
+    from ._chunk_table import load_table
+
+    level = 0
+    while len(paths) > REDUCE_FAN_IN:
+        groups = [paths[i:i + REDUCE_FAN_IN] for i in range(0, len(paths), REDUCE_FAN_IN)]
+        tasks = [(group, os.path.join(table_dir, f"reduce-{level:02d}-{k:06d}.npz")) for k, group in enumerate(groups)]
+        paths = runner.map(_merge_tables_task, tasks)
+        level += 1
+    counter = _load_kernel("_count").ChunkCounter()
+    for path in paths:
+        counter.add_weighted(*load_table(path))
+        os.unlink(path)
+    return counter.export()
 
 
 def _train_merges(symbols, symbol_offsets, counts, *, n_base: int, max_vocab: int, min_frequency: int,

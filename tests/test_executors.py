@@ -1,0 +1,106 @@
+"""Executors: local pool and Ray give the same results, in unit order; Ray is optional."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ube_stream.executors import LocalExecutor, get_executor, worker_state
+from ube_stream.trainer import train
+
+
+def square(x):
+    return x * x
+
+
+def fail_on_three(x):
+    if x == 3:
+        raise ValueError(f"bad input {x}")
+    return x
+
+
+def _setup(n):
+    return {"loaded": n, "pid": os.getpid()}
+
+
+def uses_state(x):
+    return worker_state(_setup, 7)["loaded"] + x
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_local_map_in_task_order(workers):
+    seen = []
+    with LocalExecutor(workers) as runner:
+        assert runner.map(square, range(20), on_result=seen.append) == [x * x for x in range(20)]
+    assert sorted(seen) == sorted(x * x for x in range(20))
+
+
+def test_local_application_error_propagates():
+    with pytest.raises(ValueError, match="bad input 3"):
+        LocalExecutor(2).map(fail_on_three, range(6))
+
+
+def test_worker_state_cached_per_process():
+    assert LocalExecutor(1).map(uses_state, [1, 2]) == [8, 9]
+
+
+def test_unknown_executor():
+    with pytest.raises(ValueError, match="unknown executor"):
+        get_executor("dask")
+
+
+def test_import_does_not_import_ray():
+    code = "import sys, ube_stream, ube_stream.executors, ube_stream.trainer; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    yield ray
+    ray.shutdown()
+
+
+def write_jsonl(path, texts):
+    with open(path, "w", encoding="utf-8") as f:
+        for t in texts:
+            f.write(json.dumps({"text": t}, ensure_ascii=False) + "\n")
+    return str(path)
+
+
+def test_ray_train_byte_identical_to_local(ray_cluster, tmp_path, docs_rows):
+    rows = [r for r in docs_rows if r["lang"] in ("en-US", "zh-CN", "ja-JP", "hr-HR", "el-GR")]
+    paths = [write_jsonl(tmp_path / f"part-{i}.jsonl",
+                         [line for r in rows[i::2] for line in r["text"][:15000].split("\n")]) for i in range(2)]
+    local = train(paths, vocab_size=900, workers=2, show_progress=False, unit_rows=30)
+    on_ray = train(paths, vocab_size=900, executor="ray", show_progress=False, unit_rows=30,
+                   work_dir=str(tmp_path / "work"))
+    assert on_ray.to_json() == local.to_json()
+    # >8 units, so the count tables went through reduce tasks
+    assert local.training["documents"] > 30 * 9
+    assert os.listdir(tmp_path / "work") == []
+
+
+def test_ray_bad_input_is_clear_error_not_retried(ray_cluster, tmp_path):
+    """A corrupt input fails with the same error as locally, at once (no retry loop)."""
+    import time
+
+    import zstandard
+
+    from ube_stream.errors import InputError
+
+    raw = "".join(json.dumps({"text": f"line {i} ok"}) + "\n" for i in range(2000)).encode()
+    blob = zstandard.ZstdCompressor().compress(raw)
+    bad = tmp_path / "broken.jsonl.zst"
+    bad.write_bytes(blob[: len(blob) // 2])
+    with pytest.raises(InputError) as local_error:
+        train([str(bad)], vocab_size=600, workers=1, show_progress=False)
+    started = time.perf_counter()
+    with pytest.raises(InputError) as ray_error:
+        train([str(bad)], vocab_size=600, executor="ray", show_progress=False)
+    assert str(ray_error.value) == str(local_error.value)
+    assert "broken.jsonl.zst" in str(ray_error.value)
+    assert time.perf_counter() - started < 60
