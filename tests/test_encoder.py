@@ -113,7 +113,7 @@ _HF_CACHE = {}
 @pytest.mark.parametrize("substrate", SUBSTRATES)
 def test_kernel_equals_reference_on_real_text(tokenizers_by_substrate, real_texts, substrate):
     tok = tokenizers_by_substrate[substrate]
-    sample = [t[:4000] for t in real_texts[::7]]
+    sample = [t[:1000] for t in real_texts[::29]]
     for text, ids in zip(sample, tok.encode_batch(sample)):
         assert ids.tolist() == encode_reference(tok, text)
 
