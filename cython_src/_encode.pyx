@@ -26,7 +26,7 @@ decode (``symbols_to_utf8``); special tokens flush and are written as text.
 cimport cython
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 from libcpp.vector cimport vector
 
@@ -357,8 +357,7 @@ cdef inline Py_ssize_t encode_chunk(const Tables* t, ChunkCache* cache, Work* w,
     size = out.size()
     if e.hash != 0:
         cache.hits += 1
-        out.resize(size + e.val_len)
-        memcpy(out.data() + size, cache.vals + e.val_off, e.val_len * sizeof(uint32_t))
+        out.insert(out.end(), cache.vals + e.val_off, cache.vals + e.val_off + e.val_len)
         return 0
     cache.misses += 1
     if work_reserve(w, n) < 0:
@@ -372,8 +371,7 @@ cdef inline Py_ssize_t encode_chunk(const Tables* t, ChunkCache* cache, Work* w,
         m = merge_short(t, w.ids, w.ranks, nsym)
     else:
         m = merge_long(t, w.ids, nsym, nxt, prv, node_rank, heap, batch)
-    out.resize(size + m)
-    memcpy(out.data() + size, w.ids, m * sizeof(uint32_t))
+    out.insert(out.end(), w.ids, w.ids + m)
     cache_insert(cache, e, chunk, n, h, w.ids, m)
     return 0
 
@@ -740,4 +738,65 @@ def decode_utf8(const uint32_t[::1] ids, const uint16_t[::1] table, const int64_
         return PyUnicode_DecodeUTF8(<char*>out, written, NULL), -1, -1
     finally:
         free(syms)
+        free(out)
+
+
+def decode_utf8_bytes(const uint32_t[::1] ids, const uint8_t[::1] table, const int64_t[::1] table_offsets,
+                      const uint8_t[::1] special_bytes, const int64_t[::1] special_offsets):
+    """``utf8`` substrate fast path: token bytes straight from ``table`` (uint8, with
+    at least 16 bytes of padding after the last token), validated once by Python's
+    UTF-8 decoder.  Returns the text, or ``None`` when an id is out of range or
+    the bytes are not valid UTF-8 (the caller then runs :func:`decode_utf8` for the
+    error's position; validity is the same, since a special token's text starts and
+    ends on character boundaries)."""
+    cdef Py_ssize_t n = ids.shape[0], i, written = 0, cap
+    cdef Py_ssize_t n_tokens = table_offsets.shape[0] - 1
+    cdef Py_ssize_t n_special = special_offsets.shape[0] - 1 if special_offsets.shape[0] > 0 else 0
+    cdef uint32_t tok
+    cdef int64_t a, b
+    cdef const uint8_t* sp_src
+    cdef bint bad = False
+    if table.shape[0] < table_offsets[n_tokens] + 16:
+        raise ValueError("table needs 16 bytes of padding after the last token")
+    cap = 4 * n + 64
+    cdef uint8_t* out = <uint8_t*>malloc(cap)
+    cdef uint8_t* grown
+    if out == NULL:
+        raise MemoryError()
+    cdef const uint8_t* tp = &table[0]
+    cdef const uint8_t* sp = &special_bytes[0] if special_bytes.shape[0] > 0 else NULL
+    try:
+        with nogil:
+            for i in range(n):
+                tok = ids[i]
+                if tok < n_tokens:
+                    a = table_offsets[tok]
+                    b = table_offsets[tok + 1] - a
+                    sp_src = tp + a
+                elif tok < n_tokens + n_special:
+                    a = special_offsets[tok - n_tokens]
+                    b = special_offsets[tok - n_tokens + 1] - a
+                    sp_src = sp + a
+                else:
+                    bad = True
+                    break
+                if written + b + 16 > cap:
+                    cap = 2 * cap + b + 16
+                    grown = <uint8_t*>realloc(out, cap)
+                    if grown == NULL:
+                        bad = True
+                        break
+                    out = grown
+                if b <= 16 and tok < n_tokens:
+                    memcpy(out + written, sp_src, 16)  # fixed size: two moves, no call
+                else:
+                    memcpy(out + written, sp_src, b)
+                written += b
+        if bad:
+            return None
+        try:
+            return PyUnicode_DecodeUTF8(<char*>out, written, NULL)
+        except UnicodeDecodeError:
+            return None
+    finally:
         free(out)

@@ -428,8 +428,10 @@ class Tokenizer:
             np.cumsum([len(t) for t in texts], out=special_offsets[1:])
             from .substrate import substrate_code
 
+            byte_table = np.zeros(symbols.size + 16, dtype=np.uint8)  # utf8 fast path, padded
+            byte_table[:symbols.size] = symbols & 0xFF
             tables = self._decode_state = (symbols, offsets, np.frombuffer(b"".join(texts), np.uint8),
-                                           special_offsets, substrate_code(self.substrate))
+                                           special_offsets, substrate_code(self.substrate), byte_table)
         return tables
 
     def _internal_ids(self, ids) -> np.ndarray:
@@ -468,14 +470,23 @@ class Tokenizer:
             raise ValueError(f"errors must be 'strict' or 'replace', got {errors!r}")
         if not isinstance(ids, np.ndarray):
             ids = np.fromiter(ids, dtype=np.int64) if not isinstance(ids, (list, tuple)) else np.asarray(ids, dtype=np.int64)
-        internal = self._internal_ids(ids)
+        if ids.dtype == np.uint32 and ids.ndim == 1 and self._inverse_map is None:
+            internal = np.ascontiguousarray(ids)  # the kernels check the range
+        else:
+            internal = self._internal_ids(ids)
         if internal.size == 0:
             return ""
-        from ._kernels import load
-
-        text, position, offset = load("_encode").decode_utf8(internal, *self._decode_tables())
+        kernel = _ENCODE_KERNEL or _load_encode_kernel()
+        tables = self.__dict__.get("_decode_state") or self._decode_tables()
+        if self.substrate == "utf8":
+            text = kernel.decode_utf8_bytes(internal, tables[5], *tables[1:4])
+            if text is not None:
+                return text
+        text, position, offset = kernel.decode_utf8(internal, *tables[:5])
         if text is not None:
             return text
+        if offset == -2:
+            self._internal_ids(ids)  # raises, naming the position of the id outside the vocabulary
         if errors == "replace":
             return self._decode_replace(internal)
         error = SymbolDecodeError(
@@ -703,6 +714,17 @@ class Tokenizer:
     def export_hf(self, path: str | os.PathLike) -> None:
         """Write a HF ``tokenizer.json`` (utf8 substrate only) that HF ``tokenizers`` loads."""
         _atomic_write_text(os.fspath(path), json.dumps(self.to_hf_dict(), ensure_ascii=False, indent=1) + "\n")
+
+
+_ENCODE_KERNEL = None
+
+
+def _load_encode_kernel():
+    global _ENCODE_KERNEL
+    from ._kernels import load
+
+    _ENCODE_KERNEL = load("_encode")
+    return _ENCODE_KERNEL
 
 
 def _utf8(text: str, *, document: Optional[int] = None) -> bytes:
