@@ -1,0 +1,57 @@
+"""Type stub of the compiled kernel ube_stream._encode (cython_src/_encode.pyx)."""
+from typing import Optional, Tuple
+
+import numpy as np
+import numpy.typing as npt
+
+class Encoder:
+    cache_entries: int
+    cache_bytes: int
+    def __init__(
+        self,
+        merges: npt.NDArray[np.uint32],  # (n, 2) left, right in rank order
+        results: npt.NDArray[np.uint32],  # (n,) id each merge gives
+        base: int,  # number of base symbols (512 ube, 256 utf8/utf16)
+        substrate: int,  # 0 ube, 1 utf8, 2 utf16
+        classes: npt.NDArray[np.uint8],  # gpt2_class_table(), 0x110000 entries
+        *,
+        num_slots: int = 1,  # chunk caches, one per concurrent thread
+        cache_entries: int = 1 << 16,
+        cache_bytes: int = 4 << 20,
+    ) -> None: ...
+    @property
+    def num_slots(self) -> int: ...
+    def cache_stats(self, slot: int = 0) -> dict: ...  # entries, bytes, hits, misses, clears
+    def clear_cache(self) -> None: ...
+    def encode_chunk_symbols(self, symbols: npt.NDArray[np.uint16]) -> npt.NDArray[np.uint32]: ...
+    def encode_utf8(
+        self,
+        data: npt.NDArray[np.uint8],  # documents concatenated, UTF-8
+        offsets: npt.NDArray[np.int64],  # ndocs + 1 byte offsets
+        slot: int = 0,
+    ) -> Tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64], int]: ...  # ids, token_offsets, bad byte or -1
+    def encode_chunks(
+        self,
+        data: npt.NDArray[np.uint8],
+        offsets: npt.NDArray[np.int64],
+        ends: npt.NDArray[np.int64],  # chunk_bounds_batch ends (absolute)
+        doc_chunk_offsets: npt.NDArray[np.int64],  # ndocs + 1
+        slot: int = 0,
+    ) -> Tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64], int]: ...
+
+def decode_utf8(
+    ids: npt.NDArray[np.uint32],  # internal ids
+    table: npt.NDArray[np.uint16],  # base symbols of every non-special token
+    table_offsets: npt.NDArray[np.int64],  # n_tokens + 1
+    special_bytes: npt.NDArray[np.uint8],  # UTF-8 of the special tokens, concatenated
+    special_offsets: npt.NDArray[np.int64],  # n_special + 1
+    substrate: int,
+) -> Tuple[Optional[str], int, int]: ...  # (text, -1, -1) | (None, token_position, symbol_offset or -2)
+
+def decode_utf8_bytes(
+    ids: npt.NDArray[np.uint32],
+    table: npt.NDArray[np.uint8],  # utf8 token bytes + 16 bytes of padding
+    table_offsets: npt.NDArray[np.int64],
+    special_bytes: npt.NDArray[np.uint8],
+    special_offsets: npt.NDArray[np.int64],
+) -> Optional[str]: ...  # None: out of range or invalid UTF-8 (use decode_utf8 for the position)
