@@ -152,7 +152,8 @@ def test_every_document_equals_tokenizer_encode_plus_eos(encoded, corpus, tok):
     for i, (path, row, text) in enumerate(want):
         doc = ds.doc(i)
         assert doc.dtype == np.uint32 and not doc.flags.writeable
-        assert np.shares_memory(doc, ds.shards[0].tokens) or doc.base is not None   # a view, not a copy
+        shard, _ = ds._locate(i)
+        assert not doc.flags.owndata and np.shares_memory(doc, shard.tokens)     # a view into the map
         assert doc.tolist() == tok.encode(text).tolist() + [eos], (path, row)
         assert ds.decode_doc(i) == text
         assert ds.source(i) == (path, row)
@@ -554,6 +555,26 @@ def test_stale_locks_are_taken_over(corpus, tok_path, encoded, tmp_path):
     assert tree(out) == tree(encoded[0])
 
 
+def test_lock_of_a_reused_pid_is_stale(corpus, tok_path, encoded, tmp_path):
+    """A live pid whose start time differs from the recorded one is another process."""
+    from ube_stream._locks import _start_time
+
+    out = str(tmp_path / "reused")
+    os.makedirs(os.path.join(out, "locks"))
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = _start_time(sleeper.pid)
+        if started is None:
+            pytest.skip("no /proc start times on this platform")
+        with open(os.path.join(out, "locks", "rank-0.lock"), "w") as f:
+            json.dump({"host": socket.gethostname(), "pid": sleeper.pid, "started": started - 1}, f)
+        encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert tree(out) == tree(encoded[0])
+
+
 def test_live_lock_stops_a_second_writer(corpus, tok_path, tmp_path):
     out = str(tmp_path / "live")
     os.makedirs(os.path.join(out, "locks"))
@@ -593,6 +614,34 @@ def test_two_runs_on_one_directory_the_second_stops(corpus, tok_path, tmp_path, 
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def test_reader_pickles_without_token_data(encoded):
+    import pickle
+
+    ds = TokenShards(encoded[0])
+    first = ds.doc(3).tolist()
+    assert all(s._tokens is None for s in ds.shards[1:])            # mapped lazily, shard by shard
+    blob = pickle.dumps(ds)
+    assert len(blob) < 20_000 + 300 * len(ds.shards) < 4 * ds.num_tokens
+    clone = pickle.loads(blob)
+    assert clone.doc(3).tolist() == first and clone.source(3) == ds.source(3)
+    assert clone.decode_doc(len(ds) - 1) == ds.decode_doc(len(ds) - 1)
+
+
+def test_empty_source_and_text_mode_file(tok_path, tok, tmp_path):
+    empty = str(tmp_path / "empty.jsonl")
+    open(empty, "w").close()
+    whole = str(tmp_path / "whole.txt")
+    text = "first line\nsecond line, \u4e2d\u6587\r\n\nlast"
+    with open(whole, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    out = str(tmp_path / "o")
+    manifest = encode_corpus([empty, whole], tokenizer=tok_path, output=out, workers=1, text_mode="file",
+                             show_progress=False)
+    assert [(s["rows_read"], s["documents"]) for s in manifest["sources"]] == [(0, 0), (1, 1)]
+    ds = TokenShards(out)
+    assert len(ds) == 1 and ds.decode_doc(0) == text and ds.source(0) == (whole, 0)
 
 
 # --------------------------------------------------------------------------- CLI

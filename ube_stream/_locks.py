@@ -1,7 +1,9 @@
 """Lock files for shard writers: ``locks/<unit_id>.lock`` (a worker encoding a
 unit) and ``locks/rank-<R>.lock`` (a run over a rank's units).  Internal.
 
-A lock file holds ``{"host": ..., "pid": ...}`` and is created with
+A lock file holds ``{"host": ..., "pid": ...}`` (plus, on Linux, ``"started"``:
+the holder's start time in clock ticks since boot, so a pid reused by another
+process after a crash does not look like the holder) and is created with
 ``O_CREAT | O_EXCL``.  A lock whose process is gone (or a zombie) on this
 host is stale and taken over, so a run killed with SIGKILL can simply be run
 again; a live holder, or any holder on another host (whose liveness cannot be
@@ -18,7 +20,26 @@ from .errors import LockError
 _HOST = socket.gethostname()
 
 
-def _pid_alive(pid: int) -> bool:
+def _proc_stat(pid: int) -> list[bytes] | None:
+    """Fields of /proc/<pid>/stat after the command name (Linux), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2:].split()
+    except (OSError, ValueError):
+        return None
+
+
+def _start_time(pid: int) -> int | None:
+    """Start time of a process in clock ticks since boot (Linux), or None."""
+    fields = _proc_stat(pid)
+    try:
+        return int(fields[19]) if fields else None
+    except (IndexError, ValueError):
+        return None
+
+
+def _pid_alive(pid: int, started: int | None = None) -> bool:
     if pid <= 0:
         return False
     if pid == os.getpid():
@@ -29,12 +50,13 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:  # a zombie (killed, not yet reaped) holds nothing
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] != b"Z"
-    except (OSError, ValueError):
+    fields = _proc_stat(pid)
+    if fields is None:
         return True
+    if fields[:1] == [b"Z"]:
+        return False   # a zombie (killed, not yet reaped) holds nothing
+    # the pid was reused by a process that started after the lock was written
+    return started is None or _start_time(pid) in (None, started)
 
 
 def read_holder(path: str) -> dict | None:
@@ -57,7 +79,9 @@ def is_stale(holder: dict) -> bool:
     (an empty or unreadable lock file counts as stale too)."""
     if not holder or "pid" not in holder:
         return True
-    return holder.get("host") == _HOST and not _pid_alive(int(holder["pid"]))
+    started = holder.get("started")
+    return holder.get("host") == _HOST and not _pid_alive(int(holder["pid"]),
+                                                          int(started) if started is not None else None)
 
 
 class FileLock:
@@ -70,7 +94,11 @@ class FileLock:
 
     def acquire(self) -> "FileLock":
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        payload = json.dumps({"host": _HOST, "pid": os.getpid()}).encode("utf-8")
+        holder = {"host": _HOST, "pid": os.getpid()}
+        started = _start_time(os.getpid())
+        if started is not None:
+            holder["started"] = started   # tells a reused pid from the holder
+        payload = json.dumps(holder).encode("utf-8")
         for _ in range(10):
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)

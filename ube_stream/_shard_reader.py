@@ -39,9 +39,21 @@ class Shard:
     def __repr__(self) -> str:
         return f"Shard({self.name!r}, documents={self.num_docs}, tokens={self.num_tokens})"
 
+    def __getstate__(self) -> dict:
+        # pickled for DataLoader workers: send paths and counts, re-map in the child
+        return dict(self.__dict__, _index=None, _tokens=None)
+
     def _index_map(self) -> np.ndarray:
         if self._index is None:
-            self._index = np.memmap(self.index_path, dtype=np.uint8, mode="r")
+            try:
+                self._index = np.memmap(self.index_path, dtype=np.uint8, mode="r")
+            except (OSError, ValueError) as exc:
+                raise ShardFormatError(f"{self.index_path}: cannot map the index file ({exc}); the directory is "
+                                       f"incomplete or corrupt. Check it with TokenShards(..., verify='full')") from None
+            if len(self._index) != fmt.index_size(self.num_docs):
+                raise ShardFormatError(f"{self.index_path}: {len(self._index)} bytes, expected "
+                                       f"{fmt.index_size(self.num_docs)} for {self.num_docs} documents; the file is "
+                                       f"truncated or corrupt. Re-encode the directory")
         return self._index
 
     @property
@@ -51,7 +63,11 @@ class Shard:
             if self.num_tokens == 0:
                 self._tokens = np.zeros(0, dtype="<u4")   # mmap cannot map an empty file
             else:
-                self._tokens = np.memmap(self.tokens_path, dtype="<u4", mode="r", shape=(self.num_tokens,))
+                try:
+                    self._tokens = np.memmap(self.tokens_path, dtype="<u4", mode="r", shape=(self.num_tokens,))
+                except (OSError, ValueError) as exc:
+                    raise ShardFormatError(f"{self.tokens_path}: cannot map {self.num_tokens} tokens ({exc}); the "
+                                           f"file is missing or truncated. Re-encode the directory") from None
         return self._tokens
 
     @property
@@ -183,6 +199,10 @@ class TokenShards:
             except TokenizerFormatError as exc:
                 raise ShardFormatError(f"{path}: cannot load the directory's tokenizer: {exc}") from None
         return self._tokenizer
+
+    def __getstate__(self) -> dict:
+        # pickled for DataLoader workers: no memory maps or tokenizer, they are re-created lazily
+        return dict(self.__dict__, _tokenizer=None)
 
     def __len__(self) -> int:
         return int(self._doc_starts[-1])
