@@ -38,10 +38,11 @@ from . import __version__
 from . import _shard_format as fmt
 from ._locks import FileLock, remove_stale_locks
 from ._shard_reader import Shard, TokenShards
-from ._shard_writer import committed_record, encode_unit_star, init_worker, marker_path, set_tokenizer
+from ._shard_writer import committed_record, encode_unit, encode_unit_star, init_worker, set_tokenizer
 from .errors import ShardFormatError
 
-__all__ = ["encode_corpus", "TokenShards", "Shard", "EncodeSummary", "DEFAULT_SHARD_TOKENS"]
+__all__ = ["encode_corpus", "encode_unit", "init_worker", "TokenShards", "Shard", "EncodeSummary",
+           "DEFAULT_SHARD_TOKENS"]
 
 DEFAULT_SHARD_TOKENS = 1 << 28          # 1 GiB of uint32 per shard at most (plus one document)
 DEFAULT_EOS_TOKEN = "<|endoftext|>"
