@@ -529,6 +529,9 @@ def test_three_ranks_and_finalize_equal_a_single_run(encoded, corpus, tok_path, 
     encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, rank=1, world_size=3, summary=summary,
                   **OPTIONS)
     assert summary.units_done == 2 and summary.units_skipped == len(all_units[1::3]) - 2
+    with open(os.path.join(out, "locks", "rank-1.lock"), "w") as f:     # left by a rank on another host
+        json.dump({"host": "another-host", "pid": 4242}, f)
+    open(os.path.join(out, "tokenizer.json.tmp.another-host.4242"), "w").close()
     manifest = encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, rank=2, world_size=3,
                              finalize=True, **OPTIONS)
     assert manifest == encoded[1]

@@ -159,24 +159,3 @@ class FileLock:
     def __exit__(self, *exc) -> None:
         self.release()
 
-
-def remove_stale_locks(locks_dir: str) -> list[str]:
-    """Delete stale lock files in ``locks_dir``; return the live ones' paths."""
-    live = []
-    try:
-        names = sorted(os.listdir(locks_dir))
-    except FileNotFoundError:
-        return live
-    for name in names:
-        path = os.path.join(locks_dir, name)
-        holder = read_holder(path)
-        if holder is None:
-            continue
-        if ".stale-" in name or is_stale(holder):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-        else:
-            live.append(path)
-    return live

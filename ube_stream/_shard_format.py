@@ -176,10 +176,16 @@ def dumps_json(doc) -> str:
     return json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
 
 
-def atomic_write_bytes(path: str, data: bytes) -> None:
+def atomic_write_bytes(path: str, data: bytes, *, shared: bool = False) -> None:
     """Write ``path`` through ``path + ".tmp"``, fsync, ``os.replace``.  A
-    crash leaves either the old file, the new one, or a ``.tmp`` leftover."""
+    crash leaves either the old file, the new one, or a ``.tmp`` leftover.
+    ``shared``: several processes (ranks, maybe on other hosts) may write the
+    same content at once, so each uses its own ``.tmp.<host>.<pid>`` name."""
     tmp = path + TMP_SUFFIX
+    if shared:
+        import socket
+
+        tmp += f".{socket.gethostname()}.{os.getpid()}"
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
@@ -187,8 +193,8 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def atomic_write_json(path: str, doc) -> None:
-    atomic_write_bytes(path, dumps_json(doc).encode("utf-8"))
+def atomic_write_json(path: str, doc, *, shared: bool = False) -> None:
+    atomic_write_bytes(path, dumps_json(doc).encode("utf-8"), shared=shared)
 
 
 def fsync_dir(path: str) -> None:

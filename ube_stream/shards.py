@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Optional
 
 from . import __version__
 from . import _shard_format as fmt
-from ._locks import FileLock, remove_stale_locks
+from ._locks import FileLock
 from ._shard_reader import Shard, TokenShards
 from ._shard_writer import committed_record, encode_unit, encode_unit_star, init_worker, set_tokenizer
 from .errors import ShardFormatError
@@ -46,8 +46,8 @@ __all__ = ["encode_corpus", "encode_unit", "init_worker", "TokenShards", "Shard"
 
 DEFAULT_SHARD_TOKENS = 1 << 28          # 1 GiB of uint32 per shard at most (plus one document)
 DEFAULT_EOS_TOKEN = "<|endoftext|>"
-_KNOWN_ENTRIES = {fmt.MANIFEST_NAME, fmt.TOKENIZER_NAME, fmt.UNITS_DIR, fmt.SHARDS_DIR, fmt.LOCKS_DIR,
-                  fmt.MANIFEST_NAME + fmt.TMP_SUFFIX, fmt.TOKENIZER_NAME + fmt.TMP_SUFFIX}
+_KNOWN_ENTRIES = {fmt.MANIFEST_NAME, fmt.TOKENIZER_NAME, fmt.UNITS_DIR, fmt.SHARDS_DIR, fmt.LOCKS_DIR}
+_TEMP_PREFIXES = (fmt.MANIFEST_NAME + fmt.TMP_SUFFIX, fmt.TOKENIZER_NAME + fmt.TMP_SUFFIX)
 
 
 @dataclasses.dataclass
@@ -131,26 +131,26 @@ def _check_output_dir(out: str) -> None:
         if os.path.exists(out):
             raise ShardFormatError(f"{out}: exists and is not a directory; choose another --output")
         return
-    foreign = sorted(set(os.listdir(out)) - _KNOWN_ENTRIES)
+    foreign = sorted(n for n in set(os.listdir(out)) - _KNOWN_ENTRIES if not n.startswith(_TEMP_PREFIXES))
     if foreign:
         raise ShardFormatError(f"{out}: not a shard directory (it holds {', '.join(foreign[:5])}"
                                f"{', ...' if len(foreign) > 5 else ''}); choose a new or empty --output")
 
 
 def _cleanup_finished(out: str) -> None:
-    """Remove what a finished directory must not hold (after MANIFEST.json)."""
+    """Remove what a finished directory must not hold (after MANIFEST.json).
+
+    Every unit is committed by then, so no writer has work left: the lock
+    files go too, whichever host left them (a rank process still exiting
+    finds its lock gone and carries on)."""
     shutil.rmtree(os.path.join(out, fmt.UNITS_DIR), ignore_errors=True)
-    locks = os.path.join(out, fmt.LOCKS_DIR)
-    if not remove_stale_locks(locks):
-        try:
-            os.rmdir(locks)
-        except OSError:
-            pass
-    for name in (fmt.MANIFEST_NAME + fmt.TMP_SUFFIX, fmt.TOKENIZER_NAME + fmt.TMP_SUFFIX):
-        try:
-            os.unlink(os.path.join(out, name))
-        except FileNotFoundError:
-            pass
+    shutil.rmtree(os.path.join(out, fmt.LOCKS_DIR), ignore_errors=True)
+    for name in os.listdir(out):
+        if name.startswith(_TEMP_PREFIXES):
+            try:
+                os.unlink(os.path.join(out, name))
+            except FileNotFoundError:
+                pass
 
 
 def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, eos: bool = True,
@@ -279,10 +279,10 @@ def _check_or_write_plan(out: str, plan: Dict[str, Any], tokenizer_bytes: bytes)
                 f"another tokenizer, other options or other inputs); rerun it with its own settings, or write to "
                 f"a new --output (or delete {out})")
         if not os.path.exists(tokenizer_path):
-            fmt.atomic_write_bytes(tokenizer_path, tokenizer_bytes)
+            fmt.atomic_write_bytes(tokenizer_path, tokenizer_bytes, shared=True)
         return
-    fmt.atomic_write_bytes(tokenizer_path, tokenizer_bytes)
-    fmt.atomic_write_json(plan_path, plan)
+    fmt.atomic_write_bytes(tokenizer_path, tokenizer_bytes, shared=True)
+    fmt.atomic_write_json(plan_path, plan, shared=True)
 
 
 def _run_units(tasks, tok, tokenizer_path: str, workers: int, show_progress: bool):
