@@ -43,7 +43,9 @@ def test_gini_order_and_scale_free():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.floats(min_value=0, max_value=1e6, allow_nan=False), min_size=1, max_size=30))
+# zero or normal floats: with subnormals (e.g. [0, 5e-324]) the literal O(n^2)
+# formula underflows to 0 while the true Gini is 0.5
+@given(st.lists(st.one_of(st.just(0.0), st.floats(min_value=1e-9, max_value=1e6)), min_size=1, max_size=30))
 def test_gini_matches_definition(values):
     assert gini(values) == pytest.approx(brute_gini(values), abs=1e-9)
 

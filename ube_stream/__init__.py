@@ -28,6 +28,8 @@ _EXPORTS = {
     "TokenDataset": "loader",
     "torch_dataset": "loader",
     "export_megatron": "megatron",
+    "encode_corpus": "shards",
+    "TokenShards": "shards",
     "evaluate": "evaluation",
     "token_premiums": "metrics",
     "gini": "metrics",
@@ -59,6 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .loader import TokenDataset, torch_dataset
     from .megatron import export_megatron
     from .evaluation import evaluate
+    from .shards import TokenShards, encode_corpus
     from .metrics import gini, language_key, token_premiums
     from .sample import sample_paths
     from .substrate import (SUBSTRATES, decode_symbols, encode_symbols, floor_cost,

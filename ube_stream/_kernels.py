@@ -6,7 +6,7 @@ from types import ModuleType
 
 from .errors import KernelsMissingError
 
-KERNEL_NAMES = ("_pretok", "_route", "_merge", "_count")
+KERNEL_NAMES = ("_pretok", "_route", "_merge", "_count", "_encode")
 
 
 def load(name: str) -> ModuleType:

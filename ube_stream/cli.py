@@ -14,6 +14,11 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from .substrate import SUBSTRATES, encode_symbols, symbol_string
 
     text = sys.stdin.read() if args.text == "-" else args.text
+    if args.tokenizer:
+        from ._cli_codec import explain_tokens, load_tokenizer
+
+        sys.stdout.write(explain_tokens(load_tokenizer(args.tokenizer), text))
+        return 0
     chunks = pretokenize(text, args.pattern)
     out = sys.stdout
     out.write(f"text: {text!r}  ({len(text)} characters, {len(text.encode('utf-8'))} UTF-8 bytes)\n")
@@ -97,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("explain", help="show the chunks, base symbols and floor costs of a text")
     p.add_argument("text", help="the text to explain ('-' reads standard input)")
     p.add_argument("--pattern", default="gpt2", help="pre-tokenization pattern: gpt2 (default), cl100k, o200k or a regex")
+    p.add_argument("--tokenizer", default=None,
+                   help="show the tokens of TEXT under this tokenizer (ube-stream file or HF tokenizer.json)")
     p.set_defaults(func=_cmd_explain)
 
     p = sub.add_parser("train", help="train a UBE / BBPE / BBPE16 tokenizer on a corpus")
@@ -119,8 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="tokenizer file to write (JSON)")
     p.set_defaults(func=_cmd_train)
 
-    from . import _cli_eval, _cli_loader
+    from . import _cli_codec, _cli_eval, _cli_loader, _cli_shards
 
+    _cli_codec.register(sub)
+    _cli_shards.register(sub)
     _cli_eval.register(sub)
     _cli_loader.register(sub)
     return parser

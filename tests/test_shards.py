@@ -1,0 +1,675 @@
+"""Token shards end to end: encode real text, read it back through the memory
+map, and check it against the tokenizer, the source rows and the format spec;
+corruption, crashes (SIGKILL + rerun), ranks and locks."""
+import argparse
+import hashlib
+import io
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import redirect_stdout
+
+import numpy as np
+import pytest
+
+from ube_stream import _cli_shards
+from ube_stream.errors import InputError, LockError, ShardFormatError
+from ube_stream.shards import EncodeSummary, TokenShards, encode_corpus
+from ube_stream.tokenizer import Tokenizer
+from ube_stream.trainer import train
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPECIALS = ("<|endoftext|>", "<|bos|>")
+MARKER = re.compile(r"^\d{5}-\d{12}\.json$")
+
+
+# --------------------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="module")
+def lines(multilingual_lines):
+    """Real running text in many languages, one document per line (a few hundred KB)."""
+    return multilingual_lines[::4][:2400]
+
+
+@pytest.fixture(scope="module")
+def tok_path(tmp_path_factory, lines):
+    tok = train(iter(lines[:1500]), vocab_size=512 + 200 + len(SPECIALS), special_tokens=SPECIALS,
+                workers=1, show_progress=False)
+    path = tmp_path_factory.mktemp("tok") / "tok.json"
+    tok.save(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def tok(tok_path):
+    return Tokenizer.load(tok_path)
+
+
+@pytest.fixture(scope="module")
+def other_tok_path(tmp_path_factory, lines):
+    tok = train(iter(lines[:800]), vocab_size=512 + 50 + 1, workers=1, show_progress=False)
+    path = tmp_path_factory.mktemp("tok2") / "other.json"
+    tok.save(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, lines):
+    """Three sources: JSONL with empty documents, Parquet with nulls and empties,
+    and a JSONL file with bad rows (null, blank line, invalid JSON, invalid UTF-8).
+    Returns (paths, expected) where expected[path] = [(row, text), ...] read independently."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path_factory.mktemp("corpus")
+    expected = {}
+    a = str(root / "a.jsonl")
+    texts = list(lines[:700])
+    for i in (0, 50, 333):
+        texts.insert(i, "")
+    texts.insert(10, "line\u2028separator and \u0085 next-line are content")
+    with open(a, "w", encoding="utf-8") as f:
+        for t in texts:
+            f.write(json.dumps({"text": t}, ensure_ascii=False) + "\n")
+    expected[a] = list(enumerate(texts))
+
+    b = str(root / "b.parquet")
+    values = list(lines[700:1200])
+    for i in (3, 77, 400):
+        values[i] = None
+    values[5] = ""
+    pq.write_table(pa.table({"text": pa.array(values, type=pa.string())}), b, row_group_size=128)
+    table = pq.read_table(b)
+    expected[b] = [(r, t) for r, t in enumerate(table.column("text").to_pylist()) if t is not None]
+
+    c = str(root / "c.jsonl")
+    raw = [json.dumps({"text": t}, ensure_ascii=False).encode() for t in lines[1200:1300]]
+    raw[7] = b'{"text": null}'
+    raw[20] = b""
+    raw[33] = b'{"text": "broken",}'
+    raw[41] = b'{"text": "caf\xc3 au lait"}'
+    with open(c, "wb") as f:
+        f.write(b"\n".join(raw) + b"\n")
+    good = []
+    for row, line in enumerate(raw):
+        try:
+            value = json.loads(line.decode("utf-8"))["text"]
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if value is not None:
+            good.append((row, value))
+    expected[c] = good
+    return [a, b, c], expected
+
+
+OPTIONS = dict(unit_rows=97, shard_tokens=3000, on_error="skip", show_progress=False)
+
+
+@pytest.fixture(scope="module")
+def encoded(tmp_path_factory, corpus, tok_path):
+    out = str(tmp_path_factory.mktemp("enc") / "shards")
+    summary = EncodeSummary()
+    manifest = encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, summary=summary, **OPTIONS)
+    return out, manifest, summary
+
+
+def tree(directory):
+    """Every file and directory under ``directory``: relative path -> bytes (None for a directory)."""
+    out = {}
+    for root, dirs, files in os.walk(directory):
+        for d in dirs:
+            out[os.path.relpath(os.path.join(root, d), directory)] = None
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                out[os.path.relpath(os.path.join(root, name), directory)] = f.read()
+    return out
+
+
+def copy_of(src, tmp_path):
+    dst = str(tmp_path / "copy")
+    shutil.copytree(src, dst)
+    return dst
+
+
+# --------------------------------------------------------------------------- content
+
+def test_every_document_equals_tokenizer_encode_plus_eos(encoded, corpus, tok):
+    out, manifest, _ = encoded
+    paths, expected = corpus
+    ds = TokenShards(out, verify="full")
+    want = [(p, row, text) for p in sorted(paths) for row, text in expected[p]]
+    eos = tok.special_tokens["<|endoftext|>"]
+    assert manifest["special_ids"] == {"eos": eos, "bos": None}
+    assert len(ds) == len(want) == manifest["totals"]["documents"]
+    total = 0
+    for i, (path, row, text) in enumerate(want):
+        doc = ds.doc(i)
+        assert doc.dtype == np.uint32 and not doc.flags.writeable
+        shard, _ = ds._locate(i)
+        assert not doc.flags.owndata and np.shares_memory(doc, shard.tokens)     # a view into the map
+        assert doc.tolist() == tok.encode(text).tolist() + [eos], (path, row)
+        assert ds.decode_doc(i) == text
+        assert ds.source(i) == (path, row)
+        total += len(doc)
+    assert ds.num_tokens == total == manifest["totals"]["tokens"]
+    assert [d.tolist() for d in ds.iter_docs()][:50] == [ds.doc(i).tolist() for i in range(50)]
+    assert ds.doc(-1).tolist() == ds.doc(len(ds) - 1).tolist()
+    assert ds.decode_doc(0) == "" and ds.doc(0).tolist() == [eos]          # an empty document: EOS only
+    with pytest.raises(IndexError):
+        ds.doc(len(ds))
+    assert ds.tokenizer.fingerprint == tok.fingerprint
+
+
+def test_row_accounting_per_source(encoded, corpus):
+    out, manifest, summary = encoded
+    paths, expected = corpus
+    a, b, c = paths
+    with open(a, "rb") as f:
+        a_rows = f.read().count(b"\n")
+    with open(c, "rb") as f:
+        c_rows = f.read().count(b"\n")
+    import pyarrow.parquet as pq
+    by_path = {s["path"]: s for s in manifest["sources"]}
+    assert by_path[a]["rows_read"] == a_rows and by_path[a]["skipped"] == {}
+    assert by_path[b]["rows_read"] == pq.ParquetFile(b).metadata.num_rows and by_path[b]["skipped"] == {"null": 3}
+    assert by_path[c]["rows_read"] == c_rows
+    assert by_path[c]["skipped"] == {"blank_line": 1, "invalid_json": 1, "invalid_utf8": 1, "null": 1}
+    for s in manifest["sources"]:
+        assert s["documents"] == len(expected[s["path"]])
+        assert s["rows_read"] == s["documents"] + sum(s["skipped"].values())
+    totals = manifest["totals"]
+    assert totals["rows_read"] == a_rows + 500 + c_rows
+    assert totals["skipped"] == {"blank_line": 1, "invalid_json": 1, "invalid_utf8": 1, "null": 4}
+    assert summary.finalized and summary.documents == totals["documents"] and summary.skipped == totals["skipped"]
+    # a finished directory holds only the manifest, the tokenizer and listed shard files
+    listed = {s[k] for s in manifest["shards"] for k in ("tokens_file", "index_file")}
+    assert set(tree(out)) == {"MANIFEST.json", "tokenizer.json", "shards"} | listed
+    assert [s["name"] for s in manifest["shards"]] == sorted(s["name"] for s in manifest["shards"])
+
+
+def test_bad_rows_raise_naming_file_and_row(corpus, tok_path, tmp_path):
+    c = corpus[0][2]
+    with pytest.raises(InputError) as info:
+        encode_corpus([c], tokenizer=tok_path, output=str(tmp_path / "o"), workers=1, unit_rows=97,
+                      show_progress=False)
+    assert info.value.path == c and c in str(info.value) and info.value.row in (20, 33)
+
+
+def test_invalid_utf8_reaching_the_encoder_is_skipped_or_named(tok_path, tok, tmp_path, monkeypatch):
+    """The readers validate UTF-8 first; if a batch still holds invalid bytes the
+    encoder drops that row (counted) or raises naming file and row."""
+    from ube_stream import readers
+    from ube_stream._textbatch import TextBatch
+
+    path = str(tmp_path / "x.jsonl")
+    texts = ["first", "bad one", "third row", ""]
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"text": t}) + "\n" for t in texts)
+
+    class Corrupted(TextBatch):
+        def utf8(self):
+            data, offsets = super().utf8()
+            data = data.copy()
+            data[offsets[1] + 2] = 0xFF          # inside row 1
+            return data, offsets
+
+    def fake_read_unit(unit, **kwargs):
+        yield Corrupted(list(texts), np.arange(4, dtype=np.int64), unit.source.source_id)
+
+    monkeypatch.setattr(readers, "read_unit", fake_read_unit)
+    with pytest.raises(InputError) as info:
+        encode_corpus([path], tokenizer=tok_path, output=str(tmp_path / "r"), workers=1, show_progress=False)
+    assert info.value.row == 1 and path in str(info.value) and "row 1" in str(info.value)
+    manifest = encode_corpus([path], tokenizer=tok_path, output=str(tmp_path / "s"), workers=1,
+                             on_error="skip", show_progress=False)
+    assert manifest["sources"][0]["skipped"] == {"invalid_utf8": 1}
+    assert manifest["sources"][0]["rows_read"] == 4
+    ds = TokenShards(str(tmp_path / "s"))
+    assert [ds.decode_doc(i) for i in range(len(ds))] == ["first", "third row", ""]
+    assert [ds.source(i)[1] for i in range(len(ds))] == [0, 2, 3]
+
+
+def test_bos_and_eos_options(corpus, tok_path, tok, tmp_path):
+    a = corpus[0][0]
+    bos = tok.special_tokens["<|bos|>"]
+    manifest = encode_corpus([a], tokenizer=tok_path, output=str(tmp_path / "b"), workers=1, eos=False, bos=True,
+                             bos_token="<|bos|>", unit_rows=300, show_progress=False)
+    assert manifest["special_ids"] == {"eos": None, "bos": bos}
+    assert manifest["options"]["eos_token"] is None and manifest["options"]["bos_token"] == "<|bos|>"
+    ds = TokenShards(str(tmp_path / "b"))
+    for i in (0, 1, 11, 200):
+        text = corpus[1][a][i][1]
+        assert ds.doc(i).tolist() == [bos] + tok.encode(text).tolist()
+        assert ds.decode_doc(i) == text
+    manifest = encode_corpus([a], tokenizer=tok_path, output=str(tmp_path / "c"), workers=1,
+                             eos_token="<|bos|>", unit_rows=300, show_progress=False)
+    assert manifest["special_ids"] == {"eos": bos, "bos": None}
+    with pytest.raises(ValueError, match="bos_token"):
+        encode_corpus([a], tokenizer=tok_path, output=str(tmp_path / "d"), bos=True, show_progress=False)
+    with pytest.raises(ValueError, match="not a special token"):
+        encode_corpus([a], tokenizer=tok_path, output=str(tmp_path / "e"), eos_token="<|nope|>", show_progress=False)
+
+
+def test_oversized_document_makes_one_oversized_shard(tok_path, tok, tmp_path, lines):
+    long_text = " ".join(lines[:60])
+    texts = [lines[0], long_text, lines[1], lines[2], "", lines[3]]
+    path = str(tmp_path / "big.jsonl")
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts)
+    shard_tokens = 40
+    lengths = [len(tok.encode(t)) + 1 for t in texts]
+    assert lengths[1] > 10 * shard_tokens
+    # the rule, independently: a new shard starts when the current one holds >= shard_tokens
+    groups, current = [], []
+    for n in lengths:
+        if current and sum(current) >= shard_tokens:
+            groups.append(current)
+            current = []
+        current.append(n)
+    groups.append(current)
+    out = str(tmp_path / "o")
+    manifest = encode_corpus([path], tokenizer=tok_path, output=out, workers=1, shard_tokens=shard_tokens,
+                             show_progress=False)
+    assert [s["documents"] for s in manifest["shards"]] == [len(g) for g in groups]
+    assert [s["tokens"] for s in manifest["shards"]] == [sum(g) for g in groups]
+    assert max(s["tokens"] for s in manifest["shards"]) > 10 * shard_tokens
+    for name, data in tree(out).items():
+        assert data is None or len(data) > 0, f"empty file {name}"
+    ds = TokenShards(out, verify="full")
+    assert [ds.decode_doc(i) for i in range(len(ds))] == texts
+
+
+# --------------------------------------------------------------------------- format
+
+def test_index_readable_with_numpy_alone(encoded):
+    out, manifest, _ = encoded
+    fingerprint = bytes.fromhex(manifest["tokenizer"]["fingerprint"].split(":")[1])
+    ds = TokenShards(out)
+    for entry, shard in zip(manifest["shards"], ds.shards):
+        idx = os.path.join(out, entry["index_file"])
+        tokens_file = os.path.join(out, entry["tokens_file"])
+        # the spec's snippet, verbatim
+        hdr = np.fromfile(idx, dtype=np.uint8, count=128); n_docs = int(np.frombuffer(hdr[16:24], "<u8")[0])
+        doc_offsets = np.memmap(idx, "<u8", "r", offset=128, shape=(n_docs+1,))
+        rows = np.memmap(idx, "<u8", "r", offset=128 + 8*(n_docs+1), shape=(n_docs,))
+        source_ids = np.memmap(idx, "<u4", "r", offset=128 + 16*n_docs + 8, shape=(n_docs,))
+        tokens = np.memmap(tokens_file, "<u4", "r")
+        raw = hdr.tobytes()
+        assert raw[:8] == b"UBESHRD1"
+        assert np.frombuffer(raw[8:16], "<u4").tolist() == [1, 4]
+        assert n_docs == entry["documents"] and int(np.frombuffer(raw[24:32], "<u8")[0]) == entry["tokens"]
+        with open(tokens_file, "rb") as f:
+            assert raw[32:64] == hashlib.sha256(f.read()).digest() == bytes.fromhex(entry["sha256"])
+        assert raw[64:96] == fingerprint and raw[96:128] == bytes(32)
+        assert os.path.getsize(idx) == 128 + 8 * (n_docs + 1) + 8 * n_docs + 4 * n_docs
+        assert doc_offsets[0] == 0 and doc_offsets[-1] == len(tokens) == entry["tokens"]
+        assert np.array_equal(doc_offsets, shard.doc_offsets) and np.array_equal(rows, shard.rows)
+        assert np.array_equal(source_ids, shard.source_ids) and np.array_equal(tokens, shard.tokens)
+        path = manifest["sources"][int(source_ids[0])]["path"]
+        assert entry["unit_id"].startswith(f"{int(source_ids[0]):05d}-") and os.path.exists(path)
+
+
+def _flip_token(directory):
+    path = os.path.join(directory, "shards", sorted(n for n in os.listdir(os.path.join(directory, "shards"))
+                                                    if n.endswith(".tokens"))[1])
+    data = bytearray(open(path, "rb").read())
+    data[8] ^= 0x01
+    open(path, "wb").write(bytes(data))
+    return path
+
+
+def _first(directory, suffix):
+    return os.path.join(directory, "shards", sorted(n for n in os.listdir(os.path.join(directory, "shards"))
+                                                    if n.endswith(suffix))[0])
+
+
+def _bad_magic(d):
+    path = _first(d, ".idx")
+    with open(path, "r+b") as f:
+        f.write(b"NOTSHARD")
+    return path, "bad magic"
+
+
+def _truncated_index(d):
+    path = _first(d, ".idx")
+    os.truncate(path, os.path.getsize(path) - 4)
+    return path, "truncated"
+
+
+def _short_header(d):
+    path = _first(d, ".idx")
+    os.truncate(path, 100)
+    return path, "shorter than"
+
+
+def _truncated_tokens(d):
+    path = _first(d, ".tokens")
+    os.truncate(path, os.path.getsize(path) - 4)
+    return path, "token file is"
+
+
+def _wrong_version(d):
+    path = _first(d, ".idx")
+    with open(path, "r+b") as f:
+        f.seek(8)
+        f.write(np.array([2], "<u4").tobytes())
+    return path, "version 2"
+
+
+def _manifest_count(d):
+    path = os.path.join(d, "MANIFEST.json")
+    m = json.load(open(path))
+    m["shards"][0]["tokens"] += 1
+    m["totals"]["tokens"] += 1
+    open(path, "w").write(json.dumps(m))
+    return _first(d, ".idx"), "MANIFEST.json records"
+
+
+def _manifest_not_json(d):
+    path = os.path.join(d, "MANIFEST.json")
+    with open(path, "r+b") as f:
+        f.write(b"{{{{")
+    return path, "not valid JSON"
+
+
+def _missing_manifest(d):
+    os.unlink(os.path.join(d, "MANIFEST.json"))
+    return os.path.join(d, "MANIFEST.json"), "unfinished"
+
+
+@pytest.mark.parametrize("corrupt", [_bad_magic, _truncated_index, _short_header, _truncated_tokens, _wrong_version,
+                                     _manifest_count, _manifest_not_json, _missing_manifest])
+def test_corruption_is_detected_naming_the_file(encoded, tmp_path, corrupt):
+    d = copy_of(encoded[0], tmp_path)
+    path, words = corrupt(d)
+    with pytest.raises(ShardFormatError) as info:
+        TokenShards(d)
+    assert path in str(info.value) and words in str(info.value)
+
+
+def test_flipped_token_needs_full_verify(encoded, tmp_path):
+    d = copy_of(encoded[0], tmp_path)
+    path = _flip_token(d)
+    TokenShards(d, verify="header")          # sizes and headers still agree
+    with pytest.raises(ShardFormatError) as info:
+        TokenShards(d, verify="full")
+    assert path in str(info.value) and "sha256" in str(info.value)
+
+
+def test_wrong_tokenizer_is_detected(encoded, other_tok_path, tmp_path):
+    d = copy_of(encoded[0], tmp_path)
+    shutil.copy(other_tok_path, os.path.join(d, "tokenizer.json"))
+    with pytest.raises(ShardFormatError) as info:
+        TokenShards(d)
+    assert os.path.join(d, "tokenizer.json") in str(info.value) and "fingerprint" in str(info.value)
+    # a shard of another tokenizer mixed in: its index header's fingerprint differs
+    d2 = str(tmp_path / "mixed")
+    shutil.copytree(encoded[0], d2)
+    idx = _first(d2, ".idx")
+    with open(idx, "r+b") as f:
+        f.seek(64)
+        f.write(bytes(32))
+    with pytest.raises(ShardFormatError, match="another tokenizer") as info:
+        TokenShards(d2)
+    assert idx in str(info.value)
+
+
+# --------------------------------------------------------------------------- determinism, resume, ranks
+
+def test_workers_do_not_change_a_byte_and_rerun_is_a_noop(encoded, corpus, tok_path, other_tok_path, tmp_path,
+                                                          capsys):
+    out2 = str(tmp_path / "w2")
+    encode_corpus(corpus[0], tokenizer=tok_path, output=out2, workers=2, **OPTIONS)
+    assert tree(out2) == tree(encoded[0])
+    before = {n: os.stat(os.path.join(out2, n)).st_mtime_ns for n in tree(out2)}
+    summary = EncodeSummary()
+    manifest = encode_corpus(corpus[0], tokenizer=tok_path, output=out2, workers=2, summary=summary,
+                             **dict(OPTIONS, show_progress=True))
+    assert summary.already_complete and manifest == encoded[1]
+    assert "already complete" in capsys.readouterr().err
+    assert {n: os.stat(os.path.join(out2, n)).st_mtime_ns for n in tree(out2)} == before
+    with pytest.raises(ShardFormatError, match="options.shard_tokens") as info:
+        encode_corpus(corpus[0], tokenizer=tok_path, output=out2, **dict(OPTIONS, shard_tokens=999))
+    assert "new --output" in str(info.value)
+    with pytest.raises(ShardFormatError, match="tokenizer.fingerprint"):
+        encode_corpus(corpus[0], tokenizer=other_tok_path, output=out2, **OPTIONS)
+    with pytest.raises(ShardFormatError, match="not a shard directory"):
+        encode_corpus(corpus[0], tokenizer=tok_path, output=os.path.dirname(corpus[0][0]), **OPTIONS)
+
+
+def _encode_command(inputs, tok_path, out, workers):
+    code = (f"from ube_stream.shards import encode_corpus; "
+            f"encode_corpus({inputs!r}, tokenizer={tok_path!r}, output={out!r}, workers={workers}, "
+            f"**{OPTIONS!r})")
+    return [sys.executable, "-c", code]
+
+
+def _markers(out):
+    try:
+        return [n for n in os.listdir(os.path.join(out, "units")) if MARKER.match(n)]
+    except FileNotFoundError:
+        return []
+
+
+def _start_and_kill(cmd, out, moment, rng):
+    proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    already = len(_markers(out))
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            if moment == "first_marker" and _markers(out):
+                break
+            if moment == "some_markers" and len(_markers(out)) >= already + 3:
+                time.sleep(rng.uniform(0, 0.05))
+                break
+            if moment == "manifest" and os.path.exists(os.path.join(out, "MANIFEST.json")):
+                break
+            time.sleep(0.002)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, err = proc.communicate()
+    return proc.returncode, err
+
+
+def test_sigkill_then_rerun_is_byte_identical(encoded, corpus, tok_path, tmp_path):
+    reference = tree(encoded[0])
+    assert not [n for n in reference if n.split("/")[0] in ("units", "locks") or n.endswith(".tmp")]
+    rng = random.Random(1234)
+    for moment in ("first_marker", "some_markers", "manifest"):
+        out = str(tmp_path / f"killed-{moment}")
+        code, err = _start_and_kill(_encode_command(corpus[0], tok_path, out, 2), out, moment, rng)
+        assert code == -signal.SIGKILL, err.decode()[-2000:]
+        if moment == "first_marker":   # really stopped part way: no manifest, some locks or leftovers
+            assert not os.path.exists(os.path.join(out, "MANIFEST.json"))
+            assert len(_markers(out)) < 13
+        if moment != "manifest":        # kill the rerun too, then complete
+            _start_and_kill(_encode_command(corpus[0], tok_path, out, 1), out, "some_markers", rng)
+        summary = EncodeSummary()
+        encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=2, summary=summary, **OPTIONS)
+        assert tree(out) == reference, moment
+        if moment != "manifest":
+            assert summary.units_skipped > 0
+
+
+def test_three_ranks_and_finalize_equal_a_single_run(encoded, corpus, tok_path, tmp_path):
+    out = str(tmp_path / "ranked")
+    with pytest.raises(ShardFormatError) as info:
+        encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, rank=0, world_size=3, finalize=True,
+                      **OPTIONS)
+    message = str(info.value)
+    unit_ids = sorted(os.path.splitext(n)[0] for n in _markers(out))
+    all_units = sorted({s["unit_id"] for s in encoded[1]["shards"]} | set(unit_ids))
+    assert unit_ids == all_units[0::3] and "cannot finalize" in message
+    assert all(u in message for u in all_units[1::3][:5]) and "rank 1" in message and "rank 2" in message
+    assert not os.path.exists(os.path.join(out, "MANIFEST.json"))
+    with pytest.raises(ShardFormatError, match="unfinished"):
+        TokenShards(out)
+    assert encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=2, rank=1, world_size=3,
+                         **OPTIONS) == {}
+    # damage two committed units of rank 1: finalize names them, rerunning rank 1 redoes just those
+    damaged = all_units[1::3][:2]
+    os.truncate(os.path.join(out, "shards", f"{damaged[0]}-0000.tokens"), 8)
+    os.unlink(os.path.join(out, "shards", f"{damaged[1]}-0000.idx"))
+    with pytest.raises(ShardFormatError) as info:
+        encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, rank=2, world_size=3, finalize=True,
+                      **OPTIONS)
+    assert "2 of" in str(info.value) and all(u in str(info.value) for u in damaged)
+    summary = EncodeSummary()
+    encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, rank=1, world_size=3, summary=summary,
+                  **OPTIONS)
+    assert summary.units_done == 2 and summary.units_skipped == len(all_units[1::3]) - 2
+    with open(os.path.join(out, "locks", "rank-1.lock"), "w") as f:     # left by a rank on another host
+        json.dump({"host": "another-host", "pid": 4242}, f)
+    open(os.path.join(out, "tokenizer.json.tmp.another-host.4242"), "w").close()
+    manifest = encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, rank=2, world_size=3,
+                             finalize=True, **OPTIONS)
+    assert manifest == encoded[1]
+    assert tree(out) == tree(encoded[0])
+
+
+# --------------------------------------------------------------------------- locks
+
+def _dead_pid():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_stale_locks_are_taken_over(corpus, tok_path, encoded, tmp_path):
+    out = str(tmp_path / "stale")
+    os.makedirs(os.path.join(out, "locks"))
+    host = socket.gethostname()
+    first_unit = encoded[1]["shards"][0]["unit_id"]
+    for name in ("rank-0.lock", f"{first_unit}.lock"):
+        with open(os.path.join(out, "locks", name), "w") as f:
+            json.dump({"host": host, "pid": _dead_pid()}, f)
+    encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
+    assert tree(out) == tree(encoded[0])
+
+
+def test_lock_of_a_reused_pid_is_stale(corpus, tok_path, encoded, tmp_path):
+    """A live pid whose start time differs from the recorded one is another process."""
+    from ube_stream._locks import _start_time
+
+    out = str(tmp_path / "reused")
+    os.makedirs(os.path.join(out, "locks"))
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = _start_time(sleeper.pid)
+        if started is None:
+            pytest.skip("no /proc start times on this platform")
+        with open(os.path.join(out, "locks", "rank-0.lock"), "w") as f:
+            json.dump({"host": socket.gethostname(), "pid": sleeper.pid, "started": started - 1}, f)
+        encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert tree(out) == tree(encoded[0])
+
+
+def test_live_lock_stops_a_second_writer(corpus, tok_path, tmp_path):
+    out = str(tmp_path / "live")
+    os.makedirs(os.path.join(out, "locks"))
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with open(os.path.join(out, "locks", "rank-0.lock"), "w") as f:
+            json.dump({"host": socket.gethostname(), "pid": sleeper.pid}, f)
+        with pytest.raises(LockError) as info:
+            encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
+        assert f"process {sleeper.pid}" in str(info.value) and "rank-0.lock" in str(info.value)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    with open(os.path.join(out, "locks", "rank-0.lock"), "w") as f:
+        json.dump({"host": "some-other-host", "pid": 1}, f)
+    with pytest.raises(LockError, match="some-other-host"):
+        encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
+
+
+def test_two_runs_on_one_directory_the_second_stops(corpus, tok_path, tmp_path, lines):
+    big = str(tmp_path / "big.jsonl")
+    with open(big, "w", encoding="utf-8") as f:
+        for k in range(4):
+            f.writelines(json.dumps({"text": f"{k} {t}"}, ensure_ascii=False) + "\n" for t in lines)
+    out = str(tmp_path / "two")
+    proc = subprocess.Popen(_encode_command([big], tok_path, out, 1), cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        lock = os.path.join(out, "locks", "rank-0.lock")
+        deadline = time.time() + 30
+        while not os.path.exists(os.path.join(out, "units", "_plan.json")) and time.time() < deadline:
+            time.sleep(0.005)
+        assert proc.poll() is None, "the first run finished before the second started; make the corpus bigger"
+        with pytest.raises(LockError) as info:
+            encode_corpus([big], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
+        assert lock in str(info.value) and f"process {proc.pid}" in str(info.value)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_reader_pickles_without_token_data(encoded):
+    import pickle
+
+    ds = TokenShards(encoded[0])
+    first = ds.doc(3).tolist()
+    assert all(s._tokens is None for s in ds.shards[1:])            # mapped lazily, shard by shard
+    blob = pickle.dumps(ds)
+    assert len(blob) < 20_000 + 300 * len(ds.shards) < 4 * ds.num_tokens
+    clone = pickle.loads(blob)
+    assert clone.doc(3).tolist() == first and clone.source(3) == ds.source(3)
+    assert clone.decode_doc(len(ds) - 1) == ds.decode_doc(len(ds) - 1)
+
+
+def test_empty_source_and_text_mode_file(tok_path, tok, tmp_path):
+    empty = str(tmp_path / "empty.jsonl")
+    open(empty, "w").close()
+    whole = str(tmp_path / "whole.txt")
+    text = "first line\nsecond line, \u4e2d\u6587\r\n\nlast"
+    with open(whole, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    out = str(tmp_path / "o")
+    manifest = encode_corpus([empty, whole], tokenizer=tok_path, output=out, workers=1, text_mode="file",
+                             show_progress=False)
+    assert [(s["rows_read"], s["documents"]) for s in manifest["sources"]] == [(0, 0), (1, 1)]
+    ds = TokenShards(out)
+    assert len(ds) == 1 and ds.decode_doc(0) == text and ds.source(0) == (whole, 0)
+
+
+# --------------------------------------------------------------------------- CLI
+
+def test_cli_encode_and_inspect(corpus, tok_path, encoded, tmp_path, capsys):
+    parser = argparse.ArgumentParser(prog="ube")
+    _cli_shards.register(parser.add_subparsers(dest="command"))
+    out = str(tmp_path / "cli")
+    args = parser.parse_args(["encode", *corpus[0], "--tokenizer", tok_path, "-o", out, "--workers", "1",
+                              "--unit-rows", "97", "--shard-tokens", "3000", "--on-error", "skip"])
+    assert args.func(args) == 0
+    err = capsys.readouterr().err
+    totals = encoded[1]["totals"]
+    assert f"documents      {totals['documents']:,}" in err and f"tokens         {totals['tokens']:,}" in err
+    assert "MB/s" in err and "invalid_json: 1" in err
+    assert tree(out) == tree(encoded[0])
+    args = parser.parse_args(["inspect", out, "--verify", "full"])
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert args.func(args) == 0
+    text = buf.getvalue()
+    assert f"documents   {totals['documents']:,}" in text and f"shards      {totals['shards']:,}" in text
+    assert f"rows read {totals['rows_read']:,}" in text and "tokens per document" in text
+    hist = [int(m.replace(",", "")) for m in re.findall(r"^\s+\S+\s+([\d,]+)  #", text, re.M)]
+    assert sum(hist) == totals["documents"]
+    args = parser.parse_args(["encode", corpus[0][0], "--tokenizer", tok_path, "-o", out, "--bos"])
+    with pytest.raises(ValueError, match="bos_token"):
+        args.func(args)
