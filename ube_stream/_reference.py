@@ -298,3 +298,74 @@ def encode_chunk_reference(symbols: Sequence[int], merges: Iterable[Sequence[int
         rank, result = min(ranked)
         ids = _merge_pair(ids, merges[rank][:2], result)
     return ids
+
+
+# ------------------------------------------------------------ tokenizer encode / decode
+# Twins of Tokenizer.encode / decode (the Cython encoder and decoder): regex
+# pre-tokenization, reference routing, encode_chunk_reference's rule per chunk,
+# Python's codecs for decoding.  They read the tokenizer's merges, special
+# tokens and id map, and return / accept the model's ids like the real thing.
+
+def _chunks_reference(text: str, pattern: str) -> List[str]:
+    """``regex`` chunks; a character the pattern leaves unmatched is a chunk of its own."""
+    chunks: List[str] = []
+    previous = 0
+    for match in regex.finditer(pattern, text):
+        start, end = match.span()
+        if end == start:
+            continue
+        chunks.extend(text[previous:start])
+        chunks.append(match.group())
+        previous = end
+    chunks.extend(text[previous:])
+    return chunks
+
+
+def encode_reference(tokenizer, text: str, allowed_special=()) -> List[int]:
+    """Model ids of ``text``: allowed special tokens first (leftmost, longest), then
+    chunks by the pattern, each routed and merged with the lowest rank first."""
+    merges = [(a, b, r) for (a, b), r in zip(tokenizer.merges, tokenizer.merge_results)]
+    rank_of: dict = {}
+    for rank, (left, right, result) in enumerate(merges):
+        rank_of.setdefault((left, right), (rank, result))
+    specials = dict(tokenizer._special_internal)
+    allowed = specials if allowed_special == "all" else {t: specials[t] for t in allowed_special}
+    pieces = [text]
+    if allowed:
+        alternatives = "|".join(regex.escape(t) for t in sorted(allowed, key=len, reverse=True))
+        pieces = regex.split(f"({alternatives})", text)
+    ids: List[int] = []
+    for k, piece in enumerate(pieces):
+        if k % 2 == 1:  # a captured special token
+            ids.append(allowed[piece])
+            continue
+        for chunk in _chunks_reference(piece, tokenizer.pattern):
+            symbols = route_symbols(chunk, tokenizer.substrate)
+            while len(symbols) >= 2:
+                ranked = [rank_of[p] for p in zip(symbols, symbols[1:]) if p in rank_of]
+                if not ranked:
+                    break
+                rank, result = min(ranked)
+                symbols = _merge_pair(symbols, merges[rank][:2], result)
+            ids.extend(symbols)
+    return [tokenizer._model_id(i) for i in ids]
+
+
+def decode_reference(tokenizer, ids: Iterable[int], errors: str = "strict") -> str:
+    """Text of model ids: expand each token to base symbols; a special token flushes
+    (decoding what came before with the dual-buffer rule) and is written as its text."""
+    special_text = {i: t for t, i in tokenizer._special_internal.items()}
+    parts: List[str] = []
+    symbols: List[int] = []
+    for position, token in enumerate(int(t) for t in ids):
+        internal = tokenizer._internal_id(token)
+        if internal < 0:
+            raise ValueError(f"token id {token} at position {position} is outside the vocabulary")
+        if internal in special_text:
+            parts.append(decode_symbols(symbols, tokenizer.substrate, errors))
+            symbols = []
+            parts.append(special_text[internal])
+        else:
+            symbols.extend(tokenizer._expansions[internal])
+    parts.append(decode_symbols(symbols, tokenizer.substrate, errors))
+    return "".join(parts)

@@ -1,0 +1,438 @@
+"""The Cython encoder and decoder behind Tokenizer, checked against independent truth:
+HF ``tokenizers`` and ``tiktoken`` built from the same merges, the pure-Python
+twins in ``_reference``, Python's codecs (round trips), and hypothesis properties."""
+import argparse
+import io
+import unicodedata
+from contextlib import redirect_stdout
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ube_stream import Tokenizer, train
+from ube_stream._reference import (GPT2_PATTERN, decode_reference, encode_chunk_reference,
+                                   encode_reference)
+from ube_stream.errors import InvalidTextError, SymbolDecodeError
+
+SUBSTRATES = ("ube", "utf8", "utf16")
+SPECIALS = ["<|endoftext|>", "<|pad|>"]
+HYPO = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+# --------------------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="module")
+def real_texts(docs_rows, parallel_rows, unicode_rows):
+    """~2.5 MB of real multilingual text: 26 languages of running text, ~270 languages
+    of parallel items, Unicode test strings."""
+    texts = [r["text"] for r in docs_rows]
+    texts += [r["text"] for r in parallel_rows]
+    texts += [r["text"] for r in unicode_rows]
+    return [t for t in texts if t]
+
+
+@pytest.fixture(scope="module")
+def tokenizers_by_substrate(docs_rows):
+    text = [r["text"] for r in docs_rows]
+    return {s: train(iter(text), vocab_size=3000, substrate=s, special_tokens=SPECIALS, workers=1,
+                     show_progress=False) for s in SUBSTRATES}
+
+
+@pytest.fixture(scope="module")
+def utf8_tok(tokenizers_by_substrate):
+    return tokenizers_by_substrate["utf8"]
+
+
+def _mergeable_ranks(tok):
+    """tiktoken ranks of a trained utf8 tokenizer: token bytes -> id."""
+    n = tok.vocab_size - len(tok.special_tokens)
+    return {bytes(tok.token_expansion(i)): i for i in range(n)}
+
+
+@pytest.fixture(scope="module")
+def hf_file(utf8_tok, tmp_path_factory):
+    path = tmp_path_factory.mktemp("hf") / "tokenizer.json"
+    utf8_tok.export_hf(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiktoken_encoding(utf8_tok):
+    tiktoken = pytest.importorskip("tiktoken")
+    return tiktoken.Encoding("ube-test", pat_str=GPT2_PATTERN, mergeable_ranks=_mergeable_ranks(utf8_tok),
+                             special_tokens=dict(utf8_tok.special_tokens))
+
+
+assigned_text = st.text(st.characters(blacklist_categories=("Cs", "Cn")), max_size=80)
+any_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=80)
+
+
+def _hypo_text_for(tok):
+    """Text mixing the tokenizer's own tokens (so merges fire) with arbitrary characters."""
+    pieces = st.one_of(assigned_text, st.sampled_from(
+        ["the ", " des", "的", "ال", "ing", "  ", "\n\n", "'s", "1234", "Дебиан", "데비안", "😀👍🏽"]))
+    return st.lists(pieces, max_size=12).map("".join)
+
+
+# --------------------------------------------------------------------------- differential
+
+def test_hf_tokenizers_give_identical_ids(utf8_tok, hf_file, real_texts):
+    tokenizers = pytest.importorskip("tokenizers")
+    hf = tokenizers.Tokenizer.from_file(str(hf_file))
+    ours = utf8_tok.encode_batch(real_texts)
+    theirs = hf.encode_batch(real_texts, add_special_tokens=False)
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        assert a.tolist() == b.ids, f"text {i} differs"
+    assert sum(len(a) for a in ours) > 300_000
+
+
+def test_tiktoken_gives_identical_ids(utf8_tok, tiktoken_encoding, real_texts):
+    theirs = tiktoken_encoding.encode_ordinary_batch(real_texts)
+    ours = utf8_tok.encode_batch(real_texts)
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        assert a.tolist() == b, f"text {i} differs"
+
+
+@HYPO
+@given(text=assigned_text)
+def test_hypothesis_text_matches_hf_and_tiktoken(utf8_tok, hf_file, tiktoken_encoding, text):
+    tokenizers = pytest.importorskip("tokenizers")
+    hf = _HF_CACHE.setdefault(str(hf_file), tokenizers.Tokenizer.from_file(str(hf_file)))
+    ours = utf8_tok.encode(text).tolist()
+    assert ours == tiktoken_encoding.encode_ordinary(text)
+    assert ours == hf.encode(text, add_special_tokens=False).ids
+
+
+_HF_CACHE = {}
+
+
+# --------------------------------------------------------------------------- kernel == reference
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_kernel_equals_reference_on_real_text(tokenizers_by_substrate, real_texts, substrate):
+    tok = tokenizers_by_substrate[substrate]
+    sample = [t[:4000] for t in real_texts[::7]]
+    for text, ids in zip(sample, tok.encode_batch(sample)):
+        assert ids.tolist() == encode_reference(tok, text)
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_kernel_equals_reference_hypothesis(tokenizers_by_substrate, substrate):
+    tok = tokenizers_by_substrate[substrate]
+
+    @HYPO
+    @given(text=_hypo_text_for(tok))
+    def check(text):
+        ids = tok.encode(text)
+        assert ids.dtype == np.uint32
+        assert ids.tolist() == encode_reference(tok, text)
+        assert tok.decode(ids) == text
+
+    check()
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_long_chunks_take_the_heap_path_and_agree(tokenizers_by_substrate, substrate):
+    """Chunks longer than the min-scan limit (64 symbols): CJK runs, repeated letters."""
+    tok = tokenizers_by_substrate[substrate]
+    texts = ["的" * 300, "a" * 257, "ab" * 200, "데비안데비안" * 40, "1" * 500, "!?" * 150,
+             "ﻻ" * 99 + "ال" * 99, "😀" * 77]
+    for text in texts:
+        assert tok.encode(text).tolist() == encode_reference(tok, text), text[:10]
+
+
+@HYPO
+@given(symbols=st.lists(st.sampled_from([97, 98, 99, 32, 228, 184, 173]), min_size=0, max_size=200))
+def test_chunk_merge_kernel_equals_reference(utf8_tok, symbols):
+    """Encoder.encode_chunk_symbols (min-scan for <= 64 symbols, heap above) vs the reference rule."""
+    encoder, _ = utf8_tok._kernel()
+    merges = [(a, b, r) for (a, b), r in zip(utf8_tok.merges, utf8_tok.merge_results)]
+    got = encoder.encode_chunk_symbols(np.array(symbols, dtype=np.uint16)).tolist()
+    assert got == encode_chunk_reference(symbols, merges)
+
+
+def test_reused_merge_results_follow_the_rank_rule():
+    """A merge whose result already exists (abc = ab+c = a+bc) keeps the all-occurrences
+    rank rule of encode_chunk_reference in both merge paths."""
+    a, b, c = 97, 98, 99
+    merges = [(a, b), (b, c), (256, c), (a, 257), (258, a)]
+    tok = Tokenizer(substrate="utf8", merges=merges, special_tokens=[])
+    assert tok.merge_results == [256, 257, 258, 258, 259]
+    for text in ["abca", "abcabcabc", "aabc" * 30, "xbca" * 40, "abc" * 70 + "a"]:
+        assert tok.encode(text).tolist() == encode_reference(tok, text)
+
+
+# --------------------------------------------------------------------------- round trips
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_round_trip_real_text(tokenizers_by_substrate, real_texts, substrate):
+    tok = tokenizers_by_substrate[substrate]
+    encoded = tok.encode_batch(real_texts)
+    assert tok.decode_batch(encoded) == real_texts
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_round_trip_every_scalar_value(tokenizers_by_substrate, substrate):
+    tok = tokenizers_by_substrate[substrate]
+    scalars = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    texts = ["".join(map(chr, scalars[i:i + 4096])) for i in range(0, len(scalars), 4096)]
+    encoded = tok.encode_batch(texts)
+    assert tok.decode_batch(encoded) == texts
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_round_trip_hypothesis(tokenizers_by_substrate, substrate):
+    tok = tokenizers_by_substrate[substrate]
+
+    @HYPO
+    @given(text=any_text)
+    def check(text):
+        assert tok.decode(tok.encode(text)) == text
+
+    check()
+
+
+# --------------------------------------------------------------------------- decoding
+
+def test_decode_special_tokens_flush_and_write_text(tokenizers_by_substrate):
+    tok = tokenizers_by_substrate["ube"]
+    text = "性能<|endoftext|>é<|pad|><|pad|>x"
+    ids = tok.encode(text, allowed_special="all")
+    assert tok.decode(ids) == text == decode_reference(tok, ids)
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_decode_invalid_ids_strict_and_replace(tokenizers_by_substrate, substrate):
+    tok = tokenizers_by_substrate[substrate]
+    rng = np.random.default_rng(0)
+    raised = 0
+    for _ in range(200):
+        ids = rng.integers(0, tok.vocab_size, size=rng.integers(1, 12))
+        try:
+            expected = decode_reference(tok, ids, errors="strict")
+        except (UnicodeDecodeError, SymbolDecodeError):
+            expected = None
+        if expected is None:
+            with pytest.raises(SymbolDecodeError) as info:
+                tok.decode(ids)
+            assert 0 <= info.value.position < len(ids)
+            raised += 1
+        else:
+            assert tok.decode(ids) == expected
+        assert tok.decode(ids, errors="replace") == decode_reference(tok, ids, errors="replace")
+    assert raised > 20
+
+
+def test_decode_error_names_the_token_position(utf8_tok):
+    ids = utf8_tok.encode("hello world").tolist()
+    ids.insert(2, 0xE4)  # a lone UTF-8 lead byte
+    with pytest.raises(SymbolDecodeError) as info:
+        utf8_tok.decode(ids)
+    assert info.value.position == 2
+    assert "position 2" in str(info.value)
+    with pytest.raises(ValueError, match="position 1"):
+        utf8_tok.decode([5, utf8_tok.vocab_size])
+    with pytest.raises(ValueError, match="position 0"):
+        utf8_tok.decode([-1])
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_stream_decoder_equals_decode_hypothesis(tokenizers_by_substrate, substrate):
+    """At every split point (one id at a time), the outputs so far are final and their
+    concatenation plus flush() equals decode(ids) -- for arbitrary ids, with replace."""
+    tok = tokenizers_by_substrate[substrate]
+    n = tok.vocab_size
+
+    @HYPO
+    @given(ids=st.lists(st.one_of(st.integers(0, 511 if substrate == "ube" else 255),
+                                  st.integers(0, n - 1)), max_size=30),
+           text=any_text)
+    def check(ids, text):
+        for sequence, errors in ((ids, "replace"), (tok.encode(text, allowed_special="all").tolist(), "strict")):
+            expected = tok.decode(sequence, errors=errors)
+            decoder = tok.stream_decoder(errors=errors)
+            emitted = ""
+            for token in sequence:
+                emitted += decoder.feed(token)
+                assert expected.startswith(emitted)
+            assert emitted + decoder.flush() == expected
+
+    check()
+
+
+def test_stream_decoder_holds_split_characters(tokenizers_by_substrate):
+    tok = tokenizers_by_substrate["utf16"]
+    decoder = tok.stream_decoder()
+    # U+1F600 as UTF-16LE: 3D D8 00 DE, fed one byte (base symbol) at a time
+    assert [decoder.feed(b) for b in (0x3D, 0xD8, 0x00)] == ["", "", ""]
+    assert decoder.feed(0xDE) == "😀"
+    assert decoder.flush() == ""
+    strict = tokenizers_by_substrate["utf8"].stream_decoder()
+    assert strict.feed(0xE4) == ""
+    with pytest.raises(SymbolDecodeError):
+        strict.flush()
+
+
+# --------------------------------------------------------------------------- API behaviour
+
+def test_threads_give_identical_results(utf8_tok, multilingual_lines):
+    lines = multilingual_lines[:6000]
+    one = utf8_tok.encode_batch(lines, num_threads=1)
+    four = utf8_tok.encode_batch(lines, num_threads=4)
+    assert len(one) == len(four) == len(lines)
+    assert all(np.array_equal(a, b) for a, b in zip(one, four))
+    data = "".join(lines).encode()
+    offsets = np.cumsum([0] + [len(x.encode()) for x in lines])
+    ids1, off1 = utf8_tok.encode_utf8_batch(np.frombuffer(data, np.uint8), offsets)
+    ids3, off3 = utf8_tok.encode_utf8_batch(np.frombuffer(data, np.uint8), offsets, num_threads=3)
+    assert np.array_equal(ids1, ids3) and np.array_equal(off1, off3)
+    assert np.array_equal(ids1, np.concatenate(one))
+
+
+def test_special_tokens_only_when_allowed(utf8_tok):
+    text = "a<|endoftext|>b<|pad|>"
+    eot, pad = utf8_tok.special_tokens["<|endoftext|>"], utf8_tok.special_tokens["<|pad|>"]
+    plain = utf8_tok.encode(text).tolist()
+    assert eot not in plain and pad not in plain
+    assert plain == utf8_tok.encode("a").tolist() + encode_reference(utf8_tok, "<|endoftext|>b<|pad|>")
+    assert utf8_tok.decode(plain) == text
+    some = utf8_tok.encode(text, allowed_special={"<|endoftext|>"}).tolist()
+    assert some.count(eot) == 1 and pad not in some
+    full = utf8_tok.encode(text, allowed_special="all").tolist()
+    assert full == utf8_tok.encode("a").tolist() + [eot] + utf8_tok.encode("b").tolist() + [pad]
+    assert full == encode_reference(utf8_tok, text, "all")
+    with pytest.raises(ValueError, match="not a special token"):
+        utf8_tok.encode(text, allowed_special={"<s>"})
+
+
+def test_tiny_cache_gives_identical_results(docs_rows):
+    text = [r["text"] for r in docs_rows]
+    tok = train(iter(text), vocab_size=2000, substrate="ube", workers=1, show_progress=False)
+    sample = [t[:20000] for t in text]
+    expected = tok.encode_batch(sample)
+    tok.set_cache(entries=8, bytes=256)
+    got = tok.encode_batch(sample)
+    assert all(np.array_equal(a, b) for a, b in zip(expected, got))
+    encoder, _ = tok._kernel()
+    stats = [encoder.cache_stats(s) for s in range(encoder.num_slots)]
+    assert sum(s["clears"] for s in stats) > 100
+    assert max(s["entries"] for s in stats) <= 8 and max(s["bytes"] for s in stats) <= 256
+
+
+def test_invalid_input_is_reported(utf8_tok):
+    with pytest.raises(InvalidTextError) as info:
+        utf8_tok.encode_batch(["fine", "bad \ud800 here"])
+    assert info.value.document == 1 and info.value.offset == 4
+    data = np.frombuffer(b"okfine\xff", np.uint8)
+    with pytest.raises(InvalidTextError) as info:
+        utf8_tok.encode_utf8_batch(data, np.array([0, 2, 7]))
+    assert info.value.document == 1 and info.value.offset == 4
+    with pytest.raises(TypeError):
+        utf8_tok.encode(b"bytes")
+
+
+def test_other_pattern_uses_precomputed_chunks(docs_rows):
+    tiktoken = pytest.importorskip("tiktoken")
+    from ube_stream.pretokenizer import CL100K_PATTERN
+
+    text = [r["text"][:30000] for r in docs_rows]
+    tok = train(iter(text), vocab_size=1200, substrate="utf8", pattern="cl100k", workers=1,
+                show_progress=False, special_tokens=[])
+    enc = tiktoken.Encoding("cl", pat_str=CL100K_PATTERN, mergeable_ranks=_mergeable_ranks(tok),
+                            special_tokens={})
+    sample = [t[:5000] for t in text]
+    for t, ids in zip(sample, tok.encode_batch(sample, num_threads=2)):
+        assert ids.tolist() == enc.encode_ordinary(t) == encode_reference(tok, t)
+
+
+# --------------------------------------------------------------------------- existing models
+
+def test_from_hf_reproduces_hf_ids(hf_file, real_texts, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    hf = tokenizers.Tokenizer.from_file(str(hf_file))
+    tok = Tokenizer.from_hf(hf_file)
+    sample = real_texts[::3]
+    for text, ids in zip(sample, tok.encode_batch(sample)):
+        assert ids.tolist() == hf.encode(text, add_special_tokens=False).ids
+        assert tok.decode(ids) == text
+
+
+def test_from_tiktoken_with_its_own_numbering(utf8_tok, real_texts, tmp_path):
+    """Ranks that do not put the 256 bytes first: encode returns tiktoken's ids,
+    decode takes them, and the id map survives save/load with its fingerprint."""
+    tiktoken = pytest.importorskip("tiktoken")
+    base = _mergeable_ranks(utf8_tok)
+    n_merged = len(base) - 256
+    ranks = {t: (i - 256 if i >= 256 else n_merged + 3 * i) for t, i in base.items()}  # bytes last, spread
+    specials = {"<|endoftext|>": 5000, "<|fim|>": 4999}
+    enc = tiktoken.Encoding("perm", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=specials)
+    tok = Tokenizer.from_tiktoken(ranks, "gpt2", specials)
+    assert tok.special_tokens == {"<|fim|>": 4999, "<|endoftext|>": 5000}
+    assert tok.vocab_size == 5001
+    sample = real_texts[::3]
+    for text, ids in zip(sample, tok.encode_batch(sample)):
+        assert ids.tolist() == enc.encode_ordinary(text)
+    mixed = "x<|endoftext|>y<|fim|>"
+    assert tok.encode(mixed, allowed_special="all").tolist() == enc.encode(mixed, allowed_special="all")
+    assert tok.decode(enc.encode(mixed, allowed_special="all")) == mixed
+    path = tmp_path / "perm.json"
+    tok.save(path)
+    again = Tokenizer.load(path)
+    assert again.fingerprint == tok.fingerprint
+    assert again.encode(sample[0]).tolist() == enc.encode_ordinary(sample[0])
+    ranks_file = tmp_path / "perm.tiktoken"
+    import base64
+    ranks_file.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in ranks.items()))
+    assert Tokenizer.from_tiktoken(ranks_file, "gpt2", specials).fingerprint == tok.fingerprint
+    symbols, offsets = tok.expansion_table()
+    assert offsets.shape == (5002,)
+    some = enc.encode_ordinary("expansion table")
+    assert b"".join(bytes(symbols[offsets[i]:offsets[i + 1]].astype(np.uint8)) for i in some) == b"expansion table"
+
+
+def test_trained_file_format_unchanged(utf8_tok, tmp_path):
+    """No id map for trained tokenizers: the file and fingerprint keep their layout."""
+    path = tmp_path / "t.json"
+    utf8_tok.save(path)
+    assert '"id_map"' not in path.read_text()
+    assert Tokenizer.load(path) == utf8_tok and utf8_tok.id_map is None
+
+
+# --------------------------------------------------------------------------- CLI
+
+def _run_cli(argv, stdin_text=None, monkeypatch=None):
+    from ube_stream._cli_codec import register
+
+    parser = argparse.ArgumentParser(prog="ube")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    if stdin_text is not None:
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin_text))
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = args.func(args)
+    return code, out.getvalue()
+
+
+def test_cli_encode_decode_explain(tokenizers_by_substrate, tmp_path, monkeypatch):
+    from ube_stream._cli_codec import explain_tokens
+
+    tok = tokenizers_by_substrate["ube"]
+    path = tmp_path / "ube.json"
+    tok.save(path)
+    text = "Debian 性能 😀"
+    code, out = _run_cli(["encode-text", "--tokenizer", str(path), text])
+    assert code == 0 and [int(x) for x in out.split()] == tok.encode(text).tolist()
+    code, out2 = _run_cli(["encode-text", "--tokenizer", str(path), "-"], text, monkeypatch)
+    assert out2 == out
+    code, back = _run_cli(["decode-ids", "--tokenizer", str(path), *out.split()])
+    assert code == 0 and back == text + "\n"
+    code, back = _run_cli(["decode-ids", "--tokenizer", str(path), "-"], out, monkeypatch)
+    assert back == text + "\n"
+    shown = explain_tokens(tok, text)
+    for token in tok.encode(text).tolist():
+        assert str(token) in shown
+    assert tok.token_symbols(int(tok.encode("性")[0])) in shown
+    assert "性能" in shown or "性" in shown
