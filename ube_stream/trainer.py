@@ -32,7 +32,7 @@ import numpy as np
 
 from . import __version__
 from ._kernels import load as _load_kernel
-from .errors import InputError, InvalidTextError
+from .errors import InvalidTextError
 from .tokenizer import Tokenizer
 
 DEFAULT_SPECIAL_TOKENS = ("<|endoftext|>",)
@@ -159,28 +159,13 @@ def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str
 def _drop_bad_document(exc, batch, data, offsets, pattern, unit, on_error, skips):
     """A document of ``batch`` is not valid UTF-8: raise an error naming the file
     and row, or (``on_error="skip"``) count it and chunk the batch without it."""
+    from ._bad_rows import drop_bad_documents
     from .pretokenizer import chunk_bounds_batch
 
-    while True:
-        row = int(batch.rows[exc.document]) if exc.document is not None else -1
-        message = f"{unit.source.path}: row {row}: {exc}"
-        if on_error != "skip":
-            raise InputError(message, path=unit.source.path, row=row, offset=exc.offset,
-                             reason="invalid_utf8") from None
-        skips.add("invalid_utf8", path=unit.source.path, row=row, offset=exc.offset, message=message)
-        d = exc.document
-        keep = np.ones(len(offsets) - 1, dtype=bool)
-        keep[d] = False
-        pieces = [data[offsets[i]:offsets[i + 1]] for i in np.flatnonzero(keep)]
-        lengths = np.array([len(p) for p in pieces], dtype=np.int64)
-        data = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.uint8)
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        batch.rows = np.asarray(batch.rows)[keep]
-        try:
-            ends, _ = chunk_bounds_batch(data, offsets, pattern)
-            return data, offsets, ends
-        except InvalidTextError as again:
-            exc = again
+    data, offsets, (ends, _) = drop_bad_documents(
+        exc, batch, data, offsets, lambda d, o: chunk_bounds_batch(d, o, pattern), unit.source.path,
+        on_error, skips)
+    return data, offsets, ends
 
 
 def _spill_to_arrow(data: Any, path: str, *, column: str, on_error: str, skips) -> List[str]:
