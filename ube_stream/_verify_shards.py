@@ -1,0 +1,431 @@
+"""``verify_shards``: a finished shard directory checked against its sources.
+
+The directory is read straight from the format spec with numpy (not through
+``ube_stream.shards``), so a bug in the shard reader cannot hide one in the
+writer.  One task per work unit (the plan is rebuilt from MANIFEST's sources
+and ``unit_rows``): check the unit's shard files (header, sizes, sha256,
+fingerprint, offsets), read the unit's rows with the readers, and compare
+every stored document with its row: the stored tokens minus the BOS/EOS the
+encoding added must decode to the row and equal ``encode(row)``.  The parent
+then checks the row accounting of every source.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ._verify_report import Mismatch, VerifyReport
+
+MAGIC = b"UBESHRD1"
+HEADER_BYTES = 128
+
+
+def _fingerprint_bytes(fingerprint: str) -> bytes:
+    hexdigest = fingerprint.split(":", 1)[-1]
+    try:
+        raw = bytes.fromhex(hexdigest)
+    except ValueError:
+        raw = b""
+    return raw if len(raw) == 32 else b"\xff" * 32
+
+
+def _hex(digest: str) -> str:
+    return str(digest).split(":", 1)[-1].lower()
+
+
+def _sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def index_size(n_docs: int) -> int:
+    return HEADER_BYTES + 8 * (n_docs + 1) + 8 * n_docs + 4 * n_docs
+
+
+@dataclasses.dataclass
+class ShardData:
+    name: str
+    tokens: np.ndarray
+    doc_offsets: np.ndarray
+    rows: np.ndarray
+    source_ids: np.ndarray
+
+
+def check_shard(directory: str, record: Dict[str, Any], fingerprint: str, n_sources: int,
+                vocab_size: Optional[int], report: VerifyReport) -> Optional[ShardData]:
+    """Header, sizes, checksum and offsets of one shard; its arrays when they can be trusted."""
+    name = record.get("name", record.get("tokens_file", "?"))
+    tokens_path = os.path.join(directory, record["tokens_file"])
+    index_path = os.path.join(directory, record["index_file"])
+    n_docs, n_tokens = int(record["documents"]), int(record["tokens"])
+    report.count("shards", 1)
+
+    def fail(category: str, message: str) -> None:
+        report.fail(Mismatch(category, index_path if category == "index" else tokens_path, "-", message,
+                             shard=name, document=None))
+
+    for path in (tokens_path, index_path):
+        if not os.path.isfile(path):
+            fail("files", f"{path} is missing (MANIFEST lists it); the directory is damaged: re-encode the unit "
+                          f"{record.get('unit_id')}")
+            return None
+    tokens_bytes = os.path.getsize(tokens_path)
+    if tokens_bytes != 4 * n_tokens:
+        fail("files", f"token file holds {tokens_bytes} bytes, MANIFEST says {n_tokens} tokens "
+                      f"({4 * n_tokens} bytes): truncated or overwritten")
+        return None
+    size = os.path.getsize(index_path)
+    header = np.fromfile(index_path, dtype=np.uint8, count=HEADER_BYTES).tobytes()
+    if len(header) < HEADER_BYTES or header[:8] != MAGIC:
+        fail("index", f"not a shard index: expected magic {MAGIC!r} and a {HEADER_BYTES}-byte header, found "
+                      f"{header[:8]!r} in a {size}-byte file")
+        return None
+    version, width = np.frombuffer(header[8:16], "<u4").tolist()
+    head_docs, head_tokens = np.frombuffer(header[16:32], "<u8").tolist()
+    if (version, width) != (1, 4):
+        fail("index", f"format version {version}, token width {width}; expected version 1, width 4")
+        return None
+    if (head_docs, head_tokens) != (n_docs, n_tokens):
+        fail("index", f"header says {head_docs} documents / {head_tokens} tokens, MANIFEST says "
+                      f"{n_docs} / {n_tokens}")
+        return None
+    if size != index_size(n_docs):
+        fail("index", f"index file holds {size} bytes; {n_docs} documents need exactly {index_size(n_docs)} "
+                      f"(header + offsets + rows + source ids): truncated or padded")
+        return None
+    report.count("index headers", 1)
+    digest = _sha256_file(tokens_path)
+    recorded = {"index header": header[32:64].hex(), "MANIFEST": _hex(record.get("sha256", ""))}
+    wrong = [where for where, value in recorded.items() if value != digest]
+    if wrong:
+        fail("checksums", f"sha256 of the token file is {digest}, but the {' and the '.join(wrong)} "
+                          f"record{'s' if len(wrong) == 1 else ''} {recorded[wrong[0]]}: the tokens changed "
+                          "after they were written")
+    report.count("checksums", 1)
+    if header[64:96] != _fingerprint_bytes(fingerprint):
+        fail("fingerprint", f"index header records tokenizer sha256:{header[64:96].hex()}, MANIFEST {fingerprint}")
+    if any(header[96:128]):
+        fail("index", "reserved header bytes 96..127 are not zero")
+    doc_offsets = np.fromfile(index_path, dtype="<u8", count=n_docs + 1, offset=HEADER_BYTES).astype(np.int64)
+    rows = np.fromfile(index_path, dtype="<u8", count=n_docs, offset=HEADER_BYTES + 8 * (n_docs + 1))
+    source_ids = np.fromfile(index_path, dtype="<u4", count=n_docs, offset=HEADER_BYTES + 16 * n_docs + 8)
+    if doc_offsets[0] != 0 or doc_offsets[-1] != n_tokens or np.any(np.diff(doc_offsets) < 0):
+        fail("index", f"doc_offsets are not a non-decreasing run from 0 to {n_tokens} (first {doc_offsets[0]}, "
+                      f"last {doc_offsets[-1]})")
+        return None
+    if n_docs and int(source_ids.max()) >= n_sources:
+        fail("index", f"source id {int(source_ids.max())} is not in MANIFEST sources (0..{n_sources - 1})")
+        return None
+    tokens = (np.memmap(tokens_path, dtype="<u4", mode="r", shape=(n_tokens,)) if n_tokens
+              else np.zeros(0, dtype="<u4"))
+    if vocab_size is not None and n_tokens and int(tokens.max()) >= vocab_size:
+        at = int(np.flatnonzero(tokens >= vocab_size)[0])
+        fail("tokens", f"token id {int(tokens[at])} at offset {at} is outside the vocabulary (0..{vocab_size - 1})")
+    return ShardData(name, tokens, doc_offsets, rows.astype(np.int64), source_ids.astype(np.int64))
+
+
+# --------------------------------------------------------------------------- one unit
+
+@dataclasses.dataclass
+class UnitTask:
+    unit_id: str
+    unit: Any                      # readers.WorkUnit, or None when no source unit has this id
+    shards: List[Dict[str, Any]]
+    selected: Optional[np.ndarray]  # None: every document; else unit-local document indices to check
+    read_source: bool
+
+
+@dataclasses.dataclass
+class UnitResult:
+    report: VerifyReport
+    documents_by_source: Dict[int, int]
+    rows_read: Optional[int] = None
+    documents_read: Optional[int] = None
+    skipped: Optional[Dict[str, int]] = None
+
+
+def unit_task(task: UnitTask, directory: str, manifest: Dict[str, Any], tok, max_examples: int) -> UnitResult:
+    report = VerifyReport("shards", max_examples=max_examples)
+    fingerprint = manifest["tokenizer"]["fingerprint"]
+    n_sources = len(manifest["sources"])
+    shards = [check_shard(directory, record, fingerprint, n_sources, tok.vocab_size if tok else None, report)
+              for record in task.shards]
+    documents_by_source: Dict[int, int] = {}
+    for data in shards:
+        if data is not None:
+            ids, counts = np.unique(data.source_ids, return_counts=True)
+            for s, n in zip(ids.tolist(), counts.tolist()):
+                documents_by_source[s] = documents_by_source.get(s, 0) + n
+    result = UnitResult(report, documents_by_source)
+    if task.unit is None or not task.read_source or tok is None:
+        return result
+    if any(data is None for data in shards):
+        report.note("documents of shards that failed their structural checks were not compared")
+    _compare_documents(task, [d for d in shards if d is not None], manifest, tok, report, result)
+    return result
+
+
+def _compare_documents(task: UnitTask, shards: List[ShardData], manifest: Dict[str, Any], tok,
+                       report: VerifyReport, result: UnitResult) -> None:
+    from .readers import SkipCounter, read_unit
+
+    unit = task.unit
+    path = unit.source.path
+    options = manifest.get("options", {})
+    special = manifest.get("special_ids", {})
+    eos, bos = special.get("eos"), special.get("bos")
+    where = [(k, d) for k, data in enumerate(shards) for d in range(data.rows.shape[0])]
+    rows = np.concatenate([d.rows for d in shards]) if shards else np.zeros(0, np.int64)
+    sids = np.concatenate([d.source_ids for d in shards]) if shards else np.zeros(0, np.int64)
+    position_of: Dict[int, int] = {}
+    for i, (row, sid) in enumerate(zip(rows.tolist(), sids.tolist())):
+        k, d = where[i]
+        if sid != unit.source.source_id or row < unit.row_start or (unit.row_stop is not None and row >= unit.row_stop):
+            report.fail(Mismatch("provenance", path, row, f"document recorded as source {sid} row {row}, outside "
+                                 f"its unit {task.unit_id} (source {unit.source.source_id}, rows {unit.row_start}.."
+                                 f"{'' if unit.row_stop is None else unit.row_stop - 1})",
+                                 shard=shards[k].name, document=d))
+        elif row in position_of:
+            report.fail(Mismatch("provenance", path, row, "two documents record the same source row",
+                                 shard=shards[k].name, document=d))
+        else:
+            position_of[row] = i
+    selected = None if task.selected is None else set(task.selected.tolist())
+    skips = SkipCounter()
+    seen = set()
+    documents_read = 0
+    for batch in read_unit(unit, column=options.get("column", "text"), text_mode=options.get("text_mode", "line"),
+                           on_error=options.get("on_error", "raise"), skips=skips):
+        texts = batch.to_pylist()
+        batch_rows = batch.rows.tolist()
+        documents_read += len(texts)
+        picks = []
+        for j, row in enumerate(batch_rows):
+            i = position_of.get(row)
+            if i is None:
+                report.fail(Mismatch("documents", path, row, "the source row was read but no stored document "
+                                     "records it (missing from the shards)"))
+                continue
+            seen.add(row)
+            if selected is None or i in selected:
+                picks.append((j, i))
+        if not picks:
+            continue
+        chosen = [texts[j] for j, _ in picks]
+        encoded = tok.encode_batch(chosen)
+        for (j, i), text, expected in zip(picks, chosen, encoded):
+            k, d = where[i]
+            data = shards[k]
+            stored = np.asarray(data.tokens[data.doc_offsets[d]:data.doc_offsets[d + 1]])
+            where_kw = dict(shard=data.name, document=d)
+            inner = stored
+            if bos is not None:
+                if inner.size == 0 or int(inner[0]) != bos:
+                    report.fail(Mismatch("special tokens", path, batch_rows[j], f"document does not start with "
+                                         f"BOS {bos}: {stored[:4].tolist()}", **where_kw))
+                inner = inner[1:]
+            if eos is not None:
+                if inner.size == 0 or int(inner[-1]) != eos:
+                    report.fail(Mismatch("special tokens", path, batch_rows[j], f"document does not end with "
+                                         f"EOS {eos}: {stored[-4:].tolist()}", **where_kw))
+                inner = inner[:-1]
+            try:
+                decoded = tok.decode(inner)
+            except ValueError as exc:
+                decoded = f"<{type(exc).__name__}: {exc}>"
+            if decoded != text:
+                report.fail(Mismatch.of_texts("decoded documents", path, batch_rows[j], text, decoded,
+                                              message="stored tokens do not decode to the source row", **where_kw))
+            report.count("decoded documents", 1)
+            if not np.array_equal(inner, expected):
+                n = min(inner.size, expected.size)
+                diff = np.flatnonzero(inner[:n] != expected[:n])
+                at = int(diff[0]) if diff.size else n
+                report.fail(Mismatch("re-encoded documents", path, batch_rows[j],
+                                     f"re-encoding the source row differs from the stored tokens at token {at}: "
+                                     f"stored {inner[at:at + 6].tolist()}, re-encoded {expected[at:at + 6].tolist()} "
+                                     f"({inner.size} vs {expected.size} tokens)", **where_kw))
+            report.count("re-encoded documents", 1)
+            report.count("tokens", int(stored.size))
+    for row, i in position_of.items():
+        if row not in seen:
+            k, d = where[i]
+            report.fail(Mismatch("documents", path, row, "stored document's source row was not read from the "
+                                 "source (gone, or skipped now)", shard=shards[k].name, document=d))
+    result.documents_read = documents_read
+    result.skipped = dict(skips.counts)
+    result.rows_read = documents_read + skips.total
+
+
+# --------------------------------------------------------------------------- the directory
+
+def read_manifest(directory: str) -> Dict[str, Any]:
+    from .errors import ShardFormatError
+
+    path = os.path.join(directory, "MANIFEST.json")
+    if not os.path.isfile(path):
+        raise ShardFormatError(f"{directory}: no MANIFEST.json, so not a finished shard directory (finish the "
+                               "encode run, or `ube encode --finalize` it)")
+    try:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except ValueError as exc:
+        raise ShardFormatError(f"{path}: not valid JSON ({exc}); the manifest is damaged") from None
+    if manifest.get("format") != "ube-stream-shards" or manifest.get("version") != 1 \
+            or manifest.get("dtype", "uint32") != "uint32":
+        raise ShardFormatError(f"{path}: format {manifest.get('format')!r} version {manifest.get('version')!r} "
+                               f"dtype {manifest.get('dtype')!r}; expected 'ube-stream-shards' 1 'uint32'")
+    return manifest
+
+
+def _sources(manifest: Dict[str, Any], report: VerifyReport):
+    """``readers.Source`` of every MANIFEST source that still exists (by source id)."""
+    from . import readers
+
+    options = manifest.get("options", {})
+    found = {}
+    for record in manifest["sources"]:
+        path, sid = record["path"], int(record["source_id"])
+        report.count("sources", 1)
+        if not os.path.isfile(path):
+            report.fail(Mismatch("sources", path, "-", "source file is missing: its documents cannot be "
+                                 "compared (restore it at this path)"))
+            continue
+        source = readers.resolve_inputs([path], column=options.get("column", "text"),
+                                        text_mode=options.get("text_mode", "line"), format=record.get("format"),
+                                        on_error=options.get("on_error", "raise"))[0]
+        if record.get("size") is not None and source.size != int(record["size"]):
+            report.fail(Mismatch("sources", path, "-", f"source file is {source.size} bytes, MANIFEST recorded "
+                                 f"{record['size']}: it changed after encoding"))
+        found[sid] = dataclasses.replace(source, source_id=sid)
+    return found
+
+
+def _plan(manifest: Dict[str, Any], sources, sample: Optional[int], report: VerifyReport) -> List[UnitTask]:
+    from . import readers
+
+    unit_rows = manifest.get("options", {}).get("unit_rows") or readers.DEFAULT_UNIT_ROWS
+    units = {u.unit_id: u for u in readers.plan_units(list(sources.values()), unit_rows=unit_rows)}
+    by_unit: Dict[str, List[Dict[str, Any]]] = {}
+    for record in manifest.get("shards", []):
+        by_unit.setdefault(record.get("unit_id", ""), []).append(record)
+    unit_ids = sorted(set(units) | set(by_unit))
+    missing_source = {int(r["source_id"]) for r in manifest["sources"]} - set(sources)
+    selected: Dict[str, Optional[np.ndarray]] = {u: None for u in unit_ids}
+    total = int(sum(int(r["documents"]) for r in manifest.get("shards", [])))
+    if sample is not None and sample < total:
+        picks = np.sort(np.random.default_rng(0).choice(total, size=sample, replace=False))
+        start = 0
+        for u in unit_ids:
+            n = sum(int(r["documents"]) for r in by_unit.get(u, []))
+            local = picks[(picks >= start) & (picks < start + n)] - start
+            selected[u] = local if local.size else np.zeros(0, np.int64)
+            start += n
+        report.note(f"content compared for a sample of {sample} of {total} documents (seed 0); headers, "
+                    "checksums and MANIFEST accounting checked in full")
+    tasks = []
+    for u in unit_ids:
+        unit = units.get(u)
+        if unit is None and not any(u.startswith(f"{s:05d}-") for s in missing_source):
+            report.fail(Mismatch("unit plan", "-", "-", f"shards of unit {u} match no unit of the plan rebuilt "
+                                 f"from MANIFEST (unit_rows {unit_rows}); their documents are not compared"))
+        read = unit is not None and (selected[u] is None or selected[u].size > 0)
+        tasks.append(UnitTask(u, unit, sorted(by_unit.get(u, []), key=lambda r: r["name"]), selected[u], read))
+    return tasks
+
+
+def _check_accounting(manifest: Dict[str, Any], results: List[UnitResult], tasks: List[UnitTask],
+                      report: VerifyReport) -> None:
+    in_index: Dict[int, int] = {}
+    for result in results:
+        for s, n in result.documents_by_source.items():
+            in_index[s] = in_index.get(s, 0) + n
+    totals = {"documents": 0, "rows_read": 0}
+    for record in manifest["sources"]:
+        sid, path = int(record["source_id"]), record["path"]
+        documents, rows_read = int(record.get("documents", 0)), int(record.get("rows_read", 0))
+        skipped = {k: int(v) for k, v in record.get("skipped", {}).items()}
+        totals["documents"] += documents
+        totals["rows_read"] += rows_read
+        report.count("row accounting", 1)
+        if rows_read != documents + sum(skipped.values()):
+            report.fail(Mismatch("row accounting", path, "-", f"MANIFEST: rows_read {rows_read} != documents "
+                                 f"{documents} + skipped {sum(skipped.values())} {skipped}"))
+        if in_index.get(sid, 0) != documents:
+            report.fail(Mismatch("row accounting", path, "-", f"the shard indexes hold {in_index.get(sid, 0)} "
+                                 f"documents of this source, MANIFEST says {documents}"))
+        mine = [r for t, r in zip(tasks, results) if t.unit is not None and t.unit.source.source_id == sid]
+        if mine and all(t.read_source and t.selected is None for t, r in zip(tasks, results)
+                        if t.unit is not None and t.unit.source.source_id == sid) \
+                and all(r.rows_read is not None for r in mine):
+            read = sum(r.rows_read for r in mine)
+            docs = sum(r.documents_read for r in mine)
+            now_skipped: Dict[str, int] = {}
+            for r in mine:
+                for k, v in (r.skipped or {}).items():
+                    now_skipped[k] = now_skipped.get(k, 0) + v
+            if (read, docs, dict(sorted(now_skipped.items()))) != (rows_read, documents, dict(sorted(skipped.items()))):
+                report.fail(Mismatch("row accounting", path, "-", f"reading the source now gives {read} rows: "
+                                     f"{docs} documents, skipped {now_skipped}; MANIFEST recorded {rows_read} rows: "
+                                     f"{documents} documents, skipped {skipped}"))
+    recorded = manifest.get("totals", {})
+    shard_docs = sum(int(r["documents"]) for r in manifest.get("shards", []))
+    shard_tokens = sum(int(r["tokens"]) for r in manifest.get("shards", []))
+    for key, value in (("documents", totals["documents"]), ("rows_read", totals["rows_read"]),
+                       ("tokens", shard_tokens), ("shards", len(manifest.get("shards", [])))):
+        if key in recorded and int(recorded[key]) != value:
+            report.fail(Mismatch("row accounting", "MANIFEST.json", "totals", f"totals.{key} is {recorded[key]}, "
+                                 f"the sources/shards add up to {value}"))
+    if shard_docs != totals["documents"]:
+        report.fail(Mismatch("row accounting", "MANIFEST.json", "shards", f"shards hold {shard_docs} documents, "
+                             f"sources record {totals['documents']}"))
+
+
+def verify_shards(directory: str, *, tokenizer=None, workers: Optional[int] = None, sample: Optional[int] = None,
+                  show_progress: bool = True, max_examples: int = 10) -> VerifyReport:
+    from .errors import TokenizerFormatError
+    from .tokenizer import Tokenizer
+    from .verification import _default_workers, run_tasks
+
+    if sample is not None and sample < 0:
+        raise ValueError(f"sample must be a non-negative number of documents, got {sample}")
+    report = VerifyReport("shards", max_examples=max_examples)
+    manifest = read_manifest(directory)
+    fingerprint = manifest["tokenizer"]["fingerprint"]
+    tok_path = os.path.join(directory, manifest["tokenizer"].get("file", "tokenizer.json"))
+    tok = tokenizer
+    report.count("tokenizer", 1)
+    if tok is None:
+        try:
+            tok = Tokenizer.load(tok_path)
+        except TokenizerFormatError as exc:
+            report.fail(Mismatch("tokenizer", tok_path, "-", f"{exc}; the documents cannot be compared"))
+    if tok is not None:
+        if tok.fingerprint != fingerprint:
+            report.fail(Mismatch("tokenizer", tok_path if tokenizer is None else "<tokenizer argument>", "-",
+                                 f"tokenizer fingerprint {tok.fingerprint} differs from MANIFEST {fingerprint}: "
+                                 "not the tokenizer these shards were encoded with"))
+        options, special = manifest.get("options", {}), manifest.get("special_ids", {})
+        for role in ("eos", "bos"):
+            name = options.get(f"{role}_token")
+            if special.get(role) is not None and tok.special_tokens.get(name) != special[role]:
+                report.fail(Mismatch("tokenizer", tok_path, "-", f"MANIFEST {role} id {special[role]} ({name!r}) is "
+                                     f"{tok.special_tokens.get(name)} in this tokenizer"))
+    sources = _sources(manifest, report)
+    tasks = _plan(manifest, sources, sample, report)
+    weights = [sum(int(r["tokens"]) for r in t.shards) + 1 for t in tasks]
+    results = run_tasks(unit_task, tasks, (directory, manifest, tok, max_examples),
+                        workers=_default_workers(workers, len(tasks)), desc="verify shards",
+                        show_progress=show_progress, weights=weights, unit="tok")
+    for result in results:
+        report.merge(result.report)
+    _check_accounting(manifest, results, tasks, report)
+    return report
