@@ -165,7 +165,10 @@ def verify_corpus(inputs, tokenizer, *, column: str = "text", text_mode: str = "
         raise ValueError("verify_corpus needs a tokenizer (a Tokenizer or a tokenizer file)")
     sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error)
     units = readers.plan_units(sources, unit_rows=unit_rows or readers.DEFAULT_UNIT_ROWS)
-    weights = [max(1, u.source.size // max(1, len([v for v in units if v.source is u.source]))) for u in units]
+    from collections import Counter
+
+    per_source = Counter(u.source.source_id for u in units)
+    weights = [max(1, u.source.size // per_source[u.source.source_id]) for u in units]
     results = run_tasks(_corpus_unit, units, (tok, column, text_mode, on_error, max_examples),
                         workers=_default_workers(workers, len(units)), desc="verify corpus",
                         show_progress=show_progress, weights=weights, unit="B")
