@@ -239,6 +239,7 @@ def test_verify_shards_passes_and_counts(encoded, tok_path, capsys):
     assert report.checked["tokens"] == manifest["totals"]["tokens"]
     assert cli(["verify", "--shards", encoded, "--workers", "2", "-q"]) == 0
     assert "OK" in capsys.readouterr().out
+    assert report.checked["reader documents"] == manifest["totals"]["documents"]
     sampled = verify_shards(encoded, workers=1, sample=10, show_progress=False)
     assert sampled.ok and sampled.checked["decoded documents"] == 10
 
@@ -341,6 +342,32 @@ def test_row_accounting_is_checked(shard_copy):
     report = verify_shards(shard_copy, workers=1, show_progress=False)
     assert set(report.failed) == {"row accounting"}
     assert report.examples[0].source == manifest["sources"][0]["path"]
+
+
+def test_the_package_reader_is_checked_against_the_spec(encoded, monkeypatch):
+    from ube_stream.shards import TokenShards
+
+    real = TokenShards.source
+
+    def off_by_one(self, i):
+        path, row = real(self, i)
+        return path, row + (i == 3)
+
+    monkeypatch.setattr(TokenShards, "source", off_by_one)
+    report = verify_shards(encoded, workers=1, show_progress=False)
+    assert set(report.failed) == {"reader"} and report.failed["reader"] == 1
+
+
+def test_missing_source_is_reported(encoded, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(encoded, copy)
+    manifest = manifest_of(str(copy))
+    manifest["sources"][1]["path"] = str(tmp_path / "gone.txt")
+    write_manifest(str(copy), manifest)
+    report = verify_shards(str(copy), workers=1, show_progress=False)
+    assert "sources" in report.failed
+    assert any(m.source == str(tmp_path / "gone.txt") and "missing" in m.message for m in report.examples)
+    assert report.checked["decoded documents"] == manifest["sources"][0]["documents"]
 
 
 @pytest.mark.slow

@@ -57,6 +57,7 @@ class ShardData:
     doc_offsets: np.ndarray
     rows: np.ndarray
     source_ids: np.ndarray
+    first_doc: int = 0
 
 
 def check_shard(directory: str, record: Dict[str, Any], fingerprint: str, n_sources: int,
@@ -129,13 +130,15 @@ def check_shard(directory: str, record: Dict[str, Any], fingerprint: str, n_sour
     if vocab_size is not None and n_tokens and int(tokens.max()) >= vocab_size:
         at = int(np.flatnonzero(tokens >= vocab_size)[0])
         fail("tokens", f"token id {int(tokens[at])} at offset {at} is outside the vocabulary (0..{vocab_size - 1})")
-    return ShardData(name, tokens, doc_offsets, rows.astype(np.int64), source_ids.astype(np.int64))
+    return ShardData(name, tokens, doc_offsets, rows.astype(np.int64), source_ids.astype(np.int64),
+                     int(record.get("_first_doc", 0)))
 
 
 # --------------------------------------------------------------------------- one unit
 
 @dataclasses.dataclass
 class UnitTask:
+    directory: str
     unit_id: str
     unit: Any                      # readers.WorkUnit, or None when no source unit has this id
     shards: List[Dict[str, Any]]
@@ -199,6 +202,7 @@ def _compare_documents(task: UnitTask, shards: List[ShardData], manifest: Dict[s
         else:
             position_of[row] = i
     selected = None if task.selected is None else set(task.selected.tolist())
+    reader = _open_reader(task.directory, report)
     skips = SkipCounter()
     seen = set()
     documents_read = 0
@@ -255,6 +259,8 @@ def _compare_documents(task: UnitTask, shards: List[ShardData], manifest: Dict[s
                                      f"({inner.size} vs {expected.size} tokens)", **where_kw))
             report.count("re-encoded documents", 1)
             report.count("tokens", int(stored.size))
+            if reader is not None:
+                _check_reader(reader, data.first_doc + d, stored, inner, (path, batch_rows[j]), report, where_kw)
     for row, i in position_of.items():
         if row not in seen:
             k, d = where[i]
@@ -263,6 +269,34 @@ def _compare_documents(task: UnitTask, shards: List[ShardData], manifest: Dict[s
     result.documents_read = documents_read
     result.skipped = dict(skips.counts)
     result.rows_read = documents_read + skips.total
+
+
+def _open_reader(directory: str, report: VerifyReport):
+    """The package's own reader (``TokenShards``), to check it against the spec reading here."""
+    try:
+        from .shards import TokenShards
+    except ImportError:  # pragma: no cover - a build without the shard module
+        return None
+    try:
+        return TokenShards(directory, verify="none")
+    except ValueError as exc:
+        report.fail(Mismatch("reader", directory, "-", f"TokenShards cannot open the directory: {exc}"))
+        return None
+
+
+def _check_reader(reader, i: int, stored: np.ndarray, inner: np.ndarray, source, report: VerifyReport,
+                  where_kw) -> None:
+    """``TokenShards.doc / content_ids / source`` of document ``i`` agree with the spec reading."""
+    try:
+        found = (np.asarray(reader.doc(i)), np.asarray(reader.content_ids(i)), reader.source(i))
+    except (ValueError, IndexError, OSError) as exc:
+        found = (None, None, f"<{type(exc).__name__}: {exc}>")
+    if found[0] is None or not np.array_equal(found[0], stored) or not np.array_equal(found[1], inner) \
+            or tuple(found[2]) != tuple(source):
+        report.fail(Mismatch("reader", source[0], source[1], f"TokenShards document {i} differs from the index "
+                             f"read by the spec: source {found[2]}, tokens "
+                             f"{None if found[0] is None else found[0][:6].tolist()}", **where_kw))
+    report.count("reader documents", 1)
 
 
 # --------------------------------------------------------------------------- the directory
@@ -309,7 +343,7 @@ def _sources(manifest: Dict[str, Any], report: VerifyReport):
     return found
 
 
-def _plan(manifest: Dict[str, Any], sources, sample: Optional[int], report: VerifyReport) -> List[UnitTask]:
+def _plan(directory: str, manifest: Dict[str, Any], sources, sample: Optional[int], report: VerifyReport) -> List[UnitTask]:
     from . import readers
 
     unit_rows = manifest.get("options", {}).get("unit_rows") or readers.DEFAULT_UNIT_ROWS
@@ -331,6 +365,10 @@ def _plan(manifest: Dict[str, Any], sources, sample: Optional[int], report: Veri
             start += n
         report.note(f"content compared for a sample of {sample} of {total} documents (seed 0); headers, "
                     "checksums and MANIFEST accounting checked in full")
+    first = 0
+    for record in manifest.get("shards", []):  # global document index of each shard's first document
+        record["_first_doc"] = first
+        first += int(record["documents"])
     tasks = []
     for u in unit_ids:
         unit = units.get(u)
@@ -338,7 +376,7 @@ def _plan(manifest: Dict[str, Any], sources, sample: Optional[int], report: Veri
             report.fail(Mismatch("unit plan", "-", "-", f"shards of unit {u} match no unit of the plan rebuilt "
                                  f"from MANIFEST (unit_rows {unit_rows}); their documents are not compared"))
         read = unit is not None and (selected[u] is None or selected[u].size > 0)
-        tasks.append(UnitTask(u, unit, sorted(by_unit.get(u, []), key=lambda r: r["name"]), selected[u], read))
+        tasks.append(UnitTask(directory, u, unit, sorted(by_unit.get(u, []), key=lambda r: r["name"]), selected[u], read))
     return tasks
 
 
@@ -420,7 +458,7 @@ def verify_shards(directory: str, *, tokenizer=None, workers: Optional[int] = No
                 report.fail(Mismatch("tokenizer", tok_path, "-", f"MANIFEST {role} id {special[role]} ({name!r}) is "
                                      f"{tok.special_tokens.get(name)} in this tokenizer"))
     sources = _sources(manifest, report)
-    tasks = _plan(manifest, sources, sample, report)
+    tasks = _plan(directory, manifest, sources, sample, report)
     weights = [sum(int(r["tokens"]) for r in t.shards) + 1 for t in tasks]
     results = run_tasks(unit_task, tasks, (directory, manifest, tok, max_examples),
                         workers=_default_workers(workers, len(tasks)), desc="verify shards",
