@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
 
-import numpy as np
 
 from ._verify_report import Mismatch, VerifyReport, first_difference
 
