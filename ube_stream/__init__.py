@@ -30,6 +30,9 @@ _EXPORTS = {
     "export_megatron": "megatron",
     "encode_corpus": "shards",
     "TokenShards": "shards",
+    "verify_unicode": "verification",
+    "verify_corpus": "verification",
+    "verify_shards": "verification",
     "evaluate": "evaluation",
     "token_premiums": "metrics",
     "gini": "metrics",
@@ -61,6 +64,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .loader import TokenDataset, torch_dataset
     from .megatron import export_megatron
     from .evaluation import evaluate
+    from .verification import verify_corpus, verify_shards, verify_unicode
     from .shards import TokenShards, encode_corpus
     from .metrics import gini, language_key, token_premiums
     from .sample import sample_paths

@@ -126,10 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="tokenizer file to write (JSON)")
     p.set_defaults(func=_cmd_train)
 
-    from . import _cli_codec, _cli_eval, _cli_loader, _cli_shards
+    from . import _cli_codec, _cli_eval, _cli_loader, _cli_shards, _cli_verify
 
     _cli_codec.register(sub)
     _cli_shards.register(sub)
+    _cli_verify.register(sub)
     _cli_eval.register(sub)
     _cli_loader.register(sub)
     return parser
