@@ -60,6 +60,25 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .pipeline import run_demo
+
+    result = run_demo(args.out, vocab_size=args.vocab_size, workers=args.workers, plot=not args.no_plot,
+                      show_progress=not args.quiet)
+    text = result.table_text
+    if args.max_rows is not None:
+        from ._eval_output import format_table
+
+        text = format_table(result.table, max_rows=args.max_rows)
+    sys.stdout.write(text)
+    timing = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
+    print(f"\nwrote {', '.join(result.outputs)}; tokenizers and shards in {result.out_dir}/ ({timing})")
+    if not result.ok:
+        print("ube demo: shard verification FAILED (see above)", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _size(text: str) -> int:
     """Parse a byte size: 1000000, 1e9, 500MB, 1GiB, 2G."""
     units = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "KIB": 2**10, "M": 10**6, "MB": 10**6, "MIB": 2**20,
@@ -125,6 +144,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="directory for intermediate count tables (on a multi-node Ray cluster: shared storage)")
     p.add_argument("-o", "--output", required=True, help="tokenizer file to write (JSON)")
     p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("demo", help="the whole job on the bundled sample: train ube/utf8/utf16, encode to shards, "
+                                    "verify, evaluate on ~350 languages, print the table, write the plot")
+    p.add_argument("--out", default="ube-demo", help="output directory (default: ube-demo)")
+    p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG plot (needs matplotlib)")
+    p.add_argument("--max-rows", type=int, default=40, help="language rows shown in the table (default 40)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_cmd_demo)
 
     from . import _cli_codec, _cli_eval, _cli_loader, _cli_shards, _cli_verify
 
