@@ -58,25 +58,34 @@ ctypedef pair[int64_t, uint64_t] heap_entry_t   # (count, ~pair_key): max-heap o
 PROGRESS_EVERY = 2048
 
 cdef enum:
-    MIN_TABLE_BITS = 10
+    MIN_TABLE_BITS = 12
     # word-list blocks of 2**c int32 come from slabs for c < BIG_CLASS, from malloc above
-    BIG_CLASS = 14
+    BIG_CLASS = 6
     SLAB_BYTES = 1 << 20
+    PAIR_CHUNK_BITS = 15
+    # a forgotten pair keeps a word-list block of up to this many entries for the next pair
+    KEEP_BLOCK = 32
 
-cdef uint64_t EMPTY_KEY = 0xFFFFFFFFFFFFFFFFULL     # no pair packs to this (ids are >= 0)
-cdef uint64_t GOLDEN = 0x9E3779B97F4A7C15ULL
+
+cdef struct Word:
+    int64_t count
+    int64_t start       # of its symbols in ``symbols``
+    int32_t length      # in symbols (tokens), shrinks as merges apply
+    int32_t stamp       # last merge step that rewrote the word
+
+
+cdef struct Pair:
+    uint64_t key        # (left << 32) | right
+    int64_t count       # weighted occurrences over all words
+    int32_t* words      # indices of the words that may hold it (a block of ``cap``)
+    int32_t n_words
+    int32_t cap         # 0: no block yet; a power of two below 2**BIG_CLASS
+    int32_t stamp       # last merge step whose count rise was recorded
 
 
 cdef struct PairSlot:
-    uint64_t key        # EMPTY_KEY: empty slot
-    int32_t index
-
-
-cdef struct WordList:
-    int32_t* data
-    int32_t size
-    int32_t cap         # > 0: a pool block of cap (a power of two) entries;
-                        # <= 0: a slice of the first-lists array with room for -cap
+    uint32_t tag        # the pair's hash; its top bits give the home slot
+    int32_t index       # into ``pairs``; -1: empty slot
 
 
 cdef struct ExpansionSlot:
@@ -88,8 +97,12 @@ cdef inline uint64_t pack_pair(int32_t left, int32_t right) noexcept nogil:
     return (<uint64_t>(<uint32_t>left) << 32) | <uint64_t>(<uint32_t>right)
 
 
-cdef inline uint64_t slot_of(uint64_t key, int shift) noexcept nogil:
-    return (key * GOLDEN) >> shift
+cdef inline uint32_t pair_tag(uint64_t key) noexcept nogil:
+    """32-bit hash of a pair key (two multiply-xorshift rounds)."""
+    cdef uint64_t h = key * 0x9E3779B97F4A7C15ULL
+    h ^= h >> 32
+    h *= 0xD6E8FEB86659FD93ULL
+    return <uint32_t>(h >> 32)
 
 
 cdef inline uint64_t hash_ids(const int32_t* ids, int64_t n) noexcept nogil:
@@ -99,7 +112,7 @@ cdef inline uint64_t hash_ids(const int32_t* ids, int64_t n) noexcept nogil:
     for k in range(n):
         h = (h ^ <uint32_t>ids[k]) * 0x100000001B3ULL
     h ^= h >> 32
-    h *= GOLDEN
+    h *= 0x9E3779B97F4A7C15ULL
     h ^= h >> 29
     return h
 
@@ -122,28 +135,23 @@ cdef class _MergeState:
     """All training state; methods run without the GIL."""
     # words (only those with >= 2 symbols), rewritten in place
     cdef vector[int32_t] symbols
-    cdef vector[int64_t] word_start
-    cdef vector[int32_t] word_len
-    cdef vector[int64_t] word_count
-    cdef vector[int32_t] word_stamp       # last merge step that rewrote the word
-    # pair -> dense index: open addressing, at most half full
+    cdef vector[Word] words
+    # pairs by dense index, in chunks that never move (no copy, no hole when they grow),
+    # and pair key -> index: open addressing, at most half full
+    cdef vector[Pair*] pair_chunks
+    cdef int32_t n_pairs
     cdef PairSlot* table
-    cdef uint64_t table_mask
-    cdef int table_shift
+    cdef uint32_t table_mask
+    cdef int table_shift                  # home slot = tag >> table_shift
     cdef int64_t table_used
-    # pairs by dense index
-    cdef vector[uint64_t] pair_key
-    cdef vector[int64_t] pair_count
-    cdef vector[int32_t] pair_stamp       # last merge step whose count rise was recorded
-    cdef vector[WordList] pair_words
     cdef vector[int32_t] risen            # pairs whose count rose during this step
     cdef vector[int32_t] free_slots       # indices of pairs whose count fell to zero
     cdef vector[heap_entry_t] heap
-    cdef int32_t merging                  # index of the pair being merged (kept alive until the step ends)
-    cdef WordList detached                # its word list, while its words are rewritten
-    # word-list storage
-    cdef int32_t* first_lists             # the first lists, back to back
-    cdef void* free_blocks[32]            # per size class: freed blocks, linked through their first bytes
+    cdef int32_t merging                  # the pair being merged (kept alive until the step ends)
+    cdef int32_t* detached                # its word list, while its words are rewritten
+    cdef int32_t detached_cap
+    # word-list storage: power-of-two blocks, small ones from slabs with a free list per size
+    cdef void* free_blocks[32]            # freed blocks, linked through their first bytes
     cdef char* bump
     cdef char* bump_end
     cdef vector[void*] slabs
@@ -164,38 +172,41 @@ cdef class _MergeState:
 
     def __cinit__(self):
         self.table = NULL
-        self.first_lists = NULL
         self.bump = NULL
         self.bump_end = NULL
         self.merging = -1
-        self.detached.data = NULL
-        self.detached.size = 0
-        self.detached.cap = 0
+        self.detached = NULL
+        self.detached_cap = 0
+        self.n_pairs = 0
         cdef int c
         for c in range(32):
             self.free_blocks[c] = NULL
 
     def __dealloc__(self):
         cdef size_t k
-        for k in range(self.pair_words.size()):
-            self.release(&self.pair_words[k])
-        self.release(&self.detached)
+        cdef int32_t index
+        for index in range(self.n_pairs):
+            self.block_free(self.pair(index).words, self.pair(index).cap)
+        for k in range(self.pair_chunks.size()):
+            free(self.pair_chunks[k])
+        self.block_free(self.detached, self.detached_cap)
         for k in range(self.slabs.size()):
             free(self.slabs[k])
-        free(self.first_lists)
         free(self.table)
 
     # ------------------------------------------------------------- word-list blocks
 
-    cdef int32_t* block_alloc(self, int c) except NULL nogil:
-        """A block of 2**c int32 entries."""
-        cdef size_t nbytes = sizeof(int32_t) << c
+    cdef int32_t* block_alloc(self, int64_t cap) except NULL nogil:
+        """A block of ``cap`` int32 entries (a power of two below 2**BIG_CLASS)."""
+        cdef size_t nbytes = sizeof(int32_t) * <size_t>cap
+        cdef int c
         cdef void* block
-        if c >= BIG_CLASS:
+        if cap >= (1 << BIG_CLASS):
             block = malloc(nbytes)
             if block == NULL:
                 raise_memory_error(nbytes)
             return <int32_t*>block
+        c = size_class(cap)
         block = self.free_blocks[c]
         if block != NULL:
             self.free_blocks[c] = (<void**>block)[0]
@@ -211,69 +222,76 @@ cdef class _MergeState:
         self.bump += nbytes
         return <int32_t*>block
 
-    cdef inline void block_free(self, int32_t* block, int c) noexcept nogil:
-        if c >= BIG_CLASS:
+    cdef inline void block_free(self, int32_t* block, int64_t cap) noexcept nogil:
+        cdef int c
+        if cap == 0:
+            return
+        if cap >= (1 << BIG_CLASS):
             free(block)
         else:
+            c = size_class(cap)
             (<void**>block)[0] = self.free_blocks[c]
             self.free_blocks[c] = block
 
-    cdef inline void release(self, WordList* words) noexcept nogil:
-        if words.cap > 0:
-            self.block_free(words.data, size_class(words.cap))
-        words.data = NULL
-        words.size = 0
-        words.cap = 0
-
-    cdef int grow(self, WordList* words) except -1 nogil:
-        cdef int64_t room = words.cap if words.cap > 0 else -words.cap
-        cdef int c = size_class(room + 1)
-        cdef int32_t* block = self.block_alloc(c)
-        if words.size:
-            memcpy(block, words.data, words.size * sizeof(int32_t))
-        if words.cap > 0:
-            self.block_free(words.data, size_class(words.cap))
-        words.data = block
-        words.cap = <int32_t>1 << c
-        return 0
-
-    cdef inline int append_word(self, WordList* words, int32_t word) except -1 nogil:
-        if words.size and words.data[words.size - 1] == word:
-            return 0
-        if words.size == (words.cap if words.cap > 0 else -words.cap):
-            self.grow(words)
-        words.data[words.size] = word
-        words.size += 1
+    cdef int grow(self, Pair* pair) except -1 nogil:
+        """Room for at least one more word in the pair's list."""
+        cdef int64_t cap = <int64_t>1 << size_class(pair.cap + 1)
+        cdef int32_t* block = self.block_alloc(cap)
+        if pair.n_words:
+            memcpy(block, pair.words, pair.n_words * sizeof(int32_t))
+        self.block_free(pair.words, pair.cap)
+        pair.words = block
+        pair.cap = <int32_t>cap
         return 0
 
     # ------------------------------------------------------------- pair table
 
-    cdef int table_init(self, int64_t expected) except -1 nogil:
-        cdef int bits = MIN_TABLE_BITS
-        cdef size_t k, n
-        while (<int64_t>1 << bits) < 2 * expected:
-            bits += 1
-        n = <size_t>1 << bits
-        self.table = <PairSlot*>malloc(n * sizeof(PairSlot))
-        if self.table == NULL:
+    cdef inline Pair* pair(self, int32_t index) noexcept nogil:
+        return self.pair_chunks[index >> PAIR_CHUNK_BITS] + (index & ((1 << PAIR_CHUNK_BITS) - 1))
+
+    cdef int32_t new_pair(self) except -1 nogil:
+        """The index of a new pair (no words, no block)."""
+        cdef void* chunk
+        cdef Pair* pair
+        if self.n_pairs == 0x7FFFFFFF:
+            raise_memory_error(<size_t>-1)
+        if (self.n_pairs & ((1 << PAIR_CHUNK_BITS) - 1)) == 0:
+            chunk = malloc(sizeof(Pair) << PAIR_CHUNK_BITS)
+            if chunk == NULL:
+                raise_memory_error(sizeof(Pair) << PAIR_CHUNK_BITS)
+            self.pair_chunks.push_back(<Pair*>chunk)
+        pair = self.pair(self.n_pairs)
+        pair.words = NULL
+        pair.cap = 0
+        self.n_pairs += 1
+        return self.n_pairs - 1
+
+    cdef int table_alloc(self, int bits) except -1 nogil:
+        """Point ``table`` at 2**bits empty slots (the caller keeps the old ones)."""
+        cdef size_t k, n = <size_t>1 << bits
+        cdef PairSlot* table = <PairSlot*>malloc(n * sizeof(PairSlot))
+        if table == NULL:
             raise_memory_error(n * sizeof(PairSlot))
         for k in range(n):
-            self.table[k].key = EMPTY_KEY
-        self.table_mask = n - 1
-        self.table_shift = 64 - bits
+            table[k].index = -1
+        self.table = table
+        self.table_mask = <uint32_t>(n - 1)
+        self.table_shift = 32 - bits
         self.table_used = 0
         return 0
 
     cdef int table_grow(self) except -1 nogil:
+        """Twice as many slots (the tags give each entry's new home)."""
         cdef PairSlot* old = self.table
-        cdef size_t k, n_old = self.table_mask + 1
-        cdef uint64_t i
-        self.table = NULL
-        self.table_init(<int64_t>n_old)     # twice as many slots
+        cdef size_t k, n_old = <size_t>self.table_mask + 1
+        cdef uint32_t i
+        if self.table_shift == 0:
+            raise_memory_error(n_old * 2 * sizeof(PairSlot))
+        self.table_alloc(32 - self.table_shift + 1)    # on failure the old table stays
         for k in range(n_old):
-            if old[k].key != EMPTY_KEY:
-                i = slot_of(old[k].key, self.table_shift)
-                while self.table[i].key != EMPTY_KEY:
+            if old[k].index >= 0:
+                i = old[k].tag >> self.table_shift
+                while self.table[i].index >= 0:
                     i = (i + 1) & self.table_mask
                 self.table[i] = old[k]
                 self.table_used += 1
@@ -282,68 +300,80 @@ cdef class _MergeState:
 
     cdef inline int32_t table_find(self, uint64_t key) noexcept nogil:
         """The index of pair ``key``, or -1."""
-        cdef uint64_t i = slot_of(key, self.table_shift)
+        cdef uint32_t tag = pair_tag(key)
+        cdef uint32_t i = tag >> self.table_shift
+        cdef int32_t index
         while True:
-            if self.table[i].key == key:
-                return self.table[i].index
-            if self.table[i].key == EMPTY_KEY:
+            index = self.table[i].index
+            if index < 0:
                 return -1
+            if self.table[i].tag == tag and self.pair(index).key == key:
+                return index
             i = (i + 1) & self.table_mask
 
-    cdef void table_erase(self, uint64_t key) noexcept nogil:
-        """Remove ``key`` (present) and shift later entries of its run back."""
-        cdef uint64_t mask = self.table_mask
-        cdef uint64_t i = slot_of(key, self.table_shift), j, home
-        while self.table[i].key != key:
+    cdef void table_erase(self, int32_t index) noexcept nogil:
+        """Remove pair ``index`` (present) and shift later entries of its run back."""
+        cdef uint32_t mask = self.table_mask
+        cdef uint32_t i = pair_tag(self.pair(index).key) >> self.table_shift, j, home
+        while self.table[i].index != index:
             i = (i + 1) & mask
         j = i
         while True:
             j = (j + 1) & mask
-            if self.table[j].key == EMPTY_KEY:
+            if self.table[j].index < 0:
                 break
-            home = slot_of(self.table[j].key, self.table_shift)
+            home = self.table[j].tag >> self.table_shift
             # the entry at j may move to i when i lies on its probe path home..j
             if ((j - i) & mask) <= ((j - home) & mask):
                 self.table[i] = self.table[j]
                 i = j
-        self.table[i].key = EMPTY_KEY
+        self.table[i].index = -1
         self.table_used -= 1
 
     cdef int32_t find_or_add_pair(self, uint64_t key) except -1 nogil:
         """The index of pair ``key``, tracking it (count 0, no words) if new."""
-        cdef uint64_t i
+        cdef uint32_t tag = pair_tag(key)
+        cdef uint32_t i = tag >> self.table_shift
         cdef int32_t index
-        if 2 * (self.table_used + 1) > <int64_t>(self.table_mask + 1):
-            self.table_grow()
-        i = slot_of(key, self.table_shift)
+        cdef Pair* pair
         while True:
-            if self.table[i].key == key:
-                return self.table[i].index
-            if self.table[i].key == EMPTY_KEY:
+            index = self.table[i].index
+            if index < 0:
                 break
+            if self.table[i].tag == tag and self.pair(index).key == key:
+                return index
             i = (i + 1) & self.table_mask
+        if 2 * (self.table_used + 1) > <int64_t>self.table_mask + 1:
+            self.table_grow()
+            i = tag >> self.table_shift
+            while self.table[i].index >= 0:
+                i = (i + 1) & self.table_mask
         if not self.free_slots.empty():
             index = self.free_slots.back()
             self.free_slots.pop_back()
-            self.pair_key[index] = key
-            self.pair_count[index] = 0
-            self.pair_stamp[index] = -1
         else:
-            index = <int32_t>self.pair_key.size()
-            self.pair_key.push_back(key)
-            self.pair_count.push_back(0)
-            self.pair_stamp.push_back(-1)
-            self.pair_words.push_back(WordList(NULL, 0, 0))
-        self.table[i].key = key
+            index = self.new_pair()
+        pair = self.pair(index)
+        pair.key = key
+        pair.count = 0
+        pair.n_words = 0
+        pair.stamp = -1
+        self.table[i].tag = tag
         self.table[i].index = index
         self.table_used += 1
         return index
 
     cdef void forget_pair(self, int32_t index) noexcept nogil:
         """The pair's count fell to zero: no word holds it any more (its heap
-        entries are dropped when popped)."""
-        self.table_erase(self.pair_key[index])
-        self.release(&self.pair_words[index])
+        entries are dropped when popped).  A small block stays for the next
+        pair that takes the index."""
+        cdef Pair* pair = self.pair(index)
+        self.table_erase(index)
+        pair.n_words = 0
+        if pair.cap > KEEP_BLOCK:
+            self.block_free(pair.words, pair.cap)
+            pair.words = NULL
+            pair.cap = 0
         self.free_slots.push_back(index)
 
     # ------------------------------------------------------------- counts
@@ -354,13 +384,19 @@ cdef class _MergeState:
     cdef inline int add(self, int32_t left, int32_t right, int64_t amount, int32_t word) except -1 nogil:
         """Count ``amount`` more of pair (left, right), found in ``word``."""
         cdef int32_t index
+        cdef Pair* pair
         if not self.allowed(left, right):
             return 0
         index = self.find_or_add_pair(pack_pair(left, right))
-        self.pair_count[index] += amount
-        self.append_word(&self.pair_words[index], word)
-        if self.pair_stamp[index] != self.step:
-            self.pair_stamp[index] = self.step
+        pair = self.pair(index)
+        pair.count += amount
+        if pair.n_words == 0 or pair.words[pair.n_words - 1] != word:
+            if pair.n_words == pair.cap:
+                self.grow(pair)
+            pair.words[pair.n_words] = word
+            pair.n_words += 1
+        if pair.stamp != self.step:
+            pair.stamp = self.step
             self.risen.push_back(index)
         return 0
 
@@ -370,8 +406,8 @@ cdef class _MergeState:
         if not self.allowed(left, right):
             return 0
         index = self.table_find(pack_pair(left, right))
-        self.pair_count[index] -= amount
-        if self.pair_count[index] == 0 and index != self.merging:
+        self.pair(index).count -= amount
+        if self.pair(index).count == 0 and index != self.merging:
             self.forget_pair(index)
         return 0
 
@@ -379,9 +415,9 @@ cdef class _MergeState:
         cdef int32_t index
         cdef int64_t count
         for index in self.risen:
-            count = self.pair_count[index]
+            count = self.pair(index).count
             if count >= self.threshold:
-                self.heap.push_back(heap_entry_t(count, ~self.pair_key[index]))
+                self.heap.push_back(heap_entry_t(count, ~self.pair(index).key))
                 push_heap(self.heap.begin(), self.heap.end())
         self.risen.clear()
         return 0
@@ -392,9 +428,10 @@ cdef class _MergeState:
                           int32_t result) except -1 nogil:
         """Merge every non-overlapping (left, right) of ``word``, left to right,
         and move the counts of the pairs that touch a merged occurrence."""
-        cdef int32_t* sym = self.symbols.data() + self.word_start[word]
-        cdef int32_t n = self.word_len[word]
-        cdef int64_t amount = self.word_count[word]
+        cdef Word* w = &self.words[word]
+        cdef int32_t* sym = self.symbols.data() + w.start
+        cdef int32_t n = w.length
+        cdef int64_t amount = w.count
         cdef int32_t i = 0, j, x
         cdef int32_t last_right = -2    # original index of the last merged occurrence's right
         cdef bint out_merged = False    # the last symbol written is a merge of this step
@@ -428,8 +465,8 @@ cdef class _MergeState:
                 out_merged = False
                 i += 1
             j += 1
-        self.pair_count[self.merging] -= merged * amount
-        self.word_len[word] = j
+        self.pair(self.merging).count -= merged * amount
+        self.words[word].length = j
         return 0
 
     cdef int32_t token_of(self, int32_t left, int32_t right) except -1 nogil:
@@ -487,7 +524,7 @@ cdef class _MergeState:
         """Do the next merge; return 1, or 0 when training is over."""
         cdef heap_entry_t top
         cdef uint64_t key
-        cdef int32_t index, left, right, result, word
+        cdef int32_t index, left, right, result, word, n_words
         cdef int64_t count
         cdef int32_t k
         if self.n_vocab >= self.max_vocab:
@@ -500,7 +537,7 @@ cdef class _MergeState:
             index = self.table_find(key)
             if index < 0:
                 continue  # the pair died out
-            count = self.pair_count[index]
+            count = self.pair(index).count
             if top.first != count:
                 if top.first > count and count >= self.threshold:
                     self.heap.push_back(heap_entry_t(count, top.second))
@@ -517,18 +554,24 @@ cdef class _MergeState:
             # the step ends (no new pair can take it meanwhile), and no rewrite adds
             # it back: ``result`` is longer than ``left``, so it is neither side
             self.merging = index
-            self.detached = self.pair_words[index]
-            self.pair_words[index] = WordList(NULL, 0, 0)
-            for k in range(self.detached.size):
-                word = self.detached.data[k]
-                if self.word_stamp[word] != self.step:
-                    self.word_stamp[word] = self.step
+            self.detached = self.pair(index).words
+            self.detached_cap = self.pair(index).cap
+            n_words = self.pair(index).n_words
+            self.pair(index).words = NULL
+            self.pair(index).cap = 0
+            self.pair(index).n_words = 0
+            for k in range(n_words):
+                word = self.detached[k]
+                if self.words[word].stamp != self.step:
+                    self.words[word].stamp = self.step
                     self.rewrite_word(word, left, right, result)
-            self.release(&self.detached)
+            self.block_free(self.detached, self.detached_cap)
+            self.detached = NULL
+            self.detached_cap = 0
             self.merging = -1
             # every occurrence is merged (a run of ``left == right`` leaves at most
             # a single ``left`` behind), so the pair's count is now zero
-            if self.pair_count[index] == 0:
+            if self.pair(index).count == 0:
                 self.forget_pair(index)
             self.push_risen()
             return 1
@@ -548,83 +591,87 @@ cdef class _MergeState:
         """Copy the words that hold a pair, count their pairs, build the first
         word lists (two passes: sizes, then entries) and the first heap."""
         cdef Py_ssize_t k, n_words = word_counts.shape[0]
-        cdef int64_t start, end, offset, n_kept = 0
-        cdef int32_t word, index, n_pairs
+        cdef int64_t start, end, offset, n_kept = 0, n_words_kept = 0
+        cdef int32_t word, index, n_pairs, size
         cdef int32_t* pair_at
         cdef int32_t* sym
-        cdef int64_t amount, total = 0
-        cdef WordList* words
+        cdef int64_t amount
+        cdef Word* w
+        cdef Pair* pair
         for k in range(n_words):
             if word_offsets[k + 1] - word_offsets[k] >= 2:
                 n_kept += word_offsets[k + 1] - word_offsets[k]
-        self.symbols.reserve(<size_t>n_kept)
+                n_words_kept += 1
+        self.symbols.resize(<size_t>n_kept)
+        self.words.resize(<size_t>n_words_kept)
+        sym = self.symbols.data()
+        n_kept = 0
+        word = 0
         for k in range(n_words):
             start = word_offsets[k]
             end = word_offsets[k + 1]
             if end - start < 2:
                 continue
-            self.word_start.push_back(<int64_t>self.symbols.size())
-            self.word_len.push_back(<int32_t>(end - start))
-            self.word_count.push_back(word_counts[k])
+            w = &self.words[word]
+            w.count = word_counts[k]
+            w.start = n_kept
+            w.length = <int32_t>(end - start)
+            w.stamp = 0
             for offset in range(start, end):
-                self.symbols.push_back(symbols[offset])
-        self.word_stamp.assign(self.word_len.size(), 0)
+                sym[n_kept] = symbols[offset]
+                n_kept += 1
+            word += 1
         self.expansion_table.resize(1024, ExpansionSlot(0, -1))
         self.expansion_start.push_back(0)
-        self.table_init(n_kept // 16 + 1)
+        self.table_alloc(MIN_TABLE_BITS)
 
-        # pass 1: pair of each position (-1: too long to track), counts, list sizes
-        # (kept in .size for now)
+        # pass 1: the pair of each position (-1: too long to track), counts, and
+        # list sizes (kept in .cap for now)
         pair_at = <int32_t*>malloc(max(n_kept, 1) * sizeof(int32_t))
         if pair_at == NULL:
             raise_memory_error(n_kept * sizeof(int32_t))
-        sym = self.symbols.data()
-        for word in range(<int32_t>self.word_len.size()):
-            start = self.word_start[word]
-            end = start + self.word_len[word] - 1
-            amount = self.word_count[word]
-            for offset in range(start, end):
-                if not self.allowed(sym[offset], sym[offset + 1]):
-                    pair_at[offset] = -1
-                    continue
-                index = self.find_or_add_pair(pack_pair(sym[offset], sym[offset + 1]))
-                pair_at[offset] = index
-                self.pair_count[index] += amount
-                if self.pair_stamp[index] != word:      # first time in this word
-                    self.pair_stamp[index] = word
-                    self.pair_words[index].size += 1
-        # pass 2: slice one array into the lists, then fill them
-        n_pairs = <int32_t>self.pair_key.size()
-        for index in range(n_pairs):
-            total += self.pair_words[index].size
-        self.first_lists = <int32_t*>malloc(max(total, 1) * sizeof(int32_t))
-        if self.first_lists == NULL:
+        try:
+            for word in range(<int32_t>n_words_kept):
+                w = &self.words[word]
+                amount = w.count
+                for offset in range(w.start, w.start + w.length - 1):
+                    if not self.allowed(sym[offset], sym[offset + 1]):
+                        pair_at[offset] = -1
+                        continue
+                    index = self.find_or_add_pair(pack_pair(sym[offset], sym[offset + 1]))
+                    pair_at[offset] = index
+                    pair = self.pair(index)
+                    pair.count += amount
+                    if pair.stamp != word:      # first time in this word
+                        pair.stamp = word
+                        pair.cap += 1
+            # pass 2: a block per list, then the entries
+            n_pairs = self.n_pairs
+            for index in range(n_pairs):
+                pair = self.pair(index)
+                size = pair.cap
+                pair.cap = 0
+                pair.stamp = -1
+                if size < (1 << BIG_CLASS):
+                    size = <int32_t>1 << size_class(size)
+                pair.words = self.block_alloc(size)
+                pair.cap = size
+            for word in range(<int32_t>n_words_kept):
+                w = &self.words[word]
+                for offset in range(w.start, w.start + w.length - 1):
+                    index = pair_at[offset]
+                    if index >= 0:
+                        pair = self.pair(index)
+                        if pair.n_words == 0 or pair.words[pair.n_words - 1] != word:
+                            pair.words[pair.n_words] = word
+                            pair.n_words += 1
+        finally:
             free(pair_at)
-            raise_memory_error(total * sizeof(int32_t))
-        total = 0
-        for index in range(n_pairs):
-            words = &self.pair_words[index]
-            words.data = self.first_lists + total
-            words.cap = -words.size
-            total += words.size
-            words.size = 0
-            self.pair_stamp[index] = -1
-        for word in range(<int32_t>self.word_len.size()):
-            start = self.word_start[word]
-            end = start + self.word_len[word] - 1
-            for offset in range(start, end):
-                index = pair_at[offset]
-                if index >= 0:
-                    words = &self.pair_words[index]
-                    if words.size == 0 or words.data[words.size - 1] != word:
-                        words.data[words.size] = word
-                        words.size += 1
-        free(pair_at)
         # the first heap, built at once
         self.heap.reserve(<size_t>n_pairs)
         for index in range(n_pairs):
-            if self.pair_count[index] >= self.threshold:
-                self.heap.push_back(heap_entry_t(self.pair_count[index], ~self.pair_key[index]))
+            if self.pair(index).count >= self.threshold:
+                self.heap.push_back(heap_entry_t(self.pair(index).count, ~self.pair(index).key))
         make_heap(self.heap.begin(), self.heap.end())
         return 0
 
