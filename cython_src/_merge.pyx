@@ -52,6 +52,16 @@ from libcpp.vector cimport vector
 
 import numpy as np
 
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define UBE_PREFETCH(p) __builtin_prefetch((const void*)(p))
+    #else
+    #define UBE_PREFETCH(p) ((void)0)
+    #endif
+    """
+    void prefetch "UBE_PREFETCH"(const void* p) noexcept nogil
+
 ctypedef pair[int64_t, uint64_t] heap_entry_t   # (count, ~pair_key): max-heap order
 
 # merges between two progress() calls
@@ -63,6 +73,8 @@ cdef enum:
     BIG_CLASS = 6
     SLAB_BYTES = 1 << 20
     PAIR_CHUNK_BITS = 15
+    # words fetched ahead while rewriting a pair's words
+    PREFETCH_AHEAD = 8
     # a forgotten pair keeps a word-list block of up to this many entries for the next pair
     KEEP_BLOCK = 32
 
@@ -561,6 +573,11 @@ cdef class _MergeState:
             self.pair(index).cap = 0
             self.pair(index).n_words = 0
             for k in range(n_words):
+                # the words are scattered: fetch ahead, the record first, then its symbols
+                if k + 2 * PREFETCH_AHEAD < n_words:
+                    prefetch(&self.words[self.detached[k + 2 * PREFETCH_AHEAD]])
+                if k + PREFETCH_AHEAD < n_words:
+                    prefetch(self.symbols.data() + self.words[self.detached[k + PREFETCH_AHEAD]].start)
                 word = self.detached[k]
                 if self.words[word].stamp != self.step:
                     self.words[word].stamp = self.step
