@@ -50,9 +50,21 @@ cdef extern from *:
         int64_t count;    /* 0 = empty slot */
     };
 
-    /* Sort entries by their key bytes: lexicographic, a proper prefix first. */
+    /* Sort entries by their key bytes: lexicographic, a proper prefix first.
+       The entries are the caller's copies: their hash field is overwritten with
+       the key's first 8 bytes read big-endian (zero-padded), so most comparisons
+       are one integer compare; equal prefixes fall back to the key bytes. */
     static void ube_sort_entries(ube_count_entry* first, int64_t n, const unsigned char* arena) {
+        for (int64_t i = 0; i < n; i++) {
+            const unsigned char* key = arena + first[i].offset;
+            int64_t m = first[i].length < 8 ? first[i].length : 8;
+            uint64_t prefix = 0;
+            for (int64_t k = 0; k < 8; k++)
+                prefix = (prefix << 8) | (k < m ? key[k] : 0u);
+            first[i].hash = prefix;
+        }
         std::sort(first, first + n, [arena](const ube_count_entry& a, const ube_count_entry& b) {
+            if (a.hash != b.hash) return a.hash < b.hash;
             int64_t m = a.length < b.length ? a.length : b.length;
             int c = m > 0 ? std::memcmp(arena + a.offset, arena + b.offset, (size_t)m) : 0;
             if (c != 0) return c < 0;
@@ -68,6 +80,17 @@ cdef extern from *:
     void ube_sort_entries(ube_count_entry* first, int64_t n, const uint8_t* arena) noexcept nogil
 
 
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define UBE_COUNT_PREFETCH(p) __builtin_prefetch((const void*)(p))
+    #else
+    #define UBE_COUNT_PREFETCH(p) ((void)0)
+    #endif
+    """
+    void prefetch "UBE_COUNT_PREFETCH"(const void* p) noexcept nogil
+
+
 # ----------------------------------------------------------------------------- hash
 
 cdef enum:
@@ -79,6 +102,10 @@ cdef enum:
     MAX_LOAD_NUM = 3
     MAX_LOAD_DEN = 4
     MIN_ARENA = 4096
+    # chunks hashed ahead of the one being counted, their home slots fetched
+    # early (the table is larger than the caches)
+    AHEAD = 16
+    RING = 32           # a power of two > AHEAD
 
 cdef uint64_t P1 = 0x9E3779B185EBCA87ULL
 cdef uint64_t P2 = 0xC2B2AE3D27D4EB4FULL
@@ -219,9 +246,12 @@ cdef class ChunkCounter:
         self._arena_cap = new_cap
         return 0
 
-    cdef int _add(self, const uint8_t* key, int64_t length, int64_t count) noexcept nogil:
-        """Add ``count`` (>= 1) to ``key``; 0 on success, -1 when out of memory."""
-        cdef uint64_t h = hash_bytes(key, length)
+    cdef inline void _prefetch_home(self, uint64_t h) noexcept nogil:
+        prefetch(&self._slots[h & <uint64_t>(self._capacity - 1)])
+
+    cdef int _add(self, const uint8_t* key, int64_t length, int64_t count, uint64_t h) noexcept nogil:
+        """Add ``count`` (>= 1) to ``key`` whose hash is ``h``; 0 on success, -1
+        when out of memory."""
         cdef uint64_t mask = <uint64_t>(self._capacity - 1)
         cdef uint64_t i = h & mask
         cdef ube_count_entry* slots = self._slots
@@ -278,6 +308,8 @@ cdef class ChunkCounter:
         cdef int64_t n = ends.shape[0]
         cdef int64_t size = data.shape[0]
         cdef int64_t i, prev, end, bad = -1, added = 0
+        cdef int64_t ahead = 0, ahead_start = start     # the next chunk to hash, its start
+        cdef uint64_t hashes[RING]
         cdef int status = 0
         cdef const uint8_t* base = &data[0] if size > 0 else NULL
         if start < 0 or start > size:
@@ -296,9 +328,16 @@ cdef class ChunkCounter:
                 if bad < 0:
                     prev = start
                     for i in range(n):
+                        while ahead < n and ahead <= i + AHEAD:
+                            end = ends[ahead]
+                            if end > ahead_start:
+                                hashes[ahead & (RING - 1)] = hash_bytes(base + ahead_start, end - ahead_start)
+                                self._prefetch_home(hashes[ahead & (RING - 1)])
+                            ahead_start = end
+                            ahead += 1
                         end = ends[i]
                         if end > prev:
-                            status = self._add(base + prev, end - prev, 1)
+                            status = self._add(base + prev, end - prev, 1, hashes[i & (RING - 1)])
                             if status != 0:
                                 break
                             added += 1
@@ -333,6 +372,8 @@ cdef class ChunkCounter:
         cdef int64_t n = counts.shape[0]
         cdef int64_t size = key_data.shape[0]
         cdef int64_t i, begin, end, count, added = 0, bad = -1
+        cdef int64_t ahead = 0           # the next key to hash
+        cdef uint64_t hashes[RING]
         cdef int status = 0, problem = 0   # 1 offset outside, 2 offset decreasing, 3 negative count, 4 overflow
         cdef const uint8_t* base = &key_data[0] if size > 0 else NULL
         if key_offsets.shape[0] != n + 1:
@@ -369,10 +410,16 @@ cdef class ChunkCounter:
                         added += count
                 if problem == 0:
                     for i in range(n):
+                        while ahead < n and ahead <= i + AHEAD:
+                            begin = key_offsets[ahead]
+                            hashes[ahead & (RING - 1)] = hash_bytes(base + begin, key_offsets[ahead + 1] - begin)
+                            self._prefetch_home(hashes[ahead & (RING - 1)])
+                            ahead += 1
                         count = counts[i]
                         if count > 0:
                             begin = key_offsets[i]
-                            status = self._add(base + begin, key_offsets[i + 1] - begin, count)
+                            status = self._add(base + begin, key_offsets[i + 1] - begin, count,
+                                               hashes[i & (RING - 1)])
                             if status != 0:
                                 break
                             self._total += count

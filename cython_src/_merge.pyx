@@ -9,159 +9,458 @@ tests compare the two merge lists exactly.
 
 Algorithm (what keeps it fast):
 
-* ``pair_count[p]``: the weighted count of pair ``p`` over all words, and
-  ``pair_words[p]``: the indices of words that (may) contain it.  Word lists
-  are append-only between clears and may hold stale or repeated entries; a
-  per-word stamp skips repeats, and a stale word simply holds no occurrence.
-  A pair whose count drops to zero is forgotten (hash entry erased, word
-  list freed, slot recycled for the next new pair).
+* Every distinct pair has a dense index ``p`` with ``pair_count[p]`` (its
+  weighted count over all words) and ``pair_words[p]`` (the indices of words
+  that may contain it).  Word lists are append-only between clears and may
+  hold stale or repeated entries; a per-word stamp skips repeats, and a stale
+  word simply holds no occurrence.  A pair whose count drops to zero is
+  forgotten (table entry erased, word list freed, index recycled).
+* Pair -> index is an open-addressing table (linear probing, 16-byte slots,
+  at most half full, backward-shift deletion: no tombstones), not a
+  node-based map: one probe usually touches one cache line.
+* The first word lists are built in two passes into one exact-size array
+  (CSR); lists that grow later move to power-of-two blocks from a pool with
+  one free list per size, so no call to malloc per list.
 * After a merge, only the words on the merged pair's list are rewritten (in
   place, left to right, without overlap) and only the pairs that touch a
   merged occurrence change their counts.
-* A max-heap of ``(count, ~pair_key)`` with lazy invalidation: an entry that
-  is higher than its pair's current count is re-pushed with the current
-  count (or dropped below ``min_frequency``); an entry that is lower is
-  dropped, because every rise of a count pushes a fresh entry.  So every
+* A binary max-heap of ``(count, ~pair_key)`` with lazy invalidation: an
+  entry that is higher than its pair's current count is re-pushed with the
+  current count (or dropped below ``min_frequency``); an entry that is lower
+  is dropped, because every rise of a count pushes a fresh entry.  So every
   candidate pair always has an entry >= its count, and the first entry that
   matches its pair's count is the true maximum, ties going to the smallest
-  ``(left, right)`` (the largest ``~key``).
+  ``(left, right)`` (the largest ``~key``).  The first heap is built in O(n).
 * Pairs whose merged token would exceed ``max_token_length`` base symbols are
   never tracked at all (token lengths never change).
+* New tokens' expansions (base ids) live in one arena; a merge appends the
+  candidate expansion there and looks it up by a 64-bit hash (checked by
+  comparing the ids) to reuse an existing id, without a string per token.
 
 Memory: 4 bytes per base symbol of the words (int32, since merged ids exceed
 65535), 24 bytes per word of two or more symbols (words shorter than that hold
-no pair and are dropped up front), and per distinct pair a hash entry, a
-count and its word list (4 bytes per (pair, word) occurrence).
+no pair and are dropped up front), and per distinct pair 48 bytes (table slots
+and arrays) plus its word list (4 bytes per (pair, word) entry).
 """
-from cython.operator cimport dereference as deref
+cimport cython
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcmp, memcpy
+from libcpp.algorithm cimport make_heap, pop_heap, push_heap
 from libcpp.pair cimport pair
-from libcpp.queue cimport priority_queue
-from libcpp.string cimport string
-from libcpp.unordered_map cimport unordered_map
 from libcpp.vector cimport vector
 
 import numpy as np
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define UBE_PREFETCH(p) __builtin_prefetch((const void*)(p))
+    #else
+    #define UBE_PREFETCH(p) ((void)0)
+    #endif
+    """
+    void prefetch "UBE_PREFETCH"(const void* p) noexcept nogil
 
 ctypedef pair[int64_t, uint64_t] heap_entry_t   # (count, ~pair_key): max-heap order
 
 # merges between two progress() calls
 PROGRESS_EVERY = 2048
 
+cdef enum:
+    MIN_TABLE_BITS = 12
+    # word-list blocks of 2**c int32 come from slabs for c < BIG_CLASS, from malloc above
+    BIG_CLASS = 6
+    SLAB_BYTES = 1 << 20
+    PAIR_CHUNK_BITS = 15
+    # words fetched ahead while rewriting a pair's words
+    PREFETCH_AHEAD = 8
+    # a forgotten pair keeps a word-list block of up to this many entries for the next pair
+    KEEP_BLOCK = 32
+
+
+cdef struct Word:
+    int64_t count
+    int64_t start       # of its symbols in ``symbols``
+    int32_t length      # in symbols (tokens), shrinks as merges apply
+    int32_t stamp       # last merge step that rewrote the word
+
+
+cdef struct Pair:
+    uint64_t key        # (left << 32) | right
+    int64_t count       # weighted occurrences over all words
+    int32_t* words      # indices of the words that may hold it (a block of ``cap``)
+    int32_t n_words
+    int32_t cap         # 0: no block yet; a power of two below 2**BIG_CLASS
+    int32_t stamp       # last merge step whose count rise was recorded
+
+
+cdef struct PairSlot:
+    uint32_t tag        # the pair's hash; its top bits give the home slot
+    int32_t index       # into ``pairs``; -1: empty slot
+
+
+cdef struct ExpansionSlot:
+    uint64_t hash
+    int32_t token       # -1: empty slot
+
+
 cdef inline uint64_t pack_pair(int32_t left, int32_t right) noexcept nogil:
     return (<uint64_t>(<uint32_t>left) << 32) | <uint64_t>(<uint32_t>right)
 
 
+cdef inline uint32_t pair_tag(uint64_t key) noexcept nogil:
+    """32-bit hash of a pair key (two multiply-xorshift rounds)."""
+    cdef uint64_t h = key * 0x9E3779B97F4A7C15ULL
+    h ^= h >> 32
+    h *= 0xD6E8FEB86659FD93ULL
+    return <uint32_t>(h >> 32)
+
+
+cdef inline uint64_t hash_ids(const int32_t* ids, int64_t n) noexcept nogil:
+    """64-bit hash of a run of token ids (FNV-1a steps, then a final mix)."""
+    cdef uint64_t h = 0xCBF29CE484222325ULL ^ <uint64_t>n
+    cdef int64_t k
+    for k in range(n):
+        h = (h ^ <uint32_t>ids[k]) * 0x100000001B3ULL
+    h ^= h >> 32
+    h *= 0x9E3779B97F4A7C15ULL
+    h ^= h >> 29
+    return h
+
+
+cdef inline int size_class(int64_t n) noexcept nogil:
+    """Smallest c >= 1 with 2**c >= n."""
+    cdef int c = 1
+    while (<int64_t>1 << c) < n:
+        c += 1
+    return c
+
+
+cdef int raise_memory_error(size_t nbytes) except -1 with gil:
+    raise MemoryError(f"BPE training could not allocate {nbytes} bytes; train on fewer bytes "
+                      "(max_bytes) or on a machine with more memory")
+
+
+@cython.final
 cdef class _MergeState:
     """All training state; methods run without the GIL."""
     # words (only those with >= 2 symbols), rewritten in place
     cdef vector[int32_t] symbols
-    cdef vector[int64_t] word_start
-    cdef vector[int32_t] word_len
-    cdef vector[int64_t] word_count
-    cdef vector[int32_t] word_stamp       # last merge step that rewrote the word
-    # pairs: dense index per distinct pair
-    cdef unordered_map[uint64_t, int32_t] pair_index
-    cdef vector[uint64_t] pair_key
-    cdef vector[int64_t] pair_count
-    cdef vector[vector[int32_t]] pair_words
-    cdef vector[int32_t] pair_stamp       # last merge step whose count rise was recorded
+    cdef vector[Word] words
+    # pairs by dense index, in chunks that never move (no copy, no hole when they grow),
+    # and pair key -> index: open addressing, at most half full
+    cdef vector[Pair*] pair_chunks
+    cdef int32_t n_pairs
+    cdef PairSlot* table
+    cdef uint32_t table_mask
+    cdef int table_shift                  # home slot = tag >> table_shift
+    cdef int64_t table_used
     cdef vector[int32_t] risen            # pairs whose count rose during this step
     cdef vector[int32_t] free_slots       # indices of pairs whose count fell to zero
-    cdef priority_queue[heap_entry_t] heap
+    cdef vector[heap_entry_t] heap
+    cdef int32_t merging                  # the pair being merged (kept alive until the step ends)
+    cdef int32_t* detached                # its word list, while its words are rewritten
+    cdef int32_t detached_cap
+    # word-list storage: power-of-two blocks, small ones from slabs with a free list per size
+    cdef void* free_blocks[32]            # freed blocks, linked through their first bytes
+    cdef char* bump
+    cdef char* bump_end
+    cdef vector[void*] slabs
     # tokens
     cdef vector[int32_t] token_len        # in base symbols
-    cdef vector[string] expansion         # base ids as uint16 bytes
-    cdef unordered_map[string, int32_t] id_of_expansion
+    cdef vector[int32_t] expansion        # new tokens' base ids, back to back
+    cdef vector[int64_t] expansion_start  # per new token (index token - n_base), then the end
+    cdef vector[ExpansionSlot] expansion_table
+    cdef int64_t expansion_used
     # result and limits
     cdef vector[int32_t] merges           # (left, right, result) triples
+    cdef int32_t n_base
     cdef int64_t n_vocab
     cdef int64_t max_vocab
     cdef int64_t threshold
     cdef int64_t max_len
     cdef int32_t step
 
+    def __cinit__(self):
+        self.table = NULL
+        self.bump = NULL
+        self.bump_end = NULL
+        self.merging = -1
+        self.detached = NULL
+        self.detached_cap = 0
+        self.n_pairs = 0
+        cdef int c
+        for c in range(32):
+            self.free_blocks[c] = NULL
+
+    def __dealloc__(self):
+        cdef size_t k
+        cdef int32_t index
+        for index in range(self.n_pairs):
+            self.block_free(self.pair(index).words, self.pair(index).cap)
+        for k in range(self.pair_chunks.size()):
+            free(self.pair_chunks[k])
+        self.block_free(self.detached, self.detached_cap)
+        for k in range(self.slabs.size()):
+            free(self.slabs[k])
+        free(self.table)
+
+    # ------------------------------------------------------------- word-list blocks
+
+    cdef int32_t* block_alloc(self, int64_t cap) except NULL nogil:
+        """A block of ``cap`` int32 entries (a power of two below 2**BIG_CLASS)."""
+        cdef size_t nbytes = sizeof(int32_t) * <size_t>cap
+        cdef int c
+        cdef void* block
+        if cap >= (1 << BIG_CLASS):
+            block = malloc(nbytes)
+            if block == NULL:
+                raise_memory_error(nbytes)
+            return <int32_t*>block
+        c = size_class(cap)
+        block = self.free_blocks[c]
+        if block != NULL:
+            self.free_blocks[c] = (<void**>block)[0]
+            return <int32_t*>block
+        if self.bump == NULL or <size_t>(self.bump_end - self.bump) < nbytes:
+            block = malloc(SLAB_BYTES)
+            if block == NULL:
+                raise_memory_error(SLAB_BYTES)
+            self.slabs.push_back(block)
+            self.bump = <char*>block
+            self.bump_end = self.bump + SLAB_BYTES
+        block = self.bump
+        self.bump += nbytes
+        return <int32_t*>block
+
+    cdef inline void block_free(self, int32_t* block, int64_t cap) noexcept nogil:
+        cdef int c
+        if cap == 0:
+            return
+        if cap >= (1 << BIG_CLASS):
+            free(block)
+        else:
+            c = size_class(cap)
+            (<void**>block)[0] = self.free_blocks[c]
+            self.free_blocks[c] = block
+
+    cdef int grow(self, Pair* pair) except -1 nogil:
+        """Room for at least one more word in the pair's list."""
+        cdef int64_t cap = <int64_t>1 << size_class(pair.cap + 1)
+        cdef int32_t* block = self.block_alloc(cap)
+        if pair.n_words:
+            memcpy(block, pair.words, pair.n_words * sizeof(int32_t))
+        self.block_free(pair.words, pair.cap)
+        pair.words = block
+        pair.cap = <int32_t>cap
+        return 0
+
+    # ------------------------------------------------------------- pair table
+
+    cdef inline Pair* pair(self, int32_t index) noexcept nogil:
+        return self.pair_chunks[index >> PAIR_CHUNK_BITS] + (index & ((1 << PAIR_CHUNK_BITS) - 1))
+
+    cdef int32_t new_pair(self) except -1 nogil:
+        """The index of a new pair (no words, no block)."""
+        cdef void* chunk
+        cdef Pair* pair
+        if self.n_pairs == 0x7FFFFFFF:
+            raise_memory_error(<size_t>-1)
+        if (self.n_pairs & ((1 << PAIR_CHUNK_BITS) - 1)) == 0:
+            chunk = malloc(sizeof(Pair) << PAIR_CHUNK_BITS)
+            if chunk == NULL:
+                raise_memory_error(sizeof(Pair) << PAIR_CHUNK_BITS)
+            self.pair_chunks.push_back(<Pair*>chunk)
+        pair = self.pair(self.n_pairs)
+        pair.words = NULL
+        pair.cap = 0
+        self.n_pairs += 1
+        return self.n_pairs - 1
+
+    cdef int table_alloc(self, int bits) except -1 nogil:
+        """Point ``table`` at 2**bits empty slots (the caller keeps the old ones)."""
+        cdef size_t k, n = <size_t>1 << bits
+        cdef PairSlot* table = <PairSlot*>malloc(n * sizeof(PairSlot))
+        if table == NULL:
+            raise_memory_error(n * sizeof(PairSlot))
+        for k in range(n):
+            table[k].index = -1
+        self.table = table
+        self.table_mask = <uint32_t>(n - 1)
+        self.table_shift = 32 - bits
+        self.table_used = 0
+        return 0
+
+    cdef int table_grow(self) except -1 nogil:
+        """Twice as many slots (the tags give each entry's new home)."""
+        cdef PairSlot* old = self.table
+        cdef size_t k, n_old = <size_t>self.table_mask + 1
+        cdef uint32_t i
+        if self.table_shift == 0:
+            raise_memory_error(n_old * 2 * sizeof(PairSlot))
+        self.table_alloc(32 - self.table_shift + 1)    # on failure the old table stays
+        for k in range(n_old):
+            if old[k].index >= 0:
+                i = old[k].tag >> self.table_shift
+                while self.table[i].index >= 0:
+                    i = (i + 1) & self.table_mask
+                self.table[i] = old[k]
+                self.table_used += 1
+        free(old)
+        return 0
+
+    cdef inline int32_t table_find(self, uint64_t key) noexcept nogil:
+        """The index of pair ``key``, or -1."""
+        cdef uint32_t tag = pair_tag(key)
+        cdef uint32_t i = tag >> self.table_shift
+        cdef int32_t index
+        while True:
+            index = self.table[i].index
+            if index < 0:
+                return -1
+            if self.table[i].tag == tag and self.pair(index).key == key:
+                return index
+            i = (i + 1) & self.table_mask
+
+    cdef void table_erase(self, int32_t index) noexcept nogil:
+        """Remove pair ``index`` (present) and shift later entries of its run back."""
+        cdef uint32_t mask = self.table_mask
+        cdef uint32_t i = pair_tag(self.pair(index).key) >> self.table_shift, j, home
+        while self.table[i].index != index:
+            i = (i + 1) & mask
+        j = i
+        while True:
+            j = (j + 1) & mask
+            if self.table[j].index < 0:
+                break
+            home = self.table[j].tag >> self.table_shift
+            # the entry at j may move to i when i lies on its probe path home..j
+            if ((j - i) & mask) <= ((j - home) & mask):
+                self.table[i] = self.table[j]
+                i = j
+        self.table[i].index = -1
+        self.table_used -= 1
+
+    cdef int32_t find_or_add_pair(self, uint64_t key) except -1 nogil:
+        """The index of pair ``key``, tracking it (count 0, no words) if new."""
+        cdef uint32_t tag = pair_tag(key)
+        cdef uint32_t i = tag >> self.table_shift
+        cdef int32_t index
+        cdef Pair* pair
+        while True:
+            index = self.table[i].index
+            if index < 0:
+                break
+            if self.table[i].tag == tag and self.pair(index).key == key:
+                return index
+            i = (i + 1) & self.table_mask
+        if 2 * (self.table_used + 1) > <int64_t>self.table_mask + 1:
+            self.table_grow()
+            i = tag >> self.table_shift
+            while self.table[i].index >= 0:
+                i = (i + 1) & self.table_mask
+        if not self.free_slots.empty():
+            index = self.free_slots.back()
+            self.free_slots.pop_back()
+        else:
+            index = self.new_pair()
+        pair = self.pair(index)
+        pair.key = key
+        pair.count = 0
+        pair.n_words = 0
+        pair.stamp = -1
+        self.table[i].tag = tag
+        self.table[i].index = index
+        self.table_used += 1
+        return index
+
+    cdef void forget_pair(self, int32_t index) noexcept nogil:
+        """The pair's count fell to zero: no word holds it any more (its heap
+        entries are dropped when popped).  A small block stays for the next
+        pair that takes the index."""
+        cdef Pair* pair = self.pair(index)
+        self.table_erase(index)
+        pair.n_words = 0
+        if pair.cap > KEEP_BLOCK:
+            self.block_free(pair.words, pair.cap)
+            pair.words = NULL
+            pair.cap = 0
+        self.free_slots.push_back(index)
+
+    # ------------------------------------------------------------- counts
+
     cdef inline bint allowed(self, int32_t left, int32_t right) noexcept nogil:
         return self.max_len < 0 or self.token_len[left] + self.token_len[right] <= self.max_len
 
-    cdef int add(self, int32_t left, int32_t right, int64_t amount, int32_t word) except -1 nogil:
+    cdef inline int add(self, int32_t left, int32_t right, int64_t amount, int32_t word) except -1 nogil:
         """Count ``amount`` more of pair (left, right), found in ``word``."""
-        cdef uint64_t key
         cdef int32_t index
-        cdef unordered_map[uint64_t, int32_t].iterator it
+        cdef Pair* pair
         if not self.allowed(left, right):
             return 0
-        key = pack_pair(left, right)
-        it = self.pair_index.find(key)
-        if it == self.pair_index.end():
-            if not self.free_slots.empty():
-                index = self.free_slots.back()
-                self.free_slots.pop_back()
-                self.pair_key[index] = key
-                self.pair_count[index] = 0
-                self.pair_stamp[index] = -1
-            else:
-                index = <int32_t>self.pair_key.size()
-                self.pair_key.push_back(key)
-                self.pair_count.push_back(0)
-                self.pair_words.push_back(vector[int32_t]())
-                self.pair_stamp.push_back(-1)
-            self.pair_index[key] = index
-        else:
-            index = pair_value(it)
-        self.pair_count[index] += amount
-        if self.pair_words[index].empty() or self.pair_words[index].back() != word:
-            self.pair_words[index].push_back(word)
-        if self.pair_stamp[index] != self.step:
-            self.pair_stamp[index] = self.step
+        index = self.find_or_add_pair(pack_pair(left, right))
+        pair = self.pair(index)
+        pair.count += amount
+        if pair.n_words == 0 or pair.words[pair.n_words - 1] != word:
+            if pair.n_words == pair.cap:
+                self.grow(pair)
+            pair.words[pair.n_words] = word
+            pair.n_words += 1
+        if pair.stamp != self.step:
+            pair.stamp = self.step
             self.risen.push_back(index)
         return 0
 
-    cdef int remove(self, int32_t left, int32_t right, int64_t amount) except -1 nogil:
+    cdef inline int remove(self, int32_t left, int32_t right, int64_t amount) except -1 nogil:
         """Count ``amount`` fewer of pair (left, right) (it must be tracked)."""
         cdef int32_t index
         if not self.allowed(left, right):
             return 0
-        cdef uint64_t key = pack_pair(left, right)
-        index = pair_value(self.pair_index.find(key))
-        self.pair_count[index] -= amount
-        if self.pair_count[index] == 0:
-            # no word holds the pair any more: forget it (its heap entries are
-            # dropped when popped) and recycle its slot
-            self.pair_words[index].clear()
-            self.pair_words[index].shrink_to_fit()
-            self.pair_index.erase(key)
-            self.free_slots.push_back(index)
+        index = self.table_find(pack_pair(left, right))
+        self.pair(index).count -= amount
+        if self.pair(index).count == 0 and index != self.merging:
+            self.forget_pair(index)
         return 0
 
     cdef int push_risen(self) except -1 nogil:
         cdef int32_t index
         cdef int64_t count
         for index in self.risen:
-            count = self.pair_count[index]
+            count = self.pair(index).count
             if count >= self.threshold:
-                self.heap.push(heap_entry_t(count, ~self.pair_key[index]))
+                self.heap.push_back(heap_entry_t(count, ~self.pair(index).key))
+                push_heap(self.heap.begin(), self.heap.end())
         self.risen.clear()
         return 0
+
+    # ------------------------------------------------------------- merging
 
     cdef int rewrite_word(self, int32_t word, int32_t left, int32_t right,
                           int32_t result) except -1 nogil:
         """Merge every non-overlapping (left, right) of ``word``, left to right,
         and move the counts of the pairs that touch a merged occurrence."""
-        cdef int32_t* sym = self.symbols.data() + self.word_start[word]
-        cdef int32_t n = self.word_len[word]
-        cdef int64_t amount = self.word_count[word]
-        cdef int32_t i = 0, j = 0, x
+        cdef Word* w = &self.words[word]
+        cdef int32_t* sym = self.symbols.data() + w.start
+        cdef int32_t n = w.length
+        cdef int64_t amount = w.count
+        cdef int32_t i = 0, j, x
         cdef int32_t last_right = -2    # original index of the last merged occurrence's right
         cdef bint out_merged = False    # the last symbol written is a merge of this step
+        cdef int64_t merged = 0         # occurrences merged
+        # the first occurrence (none: a stale entry)
+        while i + 1 < n and not (sym[i] == left and sym[i + 1] == right):
+            i += 1
+        if i + 1 >= n:
+            return 0
+        j = i
         # j <= i throughout, and sym[k] for k < j is only overwritten once a merge
         # has happened, so sym[i - 1] (read when j == i) and sym[i + 2] are originals.
         while i < n:
             if i + 1 < n and sym[i] == left and sym[i + 1] == right:
                 if i > 0 and last_right != i - 1:
                     self.remove(sym[i - 1], left, amount)
-                self.remove(left, right, amount)
+                merged += 1
                 if i + 2 < n:
                     self.remove(right, sym[i + 2], amount)
                 if j > 0:
@@ -178,56 +477,119 @@ cdef class _MergeState:
                 out_merged = False
                 i += 1
             j += 1
-        self.word_len[word] = j
+        self.pair(self.merging).count -= merged * amount
+        self.words[word].length = j
         return 0
+
+    cdef int32_t token_of(self, int32_t left, int32_t right) except -1 nogil:
+        """The id of the token that spells left + right: an existing one, or a new one."""
+        cdef int64_t start = <int64_t>self.expansion.size()
+        cdef int64_t n_left = self.token_len[left], n_right = self.token_len[right]
+        cdef int64_t n = n_left + n_right
+        cdef int32_t* ids
+        cdef int32_t token
+        cdef uint64_t h, i, mask
+        cdef size_t k
+        cdef vector[ExpansionSlot] bigger
+        self.expansion.resize(start + n)
+        ids = self.expansion.data()
+        if left < self.n_base:
+            ids[start] = left
+        else:
+            memcpy(ids + start, ids + self.expansion_start[left - self.n_base], n_left * sizeof(int32_t))
+        if right < self.n_base:
+            ids[start + n_left] = right
+        else:
+            memcpy(ids + start + n_left, ids + self.expansion_start[right - self.n_base],
+                   n_right * sizeof(int32_t))
+        h = hash_ids(ids + start, n)
+        mask = self.expansion_table.size() - 1
+        i = h & mask
+        while self.expansion_table[i].token >= 0:
+            token = self.expansion_table[i].token
+            if (self.expansion_table[i].hash == h and self.token_len[token] == n and
+                    memcmp(ids + self.expansion_start[token - self.n_base], ids + start,
+                           n * sizeof(int32_t)) == 0):
+                self.expansion.resize(start)    # spelled before: reuse its id
+                return token
+            i = (i + 1) & mask
+        token = <int32_t>self.n_vocab
+        self.n_vocab += 1
+        self.expansion_start.push_back(start + n)
+        self.token_len.push_back(<int32_t>n)
+        self.expansion_table[i].hash = h
+        self.expansion_table[i].token = token
+        self.expansion_used += 1
+        if 2 * self.expansion_used > <int64_t>self.expansion_table.size():
+            bigger.resize(2 * self.expansion_table.size(), ExpansionSlot(0, -1))
+            mask = bigger.size() - 1
+            for k in range(self.expansion_table.size()):
+                if self.expansion_table[k].token >= 0:
+                    i = self.expansion_table[k].hash & mask
+                    while bigger[i].token >= 0:
+                        i = (i + 1) & mask
+                    bigger[i] = self.expansion_table[k]
+            self.expansion_table.swap(bigger)
+        return token
 
     cdef int merge_next(self) except -1 nogil:
         """Do the next merge; return 1, or 0 when training is over."""
         cdef heap_entry_t top
         cdef uint64_t key
-        cdef int32_t index, left, right, result, word
+        cdef int32_t index, left, right, result, word, n_words
         cdef int64_t count
-        cdef string merged
-        cdef unordered_map[string, int32_t].iterator found
-        cdef unordered_map[uint64_t, int32_t].iterator found_pair
-        cdef vector[int32_t] todo
+        cdef int32_t k
         if self.n_vocab >= self.max_vocab:
             return 0
         while not self.heap.empty():
-            top = self.heap.top()
-            self.heap.pop()
+            top = self.heap.front()
+            pop_heap(self.heap.begin(), self.heap.end())
+            self.heap.pop_back()
             key = ~top.second
-            found_pair = self.pair_index.find(key)
-            if found_pair == self.pair_index.end():
+            index = self.table_find(key)
+            if index < 0:
                 continue  # the pair died out
-            index = pair_value(found_pair)
-            count = self.pair_count[index]
+            count = self.pair(index).count
             if top.first != count:
                 if top.first > count and count >= self.threshold:
-                    self.heap.push(heap_entry_t(count, top.second))
+                    self.heap.push_back(heap_entry_t(count, top.second))
+                    push_heap(self.heap.begin(), self.heap.end())
                 continue
             left = <int32_t>(key >> 32)
             right = <int32_t>(<uint32_t>key)
-            merged = self.expansion[left]
-            merged.append(self.expansion[right])
-            found = self.id_of_expansion.find(merged)
-            if found != self.id_of_expansion.end():
-                result = expansion_value(found)
-            else:
-                result = <int32_t>self.n_vocab
-                self.n_vocab += 1
-                self.expansion.push_back(merged)
-                self.id_of_expansion[merged] = result
-                self.token_len.push_back(self.token_len[left] + self.token_len[right])
+            result = self.token_of(left, right)
             self.merges.push_back(left)
             self.merges.push_back(right)
             self.merges.push_back(result)
             self.step += 1
-            todo.swap(self.pair_words[index])
-            for word in todo:
-                if self.word_stamp[word] != self.step:
-                    self.word_stamp[word] = self.step
+            # rewrite the words on the pair's list; the pair keeps its index until
+            # the step ends (no new pair can take it meanwhile), and no rewrite adds
+            # it back: ``result`` is longer than ``left``, so it is neither side
+            self.merging = index
+            self.detached = self.pair(index).words
+            self.detached_cap = self.pair(index).cap
+            n_words = self.pair(index).n_words
+            self.pair(index).words = NULL
+            self.pair(index).cap = 0
+            self.pair(index).n_words = 0
+            for k in range(n_words):
+                # the words are scattered: fetch ahead, the record first, then its symbols
+                if k + 2 * PREFETCH_AHEAD < n_words:
+                    prefetch(&self.words[self.detached[k + 2 * PREFETCH_AHEAD]])
+                if k + PREFETCH_AHEAD < n_words:
+                    prefetch(self.symbols.data() + self.words[self.detached[k + PREFETCH_AHEAD]].start)
+                word = self.detached[k]
+                if self.words[word].stamp != self.step:
+                    self.words[word].stamp = self.step
                     self.rewrite_word(word, left, right, result)
+            self.block_free(self.detached, self.detached_cap)
+            self.detached = NULL
+            self.detached_cap = 0
+            self.merging = -1
+            # every occurrence is merged (a run of ``left == right`` leaves at most
+            # a single ``left`` behind), so the pair's count is now zero
+            if self.pair(index).count == 0:
+                self.forget_pair(index)
             self.push_risen()
             return 1
         return 0
@@ -239,13 +601,96 @@ cdef class _MergeState:
             done += 1
         return done
 
+    # ------------------------------------------------------------- setup
 
-cdef inline int32_t pair_value(unordered_map[uint64_t, int32_t].iterator it) noexcept nogil:
-    return deref(it).second
+    cdef int build(self, const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
+                   const int64_t[::1] word_counts) except -1 nogil:
+        """Copy the words that hold a pair, count their pairs, build the first
+        word lists (two passes: sizes, then entries) and the first heap."""
+        cdef Py_ssize_t k, n_words = word_counts.shape[0]
+        cdef int64_t start, end, offset, n_kept = 0, n_words_kept = 0
+        cdef int32_t word, index, n_pairs, size
+        cdef int32_t* pair_at
+        cdef int32_t* sym
+        cdef int64_t amount
+        cdef Word* w
+        cdef Pair* pair
+        for k in range(n_words):
+            if word_offsets[k + 1] - word_offsets[k] >= 2:
+                n_kept += word_offsets[k + 1] - word_offsets[k]
+                n_words_kept += 1
+        self.symbols.resize(<size_t>n_kept)
+        self.words.resize(<size_t>n_words_kept)
+        sym = self.symbols.data()
+        n_kept = 0
+        word = 0
+        for k in range(n_words):
+            start = word_offsets[k]
+            end = word_offsets[k + 1]
+            if end - start < 2:
+                continue
+            w = &self.words[word]
+            w.count = word_counts[k]
+            w.start = n_kept
+            w.length = <int32_t>(end - start)
+            w.stamp = 0
+            for offset in range(start, end):
+                sym[n_kept] = symbols[offset]
+                n_kept += 1
+            word += 1
+        self.expansion_table.resize(1024, ExpansionSlot(0, -1))
+        self.expansion_start.push_back(0)
+        self.table_alloc(MIN_TABLE_BITS)
 
-
-cdef inline int32_t expansion_value(unordered_map[string, int32_t].iterator it) noexcept nogil:
-    return deref(it).second
+        # pass 1: the pair of each position (-1: too long to track), counts, and
+        # list sizes (kept in .cap for now)
+        pair_at = <int32_t*>malloc(max(n_kept, 1) * sizeof(int32_t))
+        if pair_at == NULL:
+            raise_memory_error(n_kept * sizeof(int32_t))
+        try:
+            for word in range(<int32_t>n_words_kept):
+                w = &self.words[word]
+                amount = w.count
+                for offset in range(w.start, w.start + w.length - 1):
+                    if not self.allowed(sym[offset], sym[offset + 1]):
+                        pair_at[offset] = -1
+                        continue
+                    index = self.find_or_add_pair(pack_pair(sym[offset], sym[offset + 1]))
+                    pair_at[offset] = index
+                    pair = self.pair(index)
+                    pair.count += amount
+                    if pair.stamp != word:      # first time in this word
+                        pair.stamp = word
+                        pair.cap += 1
+            # pass 2: a block per list, then the entries
+            n_pairs = self.n_pairs
+            for index in range(n_pairs):
+                pair = self.pair(index)
+                size = pair.cap
+                pair.cap = 0
+                pair.stamp = -1
+                if size < (1 << BIG_CLASS):
+                    size = <int32_t>1 << size_class(size)
+                pair.words = self.block_alloc(size)
+                pair.cap = size
+            for word in range(<int32_t>n_words_kept):
+                w = &self.words[word]
+                for offset in range(w.start, w.start + w.length - 1):
+                    index = pair_at[offset]
+                    if index >= 0:
+                        pair = self.pair(index)
+                        if pair.n_words == 0 or pair.words[pair.n_words - 1] != word:
+                            pair.words[pair.n_words] = word
+                            pair.n_words += 1
+        finally:
+            free(pair_at)
+        # the first heap, built at once
+        self.heap.reserve(<size_t>n_pairs)
+        for index in range(n_pairs):
+            if self.pair(index).count >= self.threshold:
+                self.heap.push_back(heap_entry_t(self.pair(index).count, ~self.pair(index).key))
+        make_heap(self.heap.begin(), self.heap.end())
+        return 0
 
 
 def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
@@ -265,11 +710,8 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
     """
     cdef Py_ssize_t n_words = word_counts.shape[0]
     cdef Py_ssize_t k, n_symbols = symbols.shape[0]
-    cdef int64_t start, end, offset
-    cdef int32_t s, word
     cdef int64_t done = 0, batch, limit
     cdef _MergeState state
-    cdef uint16_t base_id
     cdef Py_ssize_t bad_symbol = -1
 
     if word_offsets.shape[0] != n_words + 1:
@@ -298,35 +740,15 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
                          f"0..{n_base - 1}; route the text with the substrate that has {n_base} symbols")
 
     state = _MergeState()
+    state.n_base = n_base
     state.n_vocab = n_base
     state.max_vocab = max_vocab
     state.threshold = min_frequency if min_frequency > 1 else 1
     state.max_len = max_token_length if max_token_length >= 0 else -1
     state.step = 0
     with nogil:
-        state.symbols.reserve(<size_t>n_symbols)
         state.token_len.assign(n_base, 1)
-        for s in range(n_base):
-            base_id = <uint16_t>s
-            state.expansion.push_back(string(<char*>&base_id, 2))
-        # keep only words that hold a pair
-        for k in range(n_words):
-            start = word_offsets[k]
-            end = word_offsets[k + 1]
-            if end - start < 2:
-                continue
-            state.word_start.push_back(<int64_t>state.symbols.size())
-            state.word_len.push_back(<int32_t>(end - start))
-            state.word_count.push_back(word_counts[k])
-            for offset in range(start, end):
-                state.symbols.push_back(symbols[offset])
-        state.word_stamp.assign(state.word_len.size(), 0)
-        for word in range(<int32_t>state.word_len.size()):
-            start = state.word_start[word]
-            for offset in range(start, start + state.word_len[word] - 1):
-                state.add(state.symbols[offset], state.symbols[offset + 1],
-                          state.word_count[word], word)
-        state.push_risen()
+        state.build(symbols, word_offsets, word_counts)
 
     limit = PROGRESS_EVERY if progress is not None else (1 << 62)
     while True:

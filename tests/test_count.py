@@ -206,6 +206,54 @@ def test_add_weighted_merges_any_order(tables, rng):
         np.testing.assert_array_equal(a, b)
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=10), st.lists(st.binary(max_size=12).map(
+    lambda b: bytes(x % 3 * 0x7F for x in b)), min_size=1, max_size=80), st.randoms())
+def test_export_order_when_keys_share_their_first_8_bytes(prefix, tails, rng):
+    """Export sorts on the first 8 bytes read as one integer, then on the key
+    bytes: keys that agree on those 8 bytes (a common prefix, NUL padding vs
+    real NUL bytes, lengths 7/8/9) must still come out in bytes order."""
+    keys = [prefix + tail for tail in tails]
+    rng.shuffle(keys)
+    counter = ChunkCounter(initial_capacity=16)
+    counter.add_chunks(b"".join(keys), np.cumsum([len(k) for k in keys], dtype=np.int64))
+    assert_sorted_export(counter.export())
+    assert exported_dict(counter) == dict(Counter(k for k in keys if k))
+    exact = [b"abcdefg", b"abcdefg\x00", b"abcdefgh", b"abcdefgh\x00", b"abcdefgh\x00\x00",
+             b"abcdefgha", b"abcdefg\x01", b"abcdefg\x00\x01", b"\x00", b"\x00" * 9]
+    counter = ChunkCounter()
+    counter.add_chunks(b"".join(exact), np.cumsum([len(k) for k in exact], dtype=np.int64))
+    assert list(exported_dict(counter)) == sorted(exact)
+
+
+def test_long_runs_of_empty_and_repeated_chunks_match_counter(real_text):
+    """Chunks are hashed a few ahead of the one being counted: runs of empty
+    chunks (longer than that window), a buffer ending in empties, and the
+    same key many times in a row must count exactly as Counter does."""
+    data, ends = real_text
+    rng = np.random.default_rng(5)
+    ends = np.sort(np.concatenate([ends[:3000], rng.choice(ends[:3000], 2000),
+                                   np.full(100, ends[1500]), np.full(50, ends[2999])]))
+    counter = ChunkCounter(initial_capacity=16)
+    counter.add_chunks(data, ends)
+    truth = counted(data, ends)
+    assert exported_dict(counter) == dict(truth) and counter.total == sum(truth.values())
+    repeated = b"ab" * 500
+    counter = ChunkCounter()
+    counter.add_chunks(repeated, np.arange(2, 1001, 2, dtype=np.int64))
+    assert exported_dict(counter) == {b"ab": 500}
+    # the weighted path with zero counts scattered through more keys than the window
+    keys = [bytes([i % 7, i % 11]) * (i % 5) for i in range(300)]
+    weights = np.array([0 if i % 4 == 0 else i for i in range(300)], np.int64)
+    offsets = np.concatenate([[0], np.cumsum([len(k) for k in keys])]).astype(np.int64)
+    merged = ChunkCounter()
+    merged.add_weighted(b"".join(keys), offsets, weights)
+    truth = Counter()
+    for key, weight in zip(keys, weights):
+        truth[key] += int(weight)
+    assert exported_dict(merged) == {k: v for k, v in truth.items() if v > 0}
+
+
 # ----------------------------------------------------------------------------- edges
 
 def test_counts_above_int32_do_not_wrap():
