@@ -234,7 +234,8 @@ def read_jsonl(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterat
                 except (UnicodeDecodeError, StopIteration, ValueError):
                     pass
                 text = record.get(column) if end == len(decoded) and type(record) is dict else None
-                if type(text) is not str or _SURROGATE.search(text):
+                # a lone surrogate can only come from a \u escape (invalid UTF-8 fails to decode)
+                if type(text) is not str or (b"\\u" in line and _SURROGATE.search(text)):
                     text = _json_text(line, column, reporter, row, pos)
                 if text is not None:
                     texts.append(text)

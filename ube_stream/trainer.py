@@ -129,7 +129,9 @@ def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str
     counter = _load_kernel("_count").ChunkCounter()
     skips = readers.SkipCounter()
     documents = nbytes = nchunks = 0
-    for batch in readers.read_unit(unit, column=column, text_mode=text_mode, on_error=on_error, skips=skips):
+    # 256-row batches keep the chunk-ends buffers small: the counting phase sets the peak memory
+    for batch in readers.read_unit(unit, column=column, text_mode=text_mode, on_error=on_error, skips=skips,
+                                   batch_rows=256):
         data, offsets = batch.utf8()
         if byte_budget is not None:
             remaining = byte_budget - nbytes
