@@ -36,7 +36,14 @@ def register(subparsers) -> None:
     p.add_argument("--tokenizer", required=True, metavar="T", help="tokenizer file (from `ube train`)")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="shard directory to write (or resume)")
     p.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
-                   help="worker processes (default: all cores); the output does not depend on it")
+                   help="worker processes (default: all cores; with --executor ray: the CPUs of a Ray started "
+                        "here); the output does not depend on it")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local process pool (default) or a Ray cluster, each unit a Ray task writing straight to "
+                        "--output, which must be shared storage every node sees (pip install \"ube-stream[ray]\")")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="with --executor ray: the cluster to join (e.g. auto, or HOST:6379); default: start a "
+                        "local Ray with --workers CPUs")
     p.add_argument("--eos", dest="eos", action="store_true", default=True,
                    help="append the EOS token to every document (default)")
     p.add_argument("--no-eos", dest="eos", action="store_false", help="do not append EOS")
@@ -74,12 +81,24 @@ def register(subparsers) -> None:
 def cmd_encode(args: argparse.Namespace) -> int:
     from .shards import EncodeSummary, encode_corpus
 
+    if args.ray_address and args.executor != "ray":
+        print("ube encode: error: --ray-address needs --executor ray", file=sys.stderr)
+        return 2
+    if args.executor == "ray":
+        from .executors import import_ray
+
+        try:
+            import_ray()
+        except ImportError as exc:
+            print(f"ube encode: error: {exc}", file=sys.stderr)
+            return 1
     summary = EncodeSummary()
     encode_corpus(args.inputs, tokenizer=args.tokenizer, output=args.output, workers=args.workers, eos=args.eos,
                   bos=args.bos, eos_token=args.eos_token, bos_token=args.bos_token, shard_tokens=args.shard_tokens,
                   unit_rows=args.unit_rows, column=args.column, text_mode=args.text_mode, on_error=args.on_error,
                   show_progress=not args.quiet, rank=args.rank, world_size=args.world_size,
-                  finalize=args.finalize, summary=summary)
+                  finalize=args.finalize, summary=summary, executor=args.executor,
+                  ray_address=args.ray_address)
     if not args.quiet and not summary.already_complete:   # encode_corpus already said "nothing to do"
         print(f"{args.output}:", file=sys.stderr)
         print(summary.format(), file=sys.stderr)

@@ -7,20 +7,32 @@ Crash safety: the unit's files are written under ``.tmp`` names and renamed
 when complete; the marker ``units/<unit_id>.json`` is renamed into place
 last, so a unit is committed iff its marker exists.  A unit without a marker
 is redone from scratch (its leftovers deleted first) under its lock.
+
+Executors map :func:`encode_unit_star` over task dicts; each worker process
+loads the tokenizer once (:func:`~ube_stream.executors.worker_state`, keyed
+by the output's ``tokenizer.json`` path and fingerprint).  Units dispatched
+to a cluster (``dispatched=True``: Ray) differ in two ways only, both about
+attempts of one unit that may overlap on a cluster: a unit lock left on
+another host is taken over (the driver holds the run's rank lock, so it is
+an attempt the cluster gave up on, e.g. on a lost node) and a live holder on
+this host (a worker of a killed driver still winding down) is waited for;
+and each attempt writes its own ``.tmp.<host>.<pid>`` files.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import time
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 
 from . import _shard_format as fmt
-from ._locks import FileLock
-from .errors import InvalidTextError
+from ._locks import _HOST, FileLock, read_holder
+from .errors import InvalidTextError, LockError, ShardFormatError
 
-_TOKENIZER = None          # set once per worker process by init_worker
+_TOKENIZER = None          # set by init_worker / set_tokenizer (a pool initializer, or the in-process run)
+DISPATCHED_LOCK_WAIT_S = 60.0   # how long a dispatched unit waits for a live holder on its own host
 
 
 def init_worker(tokenizer_path: str) -> None:
@@ -36,12 +48,37 @@ def set_tokenizer(tokenizer) -> None:
     _TOKENIZER = tokenizer
 
 
+def load_checked_tokenizer(path: str, fingerprint: str):
+    """The tokenizer at ``path`` (the output's ``tokenizer.json``), checked
+    against the run's fingerprint; a worker caches it with ``worker_state``."""
+    from .tokenizer import Tokenizer
+
+    tok = Tokenizer.load(path)
+    if tok.fingerprint != fingerprint:
+        raise ShardFormatError(f"{path}: tokenizer fingerprint {tok.fingerprint} is not the run's {fingerprint} "
+                               f"(the file changed during the run, or this worker sees another copy of the "
+                               f"output directory: on a cluster --output must be one shared path)")
+    return tok
+
+
+def _worker_tokenizer(tokenizer_path: Optional[str], fingerprint: str):
+    if _TOKENIZER is not None:
+        return _TOKENIZER
+    if tokenizer_path is None:
+        raise RuntimeError("encode_unit needs the tokenizer: pass tokenizer_path, or call init_worker(path) or "
+                           "set_tokenizer(tok) first")
+    from .executors import worker_state
+
+    return worker_state(load_checked_tokenizer, tokenizer_path, fingerprint)
+
+
 class _UnitShards:
     """Streams one unit's documents into shards ``<unit_id>-<k:04d>``; a new
     shard starts when the current one holds >= ``shard_tokens`` tokens."""
 
-    def __init__(self, out_dir: str, unit_id: str, shard_tokens: int, fingerprint: str):
+    def __init__(self, out_dir: str, unit_id: str, shard_tokens: int, fingerprint: str, tmp_suffix: str):
         self.shards_dir = os.path.join(out_dir, fmt.SHARDS_DIR)
+        self.tmp_suffix = tmp_suffix
         self.unit_id = unit_id
         self.shard_tokens = shard_tokens
         self.fingerprint = fmt.fingerprint_bytes(fingerprint)
@@ -51,7 +88,7 @@ class _UnitShards:
     def _open(self) -> None:
         self.name = f"{self.unit_id}-{len(self.records):04d}"
         self.tokens_path = os.path.join(self.shards_dir, self.name + ".tokens")
-        self.file = open(self.tokens_path + fmt.TMP_SUFFIX, "wb")
+        self.file = open(self.tokens_path + self.tmp_suffix, "wb")
         self.digest = hashlib.sha256()
         self.n_tokens = 0
         self.lengths: List[np.ndarray] = []
@@ -89,10 +126,10 @@ class _UnitShards:
         np.cumsum(lengths, out=doc_offsets[1:])
         header = fmt.IndexHeader(len(lengths), self.n_tokens, self.digest.digest(), self.fingerprint)
         index_path = os.path.join(self.shards_dir, self.name + ".idx")
-        fmt.write_index(index_path + fmt.TMP_SUFFIX, header, doc_offsets, np.concatenate(self.rows),
+        fmt.write_index(index_path + self.tmp_suffix, header, doc_offsets, np.concatenate(self.rows),
                         np.full(len(lengths), self.source_id, dtype=np.uint32))
-        os.replace(self.tokens_path + fmt.TMP_SUFFIX, self.tokens_path)
-        os.replace(index_path + fmt.TMP_SUFFIX, index_path)
+        os.replace(self.tokens_path + self.tmp_suffix, self.tokens_path)
+        os.replace(index_path + self.tmp_suffix, index_path)
         self.records.append({
             "name": self.name, "unit_id": self.unit_id,
             "tokens_file": f"{fmt.SHARDS_DIR}/{self.name}.tokens", "index_file": f"{fmt.SHARDS_DIR}/{self.name}.idx",
@@ -138,8 +175,12 @@ def leftovers(out_dir: str, unit_id: str) -> List[str]:
     except FileNotFoundError:
         names = []
     found = [os.path.join(shards_dir, n) for n in sorted(names) if n.startswith(unit_id + "-")]
-    marker_tmp = marker_path(out_dir, unit_id) + fmt.TMP_SUFFIX
-    return found + ([marker_tmp] if os.path.exists(marker_tmp) else [])
+    units_dir = os.path.join(out_dir, fmt.UNITS_DIR)
+    try:   # the marker's temp file(s): .tmp, or .tmp.<host>.<pid> of dispatched attempts
+        marker_tmps = sorted(n for n in os.listdir(units_dir) if n.startswith(unit_id + ".json" + fmt.TMP_SUFFIX))
+    except FileNotFoundError:
+        marker_tmps = []
+    return found + [os.path.join(units_dir, n) for n in marker_tmps]
 
 
 def marker_path(out_dir: str, unit_id: str) -> str:
@@ -167,23 +208,27 @@ def committed_record(out_dir: str, unit_id: str) -> Optional[Dict[str, Any]]:
 
 
 def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: str, shard_tokens: int,
-                eos_id: Optional[int], bos_id: Optional[int], fingerprint: str) -> Dict[str, Any]:
+                eos_id: Optional[int], bos_id: Optional[int], fingerprint: str,
+                tokenizer_path: Optional[str] = None, dispatched: bool = False) -> Dict[str, Any]:
     """Encode one work unit into ``out_dir/shards`` and commit it with its marker.
 
     Returns the marker record: unit id, shard entries (names, counts,
     checksums), documents, tokens, rows read, UTF-8 bytes read, skipped rows
     by reason (plus a few example messages).  Token data never leaves this
     process.  Takes ``locks/<unit_id>.lock`` while working.
+
+    The tokenizer: the one set in this process (:func:`init_worker`,
+    :func:`set_tokenizer`), else ``tokenizer_path`` loaded once per process
+    and checked against ``fingerprint``.  ``dispatched``: see the module.
     """
     from . import readers
     from ._bad_rows import drop_bad_documents
 
     unit_id = unit.unit_id
-    tokenizer = _TOKENIZER
-    if tokenizer is None:
-        raise RuntimeError("encode_unit needs the tokenizer: call init_worker(path) or set_tokenizer(tok) first")
+    tokenizer = _worker_tokenizer(tokenizer_path, fingerprint)
     lock = FileLock(os.path.join(out_dir, fmt.LOCKS_DIR, unit_id + ".lock"), f"unit {unit_id}")
-    with lock:
+    tmp_suffix = fmt.TMP_SUFFIX + (f".{_HOST}.{os.getpid()}" if dispatched else "")
+    with (_acquire_dispatched(lock) if dispatched else lock):
         record = committed_record(out_dir, unit_id)
         if record is not None:   # committed by another writer meanwhile
             return record
@@ -193,7 +238,7 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
         if os.path.exists(stale_marker):
             os.unlink(stale_marker)
         skips = readers.SkipCounter()
-        shards = _UnitShards(out_dir, unit_id, shard_tokens, fingerprint)
+        shards = _UnitShards(out_dir, unit_id, shard_tokens, fingerprint, tmp_suffix)
         documents = tokens = nbytes = 0
         path = unit.source.path
         try:
@@ -210,6 +255,7 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
                 ids, token_offsets = with_special_tokens(ids, np.asarray(token_offsets, dtype=np.int64),
                                                          bos_id, eos_id)
                 shards.add(ids, token_offsets, batch.rows, unit.source.source_id)
+                _test_kill_hook(out_dir, unit_id)
                 documents += len(token_offsets) - 1
                 tokens += int(token_offsets[-1])
                 nbytes += int(offsets[-1] - offsets[0])
@@ -222,9 +268,59 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
             "rows_read": documents + skips.total, "bytes": nbytes, "skipped": dict(skips.counts),
             "skip_examples": [e.message for e in skips.examples], "shards": shard_records,
         }
-        fmt.atomic_write_json(marker_path(out_dir, unit_id), record)
+        fmt.atomic_write_json(marker_path(out_dir, unit_id), record, shared=dispatched)
     return record
 
 
+def _acquire_dispatched(lock: FileLock) -> FileLock:
+    """Take a unit lock for a unit a cluster driver dispatched (see the module):
+    a holder on another host is an abandoned attempt and is dropped; a live
+    holder here is waited for, up to ``DISPATCHED_LOCK_WAIT_S``."""
+    deadline = time.monotonic() + DISPATCHED_LOCK_WAIT_S
+    while True:
+        try:
+            return lock.acquire()
+        except LockError:
+            holder = read_holder(lock.path)
+            if holder and holder.get("host") != _HOST:
+                _drop_lock(lock.path, holder)
+                continue
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _drop_lock(path: str, holder: Dict[str, Any]) -> None:
+    """Remove the lock file at ``path`` if it still holds ``holder``."""
+    aside = f"{path}.abandoned-{_HOST}-{os.getpid()}"
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return
+    if read_holder(aside) != holder:   # another attempt re-took it meanwhile: put it back
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            pass
+    os.unlink(aside)
+
+
+def _test_kill_hook(out_dir: str, unit_id: str) -> None:
+    """TEST ONLY (tests/test_ray.py): ``UBE_TEST_KILL_UNIT="<out_dir>|<unit_id>|<marker>"`` makes the
+    process encoding that unit of that output SIGKILL itself once, part way through (creating
+    ``<marker>`` first so the retry runs normally).  Unset in normal use: one dict lookup."""
+    spec = os.environ.get("UBE_TEST_KILL_UNIT")
+    if spec and spec.split("|")[:2] == [out_dir, unit_id]:
+        marker = spec.split("|")[2]
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def encode_unit_star(task: Dict[str, Any]) -> Dict[str, Any]:
+    """The unit function executors map: ``encode_unit(**task)``."""
     return encode_unit(**task)

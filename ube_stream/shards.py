@@ -24,6 +24,18 @@ after any number of kills and reruns: a rerun skips committed units and redoes
 the others from scratch.  ``units/_plan.json`` records the options of an
 unfinished run so that a rerun with other options or another tokenizer stops
 instead of mixing shards.
+
+**Executors.** Units run on an executor (:mod:`ube_stream.executors`):
+``executor="local"`` (default) is a process pool of ``workers`` on this
+machine; ``executor="ray"`` makes every unit a Ray task (``ray_address``:
+an existing cluster, e.g. ``"auto"``; default: connect to the Ray already
+initialised in this process, else start a local one).  A Ray task reads its
+input and writes its shards and marker straight to ``output``, which must
+therefore be one path every node sees (shared storage); each worker loads
+``output/tokenizer.json`` once.  Only the small unit records travel through
+Ray.  A worker that dies (a killed process, a lost node) has its unit
+retried; an error in the data (a corrupt file) stops the run at once with
+the same message as locally.
 """
 from __future__ import annotations
 
@@ -39,6 +51,7 @@ from . import _shard_format as fmt
 from ._locks import FileLock
 from ._shard_reader import Shard, TokenShards
 from ._shard_writer import committed_record, encode_unit, encode_unit_star, init_worker, set_tokenizer
+from .executors import Executor, get_executor, import_ray
 from .errors import ShardFormatError
 
 __all__ = ["encode_corpus", "encode_unit", "init_worker", "TokenShards", "Shard", "EncodeSummary",
@@ -158,7 +171,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                   shard_tokens: int = DEFAULT_SHARD_TOKENS, unit_rows: Optional[int] = None,
                   column: str = "text", text_mode: str = "line", on_error: str = "raise",
                   show_progress: bool = True, rank: Optional[int] = None, world_size: Optional[int] = None,
-                  finalize: bool = False, summary: Optional[EncodeSummary] = None) -> Dict[str, Any]:
+                  finalize: bool = False, summary: Optional[EncodeSummary] = None,
+                  executor: str | Executor = "local", ray_address: Optional[str] = None) -> Dict[str, Any]:
     """Encode a corpus into a token shard directory; returns the MANIFEST dict.
 
     ``inputs``: files, directories or globs (see :mod:`ube_stream.readers`).
@@ -173,6 +187,11 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     the missing units are listed in a :class:`ShardFormatError`); without a
     rank, every unit is encoded and the directory finalized.  Returns the
     manifest, or ``{}`` for a rank that does not finalize.
+
+    ``executor``: ``"local"`` (a pool of ``workers`` processes) or ``"ray"``
+    (``ray_address``, e.g. ``"auto"``; ``workers`` then only sizes a Ray
+    started here), or an :class:`~ube_stream.executors.Executor`.  The output
+    does not depend on it.
     """
     from . import readers
 
@@ -188,6 +207,10 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         raise ValueError("rank (--rank) and world_size (--world-size) go together: give both or neither")
     if world_size is not None and not (isinstance(world_size, int) and world_size >= 1 and 0 <= rank < world_size):
         raise ValueError(f"need 0 <= rank < world_size, got rank={rank!r}, world_size={world_size!r}")
+    if not isinstance(executor, Executor) and executor not in ("local", "ray"):
+        raise ValueError(f"unknown executor {executor!r}; expected 'local' or 'ray'")
+    if executor == "ray":
+        import_ray()   # says how to install it, before anything is written
     workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
     out = os.path.abspath(os.fspath(output))
 
@@ -222,10 +245,14 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         mine = [u for i, u in enumerate(units) if world_size is None or i % world_size == rank]
         pending = [u for u in mine if committed_record(out, u.unit_id) is None]
         summary.units_skipped = len(mine) - len(pending)
+        fingerprint = tok.fingerprint
+        dispatched = (executor.name if isinstance(executor, Executor) else executor) != "local"
         tasks = [dict(unit=u, out_dir=out, column=column, text_mode=text_mode, on_error=on_error,
-                      shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id, fingerprint=tok.fingerprint)
+                      shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id, fingerprint=fingerprint,
+                      tokenizer_path=os.path.join(out, fmt.TOKENIZER_NAME), dispatched=dispatched)
                  for u in pending]
-        for record in _run_units(tasks, tok, os.path.join(out, fmt.TOKENIZER_NAME), workers, show_progress):
+
+        def add(record: Dict[str, Any]) -> None:
             summary.units_done += 1
             summary.bytes_read += record["bytes"]
             summary.documents += record["documents"]
@@ -234,6 +261,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
             for reason, n in record["skipped"].items():
                 summary.skipped[reason] = summary.skipped.get(reason, 0) + n
             summary.skip_examples = sorted(set(summary.skip_examples) | set(record["skip_examples"]))[:5]
+
+        _run_units(tasks, tok, executor, workers, ray_address, show_progress, add)
     summary.wall_seconds = time.perf_counter() - started
     if world_size is not None and not finalize:
         return {}
@@ -285,8 +314,10 @@ def _check_or_write_plan(out: str, plan: Dict[str, Any], tokenizer_bytes: bytes)
     fmt.atomic_write_json(plan_path, plan, shared=True)
 
 
-def _run_units(tasks, tok, tokenizer_path: str, workers: int, show_progress: bool):
-    """Yield unit records as units finish (order does not matter: names come from unit ids)."""
+def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], show_progress: bool,
+               add) -> None:
+    """Run the unit tasks on the executor, calling ``add(record)`` as units
+    finish (order does not matter: names come from unit ids)."""
     from .progress import progress_bar
 
     if not tasks:
@@ -295,34 +326,29 @@ def _run_units(tasks, tok, tokenizer_path: str, workers: int, show_progress: boo
     for t in tasks:
         per_source[t["unit"].source.source_id] = per_source.get(t["unit"].source.source_id, 0) + 1
     weight = {t["unit"].unit_id: t["unit"].source.size // per_source[t["unit"].source.source_id] for t in tasks}
-    bar = progress_bar(total=sum(weight.values()), desc="encoding", unit="B", unit_scale=True,
-                       enabled=show_progress)
     docs = tokens = 0
     t0 = time.perf_counter()
-    pool = None
-    try:
-        if workers == 1 or len(tasks) == 1:
-            set_tokenizer(tok)
-            results = map(encode_unit_star, tasks)
-        else:
-            import multiprocessing
 
-            ctx = multiprocessing.get_context("spawn")
-            pool = ctx.Pool(min(workers, len(tasks)), initializer=init_worker, initargs=(tokenizer_path,))
-            results = pool.imap_unordered(encode_unit_star, tasks)
-        for record in results:
-            docs += record["documents"]
-            tokens += record["tokens"]
-            bar.update(weight[record["unit_id"]])
-            elapsed = max(time.perf_counter() - t0, 1e-9)
-            bar.set_postfix(docs=f"{docs:,}", docs_s=f"{docs / elapsed:,.0f}", tokens=f"{tokens:,}", refresh=False)
-            yield record
+    def on_result(record: Dict[str, Any]) -> None:
+        nonlocal docs, tokens
+        docs += record["documents"]
+        tokens += record["tokens"]
+        bar.update(weight[record["unit_id"]])
+        elapsed = max(time.perf_counter() - t0, 1e-9)
+        bar.set_postfix(docs=f"{docs:,}", docs_s=f"{docs / elapsed:,.0f}", tokens=f"{tokens:,}", refresh=False)
+        add(record)
+
+    runner = get_executor(executor, workers=workers, ray_address=ray_address)
+    bar = progress_bar(total=sum(weight.values()), desc="encoding", unit="B", unit_scale=True,
+                       enabled=show_progress)
+    set_tokenizer(tok)   # used by units run in this process (one worker); pool and Ray workers load their own
+    try:
+        runner.map(encode_unit_star, tasks, on_result=on_result)
     finally:
-        bar.close()
         set_tokenizer(None)
-        if pool is not None:
-            pool.terminate()
-            pool.join()
+        bar.close()
+        if runner is not executor:
+            runner.close()
 
 
 def _finalize(out: str, plan: Dict[str, Any], units, world_size: Optional[int]) -> Dict[str, Any]:
