@@ -175,7 +175,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         return args.func(args)
-    except (UbeError, ValueError, FileNotFoundError) as exc:
+    except (UbeError, ValueError, FileNotFoundError, ImportError) as exc:
         print(f"ube {args.command}: error: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `ube ... | head`

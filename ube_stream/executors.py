@@ -10,11 +10,12 @@ One small interface, two implementations:
   object store.  Ray is an optional extra (``pip install "ube-stream[ray]"``)
   imported only here, only when asked for.
 
-Unit functions are plain module-level functions ``fn(task) -> record``.  An
-optional ``setup`` callable with ``setup_args`` runs once per worker process
-(loading a tokenizer, say) and is cached by its arguments there, so a Ray
-worker that runs many tasks loads it once; unit functions reach its result
-through :func:`worker_state`.
+Unit functions are plain module-level functions ``fn(task) -> record`` (Ray
+workers import them by name, so they live in the package).  Per-process setup
+such as loading a tokenizer goes through :func:`worker_state`: the unit
+function calls ``worker_state(setup, *args)``, which runs ``setup`` once per
+process and caches it by its arguments, so a worker that runs many tasks
+loads it once.
 
 System failures (a worker process killed) are retried a bounded number of
 times by Ray; application errors (a corrupt input file) are raised at once,
