@@ -150,16 +150,20 @@ class _UnitShards:
 
 def with_special_tokens(ids: np.ndarray, token_offsets: np.ndarray, bos_id: Optional[int],
                         eos_id: Optional[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Prepend ``bos_id`` / append ``eos_id`` to every document (vectorised)."""
+    """Prepend ``bos_id`` / append ``eos_id`` to every document (vectorised:
+    one boolean mask over the output, so the cost is a pass over the tokens)."""
     nb, ne = int(bos_id is not None), int(eos_id is not None)
     if nb + ne == 0:
         return ids, token_offsets
     n = len(token_offsets) - 1
-    lengths = np.diff(token_offsets)
     offsets = token_offsets + np.arange(n + 1, dtype=np.int64) * (nb + ne)
     out = np.empty(int(offsets[-1]), dtype=np.uint32)
-    doc_of_token = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    out[np.arange(len(ids), dtype=np.int64) + doc_of_token * (nb + ne) + nb] = ids
+    special = np.zeros(len(out), dtype=bool)
+    if nb:
+        special[offsets[:-1]] = True
+    if ne:
+        special[offsets[1:] - 1] = True
+    out[~special] = ids
     if nb:
         out[offsets[:-1]] = bos_id
     if ne:
