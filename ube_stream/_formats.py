@@ -209,7 +209,7 @@ def read_jsonl(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterat
     """JSON Lines: one object per line, the text under ``column``.  A blank
     line is skipped and counted (``blank_line``); it keeps its row number."""
     source = unit.source
-    path, start, stop = source.path, unit.row_start, unit.row_stop
+    start, stop = unit.row_start, unit.row_stop
     broken = _broken_errors()
     texts: list[str] = []
     rows: list[int] = []

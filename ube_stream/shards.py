@@ -92,7 +92,7 @@ class EncodeSummary:
             f"tokens         {self.tokens:,}",
             f"shards         {self.shards:,}",
             f"throughput     {rate:,.2f} MB/s ({self.bytes_read / 1e6:,.1f} MB in {self.wall_seconds:.2f} s)",
-            f"skipped rows   " + (", ".join(f"{k}: {v:,}" for k, v in sorted(self.skipped.items())) or "none"),
+            "skipped rows   " + (", ".join(f"{k}: {v:,}" for k, v in sorted(self.skipped.items())) or "none"),
         ]
         lines += [f"  e.g. {m}" for m in self.skip_examples[:3]]
         if not self.finalized:
