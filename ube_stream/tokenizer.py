@@ -1,28 +1,10 @@
-"""The trained tokenizer: one versioned JSON file (see ``_tokenizer_file``), and the object around it.
+"""The tokenizer object: encode, decode, stream decoding, existing models.
 
-File layout (``format`` = ``"ube-stream-tokenizer"``, ``version`` = 1)::
-
-    {
-      "format": "ube-stream-tokenizer",
-      "version": 1,
-      "substrate": "ube",                     # ube | utf8 | utf16
-      "pattern": {"name": "gpt2", "regex": "'s|'t|..."},
-      "normalization": "none",
-      "base_size": 512,                       # ids 0..base_size-1 are base symbols
-      "vocab_size": 32000,                    # base + merged tokens + special tokens
-      "merges": [[left, right], ...],         # in rank order
-      "special_tokens": [{"id": 31999, "text": "<|endoftext|>"}],
-      "training": {...},                      # options and corpus totals (provenance only)
-      "fingerprint": "sha256:..."             # of the canonical encoding-relevant content
-    }
-
-Merged token ids are derived from the merge list: merge ``k`` joins tokens
-``left`` and ``right``; if the concatenation of their base-symbol expansions
-already has an id (another merge made the same token), the merge reuses it,
-otherwise the new token takes the next free id.  Special tokens follow the
-merged tokens.  The fingerprint covers substrate, pattern, normalization,
-merges and special tokens — not the ``training`` record — so two files that
-encode identically have the same fingerprint.
+``Tokenizer`` holds a substrate, a pre-tokenization pattern, merges in rank
+order and special tokens; its file format, fingerprint and exports live in
+``_tokenizer_file`` (a mixin).  Encoding and decoding run in the Cython
+kernel ``ube_stream._encode`` with the GIL released; ``_reference`` holds the
+slow pure-Python twins used by the parity tests.
 """
 from __future__ import annotations
 
