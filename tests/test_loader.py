@@ -24,9 +24,13 @@ from hypothesis import strategies as st
 from ube_stream.errors import ShardFormatError
 from ube_stream.loader import TokenDataset, collate, inputs_targets
 from ube_stream.megatron import export_megatron
+from ube_stream.tokenizer import Tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FINGERPRINT = "sha256:" + hashlib.sha256(b"test tokenizer").hexdigest()
+# a real (tiny) tokenizer: shard directories carry tokenizer.json, and the
+# reader checks its fingerprint against MANIFEST and the index headers
+TOKENIZER = Tokenizer(substrate="utf8", merges=[], special_tokens=["<|endoftext|>"])
+FINGERPRINT = TOKENIZER.fingerprint
 
 
 # ---------------------------------------------------------------------------
@@ -55,10 +59,14 @@ def write_shard_dir(path, shards, *, unit_id="00000-000000000000"):
             f.write(header + offsets.tobytes() + rows.tobytes() + np.zeros(len(docs), "<u4").tobytes())
         records.append({"name": name, "unit_id": unit_id, "tokens_file": tokens_file, "index_file": index_file,
                         "documents": len(docs), "tokens": int(tokens.size), "sha256": digest.hex()})
+    TOKENIZER.save(os.path.join(path, "tokenizer.json"))
     manifest = {"format": "ube-stream-shards", "version": 1, "ube_stream_version": "0.1.0", "dtype": "uint32",
-                "tokenizer": {"file": "tokenizer.json", "fingerprint": FINGERPRINT, "substrate": "ube",
-                              "vocab_size": 2**32},
-                "special_ids": {"eos": None, "bos": None}, "shards": records,
+                "tokenizer": {"file": "tokenizer.json", "fingerprint": FINGERPRINT, "substrate": "utf8",
+                              "vocab_size": TOKENIZER.vocab_size},
+                "special_ids": {"eos": None, "bos": None}, "options": {"eos_token": None, "bos_token": None},
+                "sources": [{"source_id": 0, "path": "synthetic", "size": 0, "format": "jsonl",
+                             "rows_read": row, "documents": row, "skipped": {}}],
+                "shards": records,
                 "totals": {"documents": row, "tokens": sum(r["tokens"] for r in records), "shards": len(records)}}
     with open(os.path.join(path, "MANIFEST.json"), "w") as f:
         json.dump(manifest, f)
@@ -267,7 +275,7 @@ def test_errors_name_the_problem(tmp_path, shard_dir):
     damaged = write_shard_dir(str(tmp_path / "damaged"), [[[1, 2, 3]], [[4, 5]]])
     with open(os.path.join(damaged, "shards", "00000-000000000000-0001.tokens"), "r+b") as f:
         f.truncate(4)
-    with pytest.raises(ShardFormatError, match="expected 8 bytes"):
+    with pytest.raises(ShardFormatError, match=r"0001\.tokens: token file is 4 bytes but .* 2 tokens \(8 bytes\)"):
         TokenDataset(damaged, 2)
 
 
@@ -428,7 +436,7 @@ def test_cli_export_megatron(tmp_path, shard_dir, capsys):
     assert got16["dtype_code"] == 8
     assert [d.tolist() for d in got16["documents"]] == [d.tolist() for d in got["documents"]]
     missing = parser.parse_args(["export-megatron", str(tmp_path / "nope"), str(tmp_path / "n")])
-    with pytest.raises(ShardFormatError, match="MANIFEST"):
+    with pytest.raises(ShardFormatError, match="nope: no such shard directory"):
         missing.func(missing)
 
 

@@ -37,105 +37,12 @@ first use.
 from __future__ import annotations
 
 import functools
-import json
 import os
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .errors import ShardFormatError
-
 __all__ = ["TokenDataset", "collate", "inputs_targets", "torch_dataset"]
-
-_MANIFEST = "MANIFEST.json"
-_INDEX_MAGIC = b"UBESHRD1"
-_INDEX_HEADER_BYTES = 128
-
-
-# ---------------------------------------------------------------------------
-# A tiny reader of the shard directory spec (format version 1).
-
-
-class _Shard:
-    """One shard of a finished directory: paths and recorded counts."""
-
-    __slots__ = ("name", "tokens_path", "index_path", "n_tokens", "n_docs")
-
-    def __init__(self, name: str, tokens_path: str, index_path: str, n_tokens: int, n_docs: int):
-        self.name = name
-        self.tokens_path = tokens_path
-        self.index_path = index_path
-        self.n_tokens = n_tokens
-        self.n_docs = n_docs
-
-    def tokens(self) -> np.ndarray:
-        """The shard's token ids, memory-mapped read-only (uint32)."""
-        if self.n_tokens == 0:
-            return np.zeros(0, dtype="<u4")
-        return np.memmap(self.tokens_path, dtype="<u4", mode="r", shape=(self.n_tokens,))
-
-    def doc_offsets(self) -> np.ndarray:
-        """``uint64 doc_offsets[n_docs + 1]`` from the index file, checked against the header."""
-        header = np.fromfile(self.index_path, dtype=np.uint8, count=_INDEX_HEADER_BYTES)
-        if header.size < _INDEX_HEADER_BYTES or header[:8].tobytes() != _INDEX_MAGIC:
-            raise ShardFormatError(f"{self.index_path}: not a ube-stream shard index (expected magic "
-                                   f"{_INDEX_MAGIC!r} in the first 8 bytes); rewrite the shard")
-        version, width = np.frombuffer(header[8:16].tobytes(), "<u4").tolist()
-        n_docs, n_tokens = np.frombuffer(header[16:32].tobytes(), "<u8").tolist()
-        if version != 1 or width != 4:
-            raise ShardFormatError(f"{self.index_path}: index version {version}, token width {width}; "
-                                   "this ube-stream reads version 1 with 4-byte tokens")
-        if (n_docs, n_tokens) != (self.n_docs, self.n_tokens):
-            raise ShardFormatError(f"{self.index_path}: header says {n_docs} documents / {n_tokens} tokens, "
-                                   f"MANIFEST says {self.n_docs} / {self.n_tokens}; the directory is "
-                                   "inconsistent, re-encode it")
-        offsets = np.array(np.memmap(self.index_path, dtype="<u8", mode="r", offset=_INDEX_HEADER_BYTES,
-                                     shape=(n_docs + 1,)))
-        if offsets[0] != 0 or offsets[-1] != n_tokens or np.any(np.diff(offsets.astype(np.int64)) < 0):
-            raise ShardFormatError(f"{self.index_path}: doc_offsets are not a non-decreasing run from 0 to "
-                                   f"{n_tokens}; the index is corrupt, re-encode the shard")
-        return offsets
-
-
-def _read_manifest(directory: str) -> Tuple[Dict[str, Any], List[_Shard]]:
-    """MANIFEST.json of a finished shard directory and its shards in manifest order."""
-    path = os.path.join(directory, _MANIFEST)
-    if not os.path.isfile(path):
-        raise ShardFormatError(f"{directory}: no {_MANIFEST}; not a finished shard directory (finish "
-                               "the encode run, or `ube encode --finalize` it)")
-    with open(path, "r", encoding="utf-8") as f:
-        try:
-            manifest = json.load(f)
-        except json.JSONDecodeError as exc:
-            raise ShardFormatError(f"{path}: not valid JSON ({exc})") from None
-    if manifest.get("format") != "ube-stream-shards" or manifest.get("version") != 1:
-        raise ShardFormatError(f"{path}: format {manifest.get('format')!r} version {manifest.get('version')!r}; "
-                               "expected 'ube-stream-shards' version 1")
-    if manifest.get("dtype", "uint32") != "uint32":
-        raise ShardFormatError(f"{path}: dtype {manifest.get('dtype')!r}, expected 'uint32'")
-    shards = []
-    for record in manifest.get("shards", []):
-        tokens_path = _shard_path(directory, record["tokens_file"])
-        index_path = _shard_path(directory, record["index_file"])
-        n_tokens, n_docs = int(record["tokens"]), int(record["documents"])
-        size = os.path.getsize(tokens_path) if os.path.exists(tokens_path) else None
-        if size != 4 * n_tokens:
-            found = "missing" if size is None else f"{size} bytes"
-            raise ShardFormatError(f"{tokens_path}: expected {4 * n_tokens} bytes ({n_tokens} uint32 tokens, "
-                                   f"from {_MANIFEST}), found {found}; the directory is damaged, re-encode it")
-        shards.append(_Shard(record.get("name", os.path.basename(tokens_path)), tokens_path, index_path,
-                             n_tokens, n_docs))
-    return manifest, shards
-
-
-def _shard_path(directory: str, name: str) -> str:
-    direct = os.path.join(directory, name)
-    if os.path.exists(direct) or os.path.dirname(name):
-        return direct
-    return os.path.join(directory, "shards", name)
-
-
-# ---------------------------------------------------------------------------
 
 
 class TokenDataset:
@@ -175,10 +82,12 @@ class TokenDataset:
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
         self.dtype = np.dtype(dtype)
-        manifest, shards = _read_manifest(self.directory)
-        self.fingerprint = (manifest.get("tokenizer") or {}).get("fingerprint")
-        self._shards = shards
-        sizes = np.array([s.n_tokens for s in shards], dtype=np.int64)
+        from .shards import TokenShards
+
+        directory_reader = TokenShards(self.directory, verify="header")
+        self.fingerprint = directory_reader.manifest["tokenizer"]["fingerprint"]
+        self._shards = list(directory_reader.shards)
+        sizes = np.array([s.num_tokens for s in self._shards], dtype=np.int64)
         self._starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.n_tokens = int(self._starts[-1])
         self.n_samples = max(self.n_tokens - 1, 0) // self.seq_len
@@ -242,7 +151,7 @@ class TokenDataset:
 
     def _maps(self) -> List[np.ndarray]:
         if self._memmaps is None:
-            self._memmaps = [s.tokens() for s in self._shards]
+            self._memmaps = [s.tokens for s in self._shards]
         return self._memmaps
 
     def read_tokens(self, start: int, stop: int) -> np.ndarray:

@@ -30,7 +30,6 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from .errors import ShardFormatError
-from .loader import _read_manifest
 
 __all__ = ["export_megatron", "MEGATRON_INDEX_HEADER", "MEGATRON_DTYPE_CODES"]
 
@@ -60,18 +59,20 @@ def export_megatron(directory: str, prefix: str, *, dtype: str = "int32",
     itemsize = np.dtype(token_dtype).itemsize
     directory = os.fspath(directory)
     prefix = os.fspath(prefix)
-    _manifest, shards = _read_manifest(directory)
+    from .shards import TokenShards
+
+    shards = TokenShards(directory, verify="header").shards
     bin_path, idx_path = prefix + ".bin", prefix + ".idx"
     parent = os.path.dirname(os.path.abspath(prefix))
     os.makedirs(parent, exist_ok=True)
     tmp_bin, tmp_idx = f"{bin_path}.tmp-{os.getpid()}", f"{idx_path}.tmp-{os.getpid()}"
-    n_docs = sum(s.n_docs for s in shards)
-    n_tokens = sum(s.n_tokens for s in shards)
+    n_docs = sum(s.num_docs for s in shards)
+    n_tokens = sum(s.num_tokens for s in shards)
     try:
         with open(tmp_bin, "wb") as out:
             for shard in shards:
-                tokens = shard.tokens()
-                for start in range(0, shard.n_tokens, _CHUNK_TOKENS):
+                tokens = shard.tokens
+                for start in range(0, shard.num_tokens, _CHUNK_TOKENS):
                     chunk = tokens[start:start + _CHUNK_TOKENS]
                     if chunk.size and int(chunk.max()) > max_id:
                         bad = start + int(np.argmax(chunk > max_id))
@@ -92,16 +93,16 @@ def export_megatron(directory: str, prefix: str, *, dtype: str = "int32",
             out.write(struct.pack("<Q", n_docs))
             out.write(struct.pack("<Q", n_docs + 1))
             for shard in shards:  # sequence lengths
-                lengths = np.diff(shard.doc_offsets().astype(np.int64))
+                lengths = np.diff(shard.doc_offsets.astype(np.int64))
                 if lengths.size and int(lengths.max()) > _INT32_MAX:
                     raise ValueError(f"{shard.index_path}: a document of {int(lengths.max())} tokens does not fit "
                                      "Megatron's int32 sequence lengths")
                 out.write(lengths.astype("<i4").tobytes())
             base = 0
             for shard in shards:  # sequence pointers (bytes)
-                offsets = shard.doc_offsets()[:-1].astype(np.int64)
+                offsets = shard.doc_offsets[:-1].astype(np.int64)
                 out.write(((offsets + base) * itemsize).astype("<i8").tobytes())
-                base += shard.n_tokens
+                base += shard.num_tokens
             for start in range(0, n_docs + 1, _CHUNK_TOKENS):  # document indices
                 out.write(np.arange(start, min(start + _CHUNK_TOKENS, n_docs + 1), dtype="<i8").tobytes())
             out.flush()
