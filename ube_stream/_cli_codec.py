@@ -49,7 +49,9 @@ def explain_tokens(tokenizer, text: str) -> str:
             symbols, shown = specials[token], f"{specials[token]} (special)"
         else:
             expansion = tokenizer.token_expansion(token)
-            symbols = tokenizer.token_symbols(token)
+            # UTF-16 byte symbols (U+E100..U+E1FF) are invisible in a terminal: name them
+            symbols = "".join(c if not 0xE100 <= ord(c) <= 0xE1FF else f"<U+{ord(c):04X}>"
+                              for c in tokenizer.token_symbols(token))
             try:
                 shown = repr(decode_symbols(expansion, tokenizer.substrate))
             except ValueError:
