@@ -4,6 +4,12 @@ import json
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# A shared 2-core machine (and CI) can be slow at any moment: no per-example
+# deadline, so a property test fails on a wrong answer, never on a slow one.
+settings.register_profile("ube", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ube")
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
