@@ -124,6 +124,7 @@ def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str
     """Phase-1 unit function: count the chunks of one work unit into a table file."""
     from . import readers
     from ._chunk_table import save_table
+    from ._bad_rows import drop_bad_documents
     from .pretokenizer import chunk_bounds_batch
 
     counter = _load_kernel("_count").ChunkCounter()
@@ -145,7 +146,10 @@ def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str
         try:
             ends, _ = chunk_bounds_batch(data, offsets, pattern)
         except InvalidTextError as exc:
-            data, offsets, ends = _drop_bad_document(exc, batch, data, offsets, pattern, unit, on_error, skips)
+            # count (or raise on) the invalid document, chunk the batch without it
+            data, offsets, (ends, _) = drop_bad_documents(
+                exc, batch, data, offsets, lambda d, o: chunk_bounds_batch(d, o, pattern), unit.source.path,
+                on_error, skips)
         counter.add_chunks(np.ascontiguousarray(data), ends, int(offsets[0]))
         documents += len(offsets) - 1
         nbytes += int(offsets[-1] - offsets[0])
@@ -156,18 +160,6 @@ def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str
         save_table(table_path, counter.export())
     return CountRecord(unit.unit_id, table_path, documents, nbytes, nchunks,
                        dict(skips.counts), [e.message for e in skips.examples])
-
-
-def _drop_bad_document(exc, batch, data, offsets, pattern, unit, on_error, skips):
-    """A document of ``batch`` is not valid UTF-8: raise an error naming the file
-    and row, or (``on_error="skip"``) count it and chunk the batch without it."""
-    from ._bad_rows import drop_bad_documents
-    from .pretokenizer import chunk_bounds_batch
-
-    data, offsets, (ends, _) = drop_bad_documents(
-        exc, batch, data, offsets, lambda d, o: chunk_bounds_batch(d, o, pattern), unit.source.path,
-        on_error, skips)
-    return data, offsets, ends
 
 
 def _spill_to_arrow(data: Any, path: str, *, column: str, on_error: str, skips) -> List[str]:
@@ -209,7 +201,6 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     Pass a :class:`TrainSummary` as ``summary`` to receive the totals.
     """
     from . import readers
-    from ._chunk_table import load_table
     from .pretokenizer import resolve_pattern
     from .substrate import base_size, substrate_code
 
