@@ -3,7 +3,6 @@ HF ``tokenizers`` and ``tiktoken`` built from the same merges, the pure-Python
 twins in ``_reference``, Python's codecs (round trips), and hypothesis properties."""
 import argparse
 import io
-import unicodedata
 from contextlib import redirect_stdout
 
 import numpy as np

@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from _helpers import tree
 from ube_stream import _cli_shards
 from ube_stream.errors import InputError, LockError
 from ube_stream.shards import EncodeSummary, encode_corpus
@@ -27,18 +28,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNIT_ROWS = 150
 OPTIONS = dict(unit_rows=UNIT_ROWS, shard_tokens=4000, show_progress=False)
 KILLED_UNIT = f"00000-{UNIT_ROWS:012d}"      # the second unit of the first source
-
-
-def tree(directory):
-    """relative path -> bytes (None for a directory) of everything under ``directory``."""
-    out = {}
-    for root, dirs, files in os.walk(directory):
-        for d in dirs:
-            out[os.path.relpath(os.path.join(root, d), directory)] = None
-        for name in files:
-            with open(os.path.join(root, name), "rb") as f:
-                out[os.path.relpath(os.path.join(root, name), directory)] = f.read()
-    return out
 
 
 def markers(out):

@@ -19,6 +19,7 @@ from contextlib import redirect_stdout
 import numpy as np
 import pytest
 
+from _helpers import tree
 from ube_stream import _cli_shards
 from ube_stream.errors import InputError, LockError, ShardFormatError
 from ube_stream.shards import EncodeSummary, TokenShards, encode_corpus
@@ -118,18 +119,6 @@ def encoded(tmp_path_factory, corpus, tok_path):
     summary = EncodeSummary()
     manifest = encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, summary=summary, **OPTIONS)
     return out, manifest, summary
-
-
-def tree(directory):
-    """Every file and directory under ``directory``: relative path -> bytes (None for a directory)."""
-    out = {}
-    for root, dirs, files in os.walk(directory):
-        for d in dirs:
-            out[os.path.relpath(os.path.join(root, d), directory)] = None
-        for name in files:
-            with open(os.path.join(root, name), "rb") as f:
-                out[os.path.relpath(os.path.join(root, name), directory)] = f.read()
-    return out
 
 
 def copy_of(src, tmp_path):
