@@ -14,6 +14,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from ube_stream import _count, _merge, _route
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CORPUS = os.environ.get("UBE_BENCH_CORPUS", str(ROOT / "tests" / "data" / "docs_sample.jsonl.zst"))
@@ -66,14 +67,13 @@ def test_pretokenize_batch(benchmark, corpus):
 
 
 def test_count_chunks(benchmark, corpus):
-    from ube_stream import _kernels
     from ube_stream.pretokenizer import chunk_bounds_batch
 
     _, data, offsets = corpus
     ends, _ = chunk_bounds_batch(data, offsets)
 
     def count():
-        counter = _kernels.load("_count").ChunkCounter()
+        counter = _count.ChunkCounter()
         counter.add_chunks(data, ends, 0)
         return counter
 
@@ -81,16 +81,15 @@ def test_count_chunks(benchmark, corpus):
 
 
 def test_train_merges(benchmark, corpus):
-    from ube_stream import _kernels
     from ube_stream.pretokenizer import chunk_bounds_batch
 
     _, data, offsets = corpus
     ends, _ = chunk_bounds_batch(data, offsets)
-    counter = _kernels.load("_count").ChunkCounter()
+    counter = _count.ChunkCounter()
     counter.add_chunks(data, ends, 0)
     key_data, key_offsets, counts = counter.export()
-    symbols, sym_offsets = _kernels.load("_route").route_batch(key_data, key_offsets, 0)
-    merges = benchmark(_kernels.load("_merge").train_merges, symbols, sym_offsets, counts, 512, 8000, 2, -1)
+    symbols, sym_offsets = _route.route_batch(key_data, key_offsets, 0)
+    merges = benchmark(_merge.train_merges, symbols, sym_offsets, counts, 512, 8000, 2, -1)
     assert len(merges) > 1000
 
 

@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 import regex
+from ube_stream import _route
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -55,7 +56,6 @@ def main(argv=None):
     if not os.path.exists(args.corpus):
         sys.exit(f"{args.corpus} not found: run `python benchmarks/make_corpus.py` first")
 
-    from ube_stream import _kernels
     from ube_stream.pretokenizer import GPT2_PATTERN, chunk_bounds_batch
     from ube_stream.substrate import route_bytes
 
@@ -68,7 +68,7 @@ def main(argv=None):
     non_ascii = float((data >= 0x80).mean())
     print(f"corpus: {args.corpus}: {len(texts):,} documents, {mb:.1f} MB UTF-8 ({non_ascii:.0%} non-ASCII bytes)")
     compiled = regex.compile(GPT2_PATTERN)
-    route_batch = _kernels.load("_route").route_batch
+    route_batch = _route.route_batch
 
     ends, _ = chunk_bounds_batch(data, offsets)
     n_regex = sum(len(compiled.findall(t)) for t in texts[:50])

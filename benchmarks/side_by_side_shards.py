@@ -9,7 +9,6 @@ directory with each ``--workers`` value; prints MB/s of UTF-8 text and the
 ratio to the kernel rate.
 """
 import argparse
-import os
 import shutil
 import statistics
 import sys

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import ube_stream
-from ube_stream._kernels import KERNEL_NAMES
+from ube_stream import KERNEL_MODULES as KERNEL_NAMES
 
 
 @pytest.mark.parametrize("name", KERNEL_NAMES)

@@ -402,7 +402,7 @@ def test_trained_file_format_unchanged(utf8_tok, tmp_path):
 # --------------------------------------------------------------------------- CLI
 
 def _run_cli(argv, stdin_text=None, monkeypatch=None):
-    from ube_stream._cli_codec import register
+    from ube_stream.cli.codec import register
 
     parser = argparse.ArgumentParser(prog="ube")
     register(parser.add_subparsers(dest="command"))
@@ -416,7 +416,7 @@ def _run_cli(argv, stdin_text=None, monkeypatch=None):
 
 
 def test_cli_encode_decode_explain(tokenizers_by_substrate, tmp_path, monkeypatch):
-    from ube_stream._cli_codec import explain_tokens
+    from ube_stream.cli.codec import explain_tokens
 
     tok = tokenizers_by_substrate["ube"]
     path = tmp_path / "ube.json"

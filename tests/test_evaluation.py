@@ -11,14 +11,14 @@ import os
 import pytest
 import zstandard
 
-from ube_stream import _cli_eval
+from ube_stream.cli import evaluate as _cli_eval
 from ube_stream.errors import InputError
-from ube_stream.evaluation import (ParallelSet, corpus_languages, count_floor, count_tokens, evaluate,
+from ube_stream.evaluation.evaluate import (ParallelSet, corpus_languages, count_floor, count_tokens, evaluate,
                                    language_groups, plot_premiums, read_language_list, read_parallel,
                                    select_languages)
-from ube_stream.metrics import gini
+from ube_stream.evaluation.metrics import gini
 from ube_stream.sample import sample_paths
-from ube_stream.trainer import train
+from ube_stream.training.trainer import train
 
 
 def write_lines(path, lines, compress=False):

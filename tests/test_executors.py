@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from ube_stream.executors import LocalExecutor, get_executor, worker_state
-from ube_stream.trainer import train
+from ube_stream.training.trainer import train
 
 
 def square(x):
@@ -51,7 +51,7 @@ def test_unknown_executor():
 
 
 def test_import_does_not_import_ray():
-    code = "import sys, ube_stream, ube_stream.executors, ube_stream.trainer; print('ray' in sys.modules)"
+    code = "import sys, ube_stream, ube_stream.executors, ube_stream.training; print('ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from ube_stream.errors import ShardFormatError
 from ube_stream.loader import TokenDataset, collate, inputs_targets
-from ube_stream.megatron import export_megatron
+from ube_stream.loader import export_megatron
 from ube_stream.tokenizer import Tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -303,7 +303,7 @@ def test_collate_splits_inputs_and_targets(shard_dir):
 
 def test_import_never_imports_torch(shard_dir):
     path, _, _ = shard_dir
-    code = ("import sys, ube_stream, ube_stream.loader, ube_stream.megatron, ube_stream._cli_loader\n"
+    code = ("import sys, ube_stream, ube_stream.loader, ube_stream.cli.loader\n"
             "from ube_stream.loader import TokenDataset, collate\n"
             f"ds = TokenDataset({path!r}, 4)\n"
             "inputs, targets = collate([ds[0], ds[1]])\n"
@@ -420,7 +420,7 @@ def test_megatron_uint16_export(tmp_path):
 
 
 def test_cli_export_megatron(tmp_path, shard_dir, capsys):
-    from ube_stream._cli_loader import register
+    from ube_stream.cli.loader import register
 
     path, shards, _ = shard_dir
     parser = argparse.ArgumentParser(prog="ube")
@@ -460,7 +460,7 @@ def read_spec_documents(directory):
 
 def test_real_shard_directory(tmp_path, multilingual_lines):
     from ube_stream import shards as shards_mod
-    from ube_stream.trainer import train
+    from ube_stream.training.trainer import train
 
     lines = multilingual_lines[:300]
     corpus = tmp_path / "corpus.txt"

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ube_stream.metrics import (evaluation_table, gini, language_key, resolve_language, token_premiums,
+from ube_stream.evaluation.metrics import (evaluation_table, gini, language_key, resolve_language, token_premiums,
                                 win_loss)
 
 

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ube_stream import _reference
-from ube_stream._kernels import load
+from ube_stream import _pretok
 from ube_stream._unicode_classes import gpt2_class_table
 from ube_stream.errors import InvalidTextError
 from ube_stream.pretokenizer import (CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, chunk_bounds,
@@ -202,7 +202,7 @@ def test_chunk_bounds_accepts_bytes_memoryview_and_arrays():
 
 
 def test_kernel_checks_buffer_sizes():
-    kernel = load("_pretok")
+    kernel = _pretok
     table = gpt2_class_table()
     with pytest.raises(ValueError):
         kernel.split_gpt2(b"abc def", table, np.empty(3, np.int64))

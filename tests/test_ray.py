@@ -19,10 +19,10 @@ import time
 import pytest
 
 from _helpers import tree
-from ube_stream import _cli_shards
+from ube_stream.cli import shards as _cli_shards
 from ube_stream.errors import InputError, LockError
 from ube_stream.shards import EncodeSummary, encode_corpus
-from ube_stream.trainer import train
+from ube_stream.training.trainer import train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNIT_ROWS = 150
@@ -195,7 +195,7 @@ def test_without_ray_the_cli_says_how_to_install(tmp_path, corpus):
     """No Ray installed (simulated): a clear message, nothing written; the shard modules never import Ray."""
     out = str(tmp_path / "out")
     code = ("import sys; sys.modules['ray'] = None\n"
-            "import ube_stream.shards, ube_stream._cli_shards\n"
+            "import ube_stream.shards, ube_stream.cli.shards\n"
             "from ube_stream.cli import main\n"
             f"sys.exit(main(['encode', {corpus[0]!r}, '--tokenizer', 'missing.json', '-o', {out!r}, "
             f"'--executor', 'ray']))")
@@ -203,6 +203,6 @@ def test_without_ray_the_cli_says_how_to_install(tmp_path, corpus):
     assert run.returncode == 1, run.stderr
     assert 'pip install "ube-stream[ray]"' in run.stderr and "Traceback" not in run.stderr
     assert not os.path.exists(out)
-    check = "import sys, ube_stream.shards, ube_stream._cli_shards; print('ray' in sys.modules)"
+    check = "import sys, ube_stream.shards, ube_stream.cli.shards; print('ray' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout.strip() == "False"

@@ -20,7 +20,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ube_stream import _formats
+from ube_stream.readers import compression as _compression
 from ube_stream.errors import InputError
 from ube_stream.readers import (SkipCounter, TextBatch, iter_batches, iter_texts, plan_units, read_unit,
                                 resolve_inputs)
@@ -123,7 +123,7 @@ FORMATS = ["parquet", "arrow_file", "arrow_stream", "feather", "jsonl", "jsonl.z
 @pytest.mark.parametrize("name", FORMATS)
 @pytest.mark.parametrize("unit_rows", [None, 777])
 def test_every_format_gives_the_same_documents(corpus, docs, name, unit_rows, monkeypatch):
-    monkeypatch.setattr(_formats, "BLOCK_BYTES", 5000)  # many blocks and lines cut across them
+    monkeypatch.setattr(_compression, "BLOCK_BYTES", 5000)  # many blocks and lines cut across them
     sources = resolve_inputs(corpus[name])
     units = plan_units(sources, unit_rows=unit_rows)
     _check_cover(units)
@@ -235,12 +235,12 @@ def test_text_lines_property(tmp_path_factory, pieces, block, unit_rows):
     raw = "".join(pieces).encode()
     path = tmp_path_factory.mktemp("p") / "t.txt"
     path.write_bytes(raw)
-    old = _formats.BLOCK_BYTES
-    _formats.BLOCK_BYTES = block
+    old = _compression.BLOCK_BYTES
+    _compression.BLOCK_BYTES = block
     try:
         texts, provenance = _read_all(plan_units(resolve_inputs(str(path)), unit_rows=unit_rows))
     finally:
-        _formats.BLOCK_BYTES = old
+        _compression.BLOCK_BYTES = old
     want = _line_truth(raw) if raw else []
     assert texts == want and provenance == [(0, r) for r in range(len(want))]
 
@@ -339,7 +339,7 @@ def _docs_bytes(n):
 
 @pytest.mark.parametrize("compression", ["zstd", "gzip"])
 def test_truncated_compressed_file(tmp_path, compression, monkeypatch):
-    monkeypatch.setattr(_formats, "ZSTD_READ_BYTES", 256)
+    monkeypatch.setattr(_compression, "ZSTD_READ_BYTES", 256)
     raw = _docs_bytes(3000)
     packed = zstandard.ZstdCompressor().compress(raw) if compression == "zstd" else gzip.compress(raw)
     path = tmp_path / ("t.txt.zst" if compression == "zstd" else "t.txt.gz")

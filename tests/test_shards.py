@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 
 from _helpers import tree
-from ube_stream import _cli_shards
+from ube_stream.cli import shards as _cli_shards
 from ube_stream.errors import InputError, LockError, ShardFormatError
 from ube_stream.shards import EncodeSummary, TokenShards, encode_corpus
 from ube_stream.tokenizer import Tokenizer
-from ube_stream.trainer import train
+from ube_stream.training.trainer import train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPECIALS = ("<|endoftext|>", "<|bos|>")
@@ -195,7 +195,7 @@ def test_invalid_utf8_reaching_the_encoder_is_skipped_or_named(tok_path, tok, tm
     """The readers validate UTF-8 first; if a batch still holds invalid bytes the
     encoder drops that row (counted) or raises naming file and row."""
     from ube_stream import readers
-    from ube_stream._textbatch import TextBatch
+    from ube_stream.readers.batch import TextBatch
 
     path = str(tmp_path / "x.jsonl")
     texts = ["first", "bad one", "third row", ""]
@@ -549,7 +549,7 @@ def test_stale_locks_are_taken_over(corpus, tok_path, encoded, tmp_path):
 
 def test_lock_of_a_reused_pid_is_stale(corpus, tok_path, encoded, tmp_path):
     """A live pid whose start time differs from the recorded one is another process."""
-    from ube_stream._locks import _start_time
+    from ube_stream.shards.locks import _start_time
 
     out = str(tmp_path / "reused")
     os.makedirs(os.path.join(out, "locks"))

@@ -10,7 +10,8 @@ import pytest
 from ube_stream import _reference as ref
 from ube_stream.errors import TokenizerFormatError
 from ube_stream.tokenizer import Tokenizer
-from ube_stream.trainer import TrainSummary, train
+from ube_stream.training.trainer import TrainSummary, train
+from ube_stream import _count, _route
 
 
 def write_jsonl(path, texts):
@@ -105,17 +106,16 @@ def test_in_memory_iterable(small_corpus):
 
 def test_weighted_count_above_2_31_merges_first():
     """A chunk seen 3e9 times (weighted table, not a 3e9-word corpus) must win the first merge."""
-    from ube_stream import _kernels
-    from ube_stream.trainer import _train_merges
+    from ube_stream.training.trainer import _train_merges
 
-    counter = _kernels.load("_count").ChunkCounter()
+    counter = _count.ChunkCounter()
     keys = [b"zq", b"ab", b"ab ab"]
     data = np.frombuffer(b"".join(keys), dtype=np.uint8)
     offsets = np.array([0, 2, 4, 9], dtype=np.int64)
     counter.add_weighted(data, offsets, np.array([3_000_000_000, 2_000_000_000, 1_000_000_000], dtype=np.int64))
     key_data, key_offsets, counts = counter.export()
     assert counts.dtype == np.int64 and counts.max() == 3_000_000_000
-    symbols, sym_offsets = _kernels.load("_route").route_batch(key_data, key_offsets, 1)
+    symbols, sym_offsets = _route.route_batch(key_data, key_offsets, 1)
     merges = _train_merges(symbols, sym_offsets, counts, n_base=256, max_vocab=258, min_frequency=2,
                            max_token_length=None, show_progress=False)
     # (a,b) occurs 2e9 + 2*1e9 = 4e9 times; (z,q) 3e9: both above 2^31, ordered correctly

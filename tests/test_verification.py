@@ -14,16 +14,17 @@ import unicodedata
 import numpy as np
 import pytest
 
-from ube_stream import _verify_unicode as vu
+from ube_stream.verification import unicode as vu
 from ube_stream.tokenizer import Tokenizer
 from ube_stream.verification import first_difference, verify_corpus, verify_shards, verify_unicode
+from ube_stream import _route
 
 
 # --------------------------------------------------------------------------- fixtures
 
 @pytest.fixture(scope="session")
 def tok_path(tmp_path_factory, docs_rows):
-    from ube_stream.trainer import train
+    from ube_stream.training.trainer import train
 
     path = tmp_path_factory.mktemp("tok") / "train.jsonl"
     with open(path, "w", encoding="utf-8") as f:
@@ -88,7 +89,7 @@ def index_arrays(idx_path):
 
 
 def cli(argv):
-    from ube_stream import _cli_verify
+    from ube_stream.cli import verify as _cli_verify
 
     parser = argparse.ArgumentParser(prog="ube")
     _cli_verify.register(parser.add_subparsers(dest="command"))
@@ -166,9 +167,7 @@ def test_unicode_catches_a_decoder_that_drops_a_character(monkeypatch, tok_path)
 
 
 def test_unicode_catches_a_router_that_swaps_bytes(monkeypatch):
-    from ube_stream import _kernels
-
-    route = _kernels.load("_route")
+    route = _route
     real = route.route_batch
 
     def swapped(data, offsets, code):

@@ -15,28 +15,33 @@ cheap and never imports optional dependencies (torch, ray, matplotlib)::
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ._version import __version__
+from .errors import KernelsMissingError
+
+#: the compiled Cython kernels (``cython_src/_name.pyx`` -> ``ube_stream._name``)
+KERNEL_MODULES = ("_pretok", "_route", "_merge", "_count", "_encode")
 
 # public name -> module that defines it
 _EXPORTS = {
     "pretokenize": "pretokenizer",
     "GPT2_PATTERN": "pretokenizer",
     "Tokenizer": "tokenizer",
-    "train": "trainer",
+    "train": "training",
     "TokenDataset": "loader",
     "torch_dataset": "loader",
-    "export_megatron": "megatron",
+    "export_megatron": "loader",
     "encode_corpus": "shards",
     "TokenShards": "shards",
     "verify_unicode": "verification",
     "verify_corpus": "verification",
     "verify_shards": "verification",
     "evaluate": "evaluation",
-    "token_premiums": "metrics",
-    "gini": "metrics",
-    "language_key": "metrics",
+    "token_premiums": "evaluation",
+    "gini": "evaluation",
+    "language_key": "evaluation",
     "sample_paths": "sample",
     "encode_symbols": "substrate",
     "decode_symbols": "substrate",
@@ -55,21 +60,34 @@ _EXPORTS = {
 
 __all__ = ["__version__", *_EXPORTS]
 
+
+def _check_kernels() -> None:
+    """One clear error, at import, when the extension modules were never built."""
+    missing = [name for name in KERNEL_MODULES if importlib.util.find_spec(f"{__name__}.{name}") is None]
+    if missing:
+        raise KernelsMissingError(
+            f"the compiled kernels {', '.join(f'ube_stream.{m}' for m in missing)} are missing. "
+            "ube-stream's hot paths are Cython extensions built at install time: run `pip install -e .` "
+            "(or `pip install .`) from the repository root on a machine with a C++ compiler and the Python "
+            "headers. If you installed the package without -e and run Python from the repository root, the "
+            "uncompiled source tree shadows the installed package: use an editable install.")
+
+
+_check_kernels()
+
 if TYPE_CHECKING:  # pragma: no cover
-    from .errors import (InputError, InvalidTextError, LockError, ShardFormatError,
+    from .errors import (InputError, InvalidTextError, LockError, ShardFormatError,  # noqa: F401
                          SymbolDecodeError, TokenizerFormatError, UbeError)
-    from .pretokenizer import GPT2_PATTERN, pretokenize
-    from .tokenizer import Tokenizer
-    from .trainer import train
-    from .loader import TokenDataset, torch_dataset
-    from .megatron import export_megatron
-    from .evaluation import evaluate
-    from .verification import verify_corpus, verify_shards, verify_unicode
-    from .shards import TokenShards, encode_corpus
-    from .metrics import gini, language_key, token_premiums
-    from .sample import sample_paths
-    from .substrate import (SUBSTRATES, decode_symbols, encode_symbols, floor_cost,
+    from .evaluation import evaluate, gini, language_key, token_premiums  # noqa: F401
+    from .loader import TokenDataset, export_megatron, torch_dataset  # noqa: F401
+    from .pretokenizer import GPT2_PATTERN, pretokenize  # noqa: F401
+    from .sample import sample_paths  # noqa: F401
+    from .shards import TokenShards, encode_corpus  # noqa: F401
+    from .substrate import (SUBSTRATES, decode_symbols, encode_symbols, floor_cost,  # noqa: F401
                             parse_symbol_string, symbol_string)
+    from .tokenizer import Tokenizer  # noqa: F401
+    from .training import train  # noqa: F401
+    from .verification import verify_corpus, verify_shards, verify_unicode  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:

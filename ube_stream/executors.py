@@ -23,10 +23,11 @@ with their original message, and never retried.
 """
 from __future__ import annotations
 
+import abc
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Type
 
-__all__ = ["Executor", "LocalExecutor", "RayExecutor", "get_executor", "worker_state"]
+__all__ = ["Executor", "LocalExecutor", "RayExecutor", "EXECUTORS", "executor_class", "get_executor", "worker_state"]
 
 _WORKER_STATE: Dict[Tuple[Any, ...], Any] = {}
 
@@ -39,14 +40,21 @@ def worker_state(setup: Callable[..., Any], *args: Any) -> Any:
     return _WORKER_STATE[key]
 
 
-class Executor:
-    """Map ``fn`` over ``tasks``; return the results in task order."""
+class Executor(abc.ABC):
+    """Map ``fn`` over ``tasks``; return the results in task order.
 
-    name = "base"
+    ``multi_host``: tasks may run on other machines, so unit functions must
+    not rely on this host's process table (locks of dead writers elsewhere are
+    taken over by attempt, not by pid).
+    """
 
+    name: ClassVar[str]
+    multi_host: ClassVar[bool] = False
+
+    @abc.abstractmethod
     def map(self, fn: Callable[[Any], Any], tasks: Sequence[Any], *,
             on_result: Optional[Callable[[Any], None]] = None) -> List[Any]:
-        raise NotImplementedError  # pragma: no cover - interface
+        """``[fn(t) for t in tasks]``, calling ``on_result`` as each finishes (any order)."""
 
     def close(self) -> None:
         pass
@@ -66,7 +74,8 @@ class LocalExecutor(Executor):
     def __init__(self, workers: Optional[int] = None):
         self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
 
-    def map(self, fn, tasks, *, on_result=None):
+    def map(self, fn: Callable[[Any], Any], tasks: Sequence[Any], *,
+            on_result: Optional[Callable[[Any], None]] = None) -> List[Any]:
         tasks = list(tasks)
         results: List[Any] = [None] * len(tasks)
         if self.workers == 1 or len(tasks) <= 1:
@@ -100,6 +109,7 @@ class RayExecutor(Executor):
     retries after system failures (a worker process that died)."""
 
     name = "ray"
+    multi_host = True
 
     def __init__(self, address: Optional[str] = None, *, max_retries: int = 3,
                  num_cpus: Optional[int] = None):
@@ -114,7 +124,8 @@ class RayExecutor(Executor):
         self._ray = ray
         self._remote = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(_ray_call)
 
-    def map(self, fn, tasks, *, on_result=None):
+    def map(self, fn: Callable[[Any], Any], tasks: Sequence[Any], *,
+            on_result: Optional[Callable[[Any], None]] = None) -> List[Any]:
         ray = self._ray
         tasks = list(tasks)
         refs = [self._remote.remote(fn, task) for task in tasks]
@@ -156,13 +167,24 @@ def import_ray():
     return ray
 
 
-def get_executor(executor: str | Executor = "local", *, workers: Optional[int] = None,
+EXECUTORS: Dict[str, Type[Executor]] = {"local": LocalExecutor, "ray": RayExecutor}
+
+
+def executor_class(executor: "str | Executor") -> Type[Executor]:
+    """The class of an executor or executor name (without starting it)."""
+    if isinstance(executor, Executor):
+        return type(executor)
+    try:
+        return EXECUTORS[executor]
+    except KeyError:
+        raise ValueError(f"unknown executor {executor!r}; expected one of {', '.join(map(repr, EXECUTORS))}") from None
+
+
+def get_executor(executor: "str | Executor" = "local", *, workers: Optional[int] = None,
                  ray_address: Optional[str] = None) -> Executor:
     """An :class:`Executor` by name (``"local"`` or ``"ray"``), or ``executor`` itself."""
     if isinstance(executor, Executor):
         return executor
-    if executor == "local":
-        return LocalExecutor(workers)
-    if executor == "ray":
+    if executor_class(executor) is RayExecutor:
         return RayExecutor(ray_address, num_cpus=workers)
-    raise ValueError(f"unknown executor {executor!r}; expected 'local' or 'ray'")
+    return LocalExecutor(workers)

@@ -41,10 +41,10 @@ def run_pipeline(train_inputs: Sequence[str], parallel: str, out_dir: str, *, vo
                  seen_langs: Optional[Sequence[str]] = None, reference: str = "en", plot: bool = True,
                  show_progress: bool = True, log: TextIO = sys.stderr) -> PipelineResult:
     """Train, shard, verify and evaluate; see the module docstring."""
-    from ._eval_output import format_table, plot_premiums, write_csv, write_json
-    from .evaluation import corpus_languages, evaluate, read_parallel
-    from .shards import encode_corpus
-    from .trainer import TrainSummary, train
+    from .evaluation.output import format_table, plot_premiums, write_csv, write_json
+    from .evaluation.evaluate import corpus_languages, evaluate, read_parallel
+    from .shards.encode import encode_corpus
+    from .training.trainer import TrainSummary, train
     from .verification import verify_shards
 
     os.makedirs(out_dir, exist_ok=True)

@@ -30,9 +30,10 @@ from typing import List, Sequence, Tuple, Union
 import numpy as np
 import regex
 
-from ._kernels import load
+from . import _pretok
 from ._unicode_classes import gpt2_class_table
 from .errors import InvalidTextError
+from .substrate import as_uint8, utf8_of
 
 __all__ = [
     "GPT2_PATTERN",
@@ -86,7 +87,7 @@ def pretokenize(text: str, pattern: str = "gpt2") -> List[str]:
     if not isinstance(text, str):
         raise TypeError(f"pretokenize expects a str, got {type(text).__name__}; "
                         "for UTF-8 bytes use chunk_bounds(data)")
-    data = _encode_checked(text)
+    data = utf8_of(text)
     if _is_gpt2(pattern):
         ends = _gpt2_bounds(np.frombuffer(data, np.uint8))
         if len(data) != len(text):  # not ASCII: byte offsets -> character offsets
@@ -106,7 +107,7 @@ def chunk_bounds(data: BytesLike, pattern: str = "gpt2") -> np.ndarray:
     Raises :class:`~ube_stream.errors.InvalidTextError` (offset in bytes) when
     ``data`` is not well-formed UTF-8.
     """
-    array = _as_uint8(data)
+    array = as_uint8(data)
     if _is_gpt2(pattern):
         return _gpt2_bounds(array)
     return _regex_byte_ends(array, _compiled(pattern), document=None)
@@ -126,14 +127,14 @@ def chunk_bounds_batch(data: BytesLike, doc_offsets: Sequence[int] | np.ndarray,
     the byte offset (``offset`` is relative to that document; the error also
     carries ``document``).
     """
-    array = _as_uint8(data)
+    array = as_uint8(data)
     offsets = np.ascontiguousarray(doc_offsets, dtype=np.int64)
     if offsets.ndim != 1 or offsets.shape[0] < 1:
         raise ValueError("doc_offsets must be a 1-D sequence of ndocs + 1 byte offsets "
                          f"(got shape {offsets.shape})")
     ndocs = offsets.shape[0] - 1
     if _is_gpt2(pattern):
-        kernel = load("_pretok")
+        kernel = _pretok
         ends = np.empty(max(int(offsets[-1] - offsets[0]), 0), dtype=np.int64)
         doc_chunk_offsets = np.zeros(ndocs + 1, dtype=np.int64)
         total = kernel.split_gpt2_batch(array, offsets, gpt2_class_table(), ends, doc_chunk_offsets)
@@ -193,46 +194,13 @@ def _compiled(pattern: str) -> "regex.Pattern":
     return regex.compile(PATTERNS.get(pattern, pattern))
 
 
-def _as_uint8(data: BytesLike) -> np.ndarray:
-    if isinstance(data, np.ndarray):
-        if data.dtype != np.uint8 or data.ndim != 1:
-            raise TypeError(f"data must be a 1-D uint8 array of UTF-8 bytes, got {data.dtype} "
-                            f"with shape {data.shape}; use np.frombuffer(buf, np.uint8)")
-        return np.ascontiguousarray(data)
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        view = memoryview(data)
-        if not view.c_contiguous:
-            view = memoryview(view.tobytes())
-        return np.frombuffer(view.cast("B") if view.format != "B" or view.ndim != 1 else view,
-                             dtype=np.uint8)
-    if isinstance(data, str):
-        raise TypeError("chunk_bounds takes UTF-8 bytes, got a str: pass text.encode('utf-8') "
-                        "(byte offsets) or call pretokenize(text) (strings)")
-    raise TypeError(f"data must be bytes, bytearray, memoryview or a uint8 numpy array, "
-                    f"got {type(data).__name__}")
-
-
 def _gpt2_bounds(array: np.ndarray) -> np.ndarray:
-    kernel = load("_pretok")
+    kernel = _pretok
     ends = np.empty(array.shape[0], dtype=np.int64)
     count = kernel.split_gpt2(array, gpt2_class_table(), ends)
     if count < 0:
         raise _utf8_error(array, -count - 1)
     return ends[:count].copy() if count * 2 < array.shape[0] else ends[:count]
-
-
-def _encode_checked(text: str) -> bytes:
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        char = text[exc.start]
-        raise InvalidTextError(
-            f"text is not a sequence of Unicode scalar values: lone surrogate U+{ord(char):04X} "
-            f"at character offset {exc.start}. It has no UTF-8 form, so it cannot be "
-            "pre-tokenized or encoded. Fix the source decoding (e.g. decode with "
-            "errors='replace', or do not use errors='surrogateescape'/'surrogatepass'), "
-            "or skip such documents (--on-error skip).",
-            offset=exc.start, unit="char") from None
 
 
 def _utf8_error(array: np.ndarray, position: int, *, document: int | None = None,

@@ -32,7 +32,9 @@ from typing import Sequence, Union
 
 import numpy as np
 
-from . import _kernels
+import re
+
+from . import _route
 from .errors import InvalidTextError, SymbolDecodeError
 
 __all__ = [
@@ -51,7 +53,7 @@ SUBSTRATES = ("ube", "utf8", "utf16")
 _BASE_SIZES = {"ube": 512, "utf8": 256, "utf16": 256}
 _UTF16_SYMBOL_BASE = 0xE100  # symbol_string char of id 256 + b is chr(0xE100 + b)
 
-_route = _kernels.load("_route")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 IdsLike = Union[Sequence[int], np.ndarray]
 
@@ -72,15 +74,29 @@ def base_size(name: str) -> int:
     return _BASE_SIZES[name]
 
 
-def _utf8_of(text: str) -> bytes:
+def utf8_of(text: str, *, document: int | None = None) -> bytes:
+    """UTF-8 of ``text``, or :class:`~ube_stream.errors.InvalidTextError` naming the
+    character offset (and ``document``, in a batch) of a lone surrogate.
+
+    The one check for lone surrogates that raises; readers that count instead
+    of raising use :func:`find_lone_surrogate`.
+    """
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
+        where = f"character offset {exc.start}" + ("" if document is None else f" of document {document}")
         raise InvalidTextError(
-            f"text holds a lone surrogate {text[exc.start]!r} at character offset {exc.start}: "
-            "only Unicode scalar values can be routed (fix the source, or decode it with "
-            "errors='replace' instead of 'surrogateescape'/'surrogatepass')",
-            offset=exc.start, unit="char") from None
+            f"text holds a lone surrogate U+{ord(text[exc.start]):04X} at {where}: only Unicode scalar "
+            "values have a UTF-8 form, so it cannot be pre-tokenized, routed or encoded (fix the source "
+            "decoding, e.g. errors='replace' instead of 'surrogateescape'/'surrogatepass', or skip such "
+            "documents with on_error='skip' / --on-error skip)",
+            offset=exc.start, unit="char", document=document) from None
+
+
+def find_lone_surrogate(text: str) -> int:
+    """Character offset of the first lone surrogate in ``text``, or -1."""
+    found = _SURROGATE.search(text)
+    return -1 if found is None else found.start()
 
 
 def encode_symbols(text: str, substrate: str = "ube") -> np.ndarray:
@@ -92,7 +108,7 @@ def encode_symbols(text: str, substrate: str = "ube") -> np.ndarray:
     if not isinstance(text, str):
         raise TypeError(f"encode_symbols expects str, got {type(text).__name__}; "
                         "use route_bytes for UTF-8 bytes")
-    return _route.route(_utf8_of(text), substrate_code(substrate))
+    return _route.route(utf8_of(text), substrate_code(substrate))
 
 
 def route_bytes(data, substrate: str = "ube") -> np.ndarray:
@@ -102,25 +118,36 @@ def route_bytes(data, substrate: str = "ube") -> np.ndarray:
     Raises :class:`~ube_stream.errors.InvalidTextError` (``unit="byte"``) naming
     the byte offset of invalid UTF-8.
     """
-    return _route.route(_as_uint8(data), substrate_code(substrate))
+    return _route.route(as_uint8(data), substrate_code(substrate))
 
 
 def floor_cost(text: Union[str, bytes], substrate: str = "ube") -> int:
     """Number of base symbols of ``text`` (``str``, or UTF-8 bytes): the token
     count of a tokenizer with no merges, the floor any merge can only lower."""
-    data = _utf8_of(text) if isinstance(text, str) else _as_uint8(text)
+    data = utf8_of(text) if isinstance(text, str) else as_uint8(text)
     return _route.count(data, substrate_code(substrate))
 
 
-def _as_uint8(data):
+def as_uint8(data, *, what: str = "data") -> np.ndarray:
+    """A contiguous 1-D ``uint8`` array over UTF-8 bytes (``bytes``, ``bytearray``,
+    ``memoryview`` or a ``uint8`` array), zero-copy where possible; the one
+    place that checks what the kernels' ``const uint8_t[::1]`` inputs receive."""
     if isinstance(data, np.ndarray):
         if data.dtype != np.uint8 or data.ndim != 1:
-            raise TypeError(f"expected a 1-D uint8 array of UTF-8 bytes, got {data.dtype} "
-                            f"with shape {data.shape}")
+            raise TypeError(f"{what} must be a 1-D uint8 array of UTF-8 bytes, got {data.dtype} "
+                            f"with shape {data.shape}; use np.frombuffer(buf, np.uint8)")
         return np.ascontiguousarray(data)
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        view = memoryview(data)
+        if not view.c_contiguous:
+            view = memoryview(view.tobytes())
+        return np.frombuffer(view.cast("B") if view.format != "B" or view.ndim != 1 else view,
+                             dtype=np.uint8)
     if isinstance(data, str):
-        raise TypeError("expected UTF-8 bytes, got str: use encode_symbols for str")
-    return data
+        raise TypeError(f"{what} must be UTF-8 bytes, got a str: pass text.encode('utf-8'), or use the "
+                        "str entry point (encode_symbols, pretokenize, Tokenizer.encode)")
+    raise TypeError(f"{what} must be bytes, bytearray, memoryview or a uint8 numpy array, "
+                    f"got {type(data).__name__}")
 
 
 def _as_ids(ids: IdsLike, substrate: str) -> np.ndarray:
@@ -210,13 +237,25 @@ def _decode_replace(arr: np.ndarray, substrate: str) -> str:
     return "".join(data.decode(codec, "replace") for _, codec, data in _buffers(arr, substrate))
 
 
+def gpt2_byte_chars() -> np.ndarray:
+    """``uint32[256]``: the code point GPT-2's ``bytes_to_unicode`` gives each byte.
+
+    Printable Latin-1 bytes (``!``..``~``, ``¡``..``¬``, ``®``..``ÿ``) stand for
+    themselves; the other 68 bytes take ``U+0100``, ``U+0101``, ... in byte order.
+    """
+    printable = np.zeros(256, dtype=bool)
+    for first, last in ((0x21, 0x7E), (0xA1, 0xAC), (0xAE, 0xFF)):
+        printable[first:last + 1] = True
+    chars = np.arange(256, dtype=np.uint32)
+    others = np.flatnonzero(~printable)
+    chars[others] = 256 + np.arange(others.size, dtype=np.uint32)
+    return chars
+
+
 def _symbol_chars() -> np.ndarray:
     """Code point of the symbol-string char of every id 0..511."""
-    from ._reference import bytes_to_unicode
-
-    table = bytes_to_unicode()
     chars = np.empty(512, dtype=np.uint32)
-    chars[:256] = [ord(table[b]) for b in range(256)]
+    chars[:256] = gpt2_byte_chars()
     chars[256:] = np.arange(_UTF16_SYMBOL_BASE, _UTF16_SYMBOL_BASE + 256, dtype=np.uint32)
     return chars
 

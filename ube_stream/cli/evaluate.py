@@ -1,0 +1,217 @@
+"""``ube eval`` and ``ube compare``: the paper's evaluation from the command line.
+
+``ube eval --tokenizer A.json [--tokenizer B.json ...] --parallel FILE``
+    token premium per language, Gini, wins; ``--json``/``--csv``/``--plot``.
+``ube compare CORPUS... --parallel FILE --vocab-size 8000 [--vocab-size 32000]``
+    trains ``ube``, ``utf8`` (BBPE) and ``utf16`` (BBPE16) tokenizers on the
+    same corpus at each vocabulary size and evaluates them (the main table and
+    the vocabulary-size ablation), split into languages SEEN in the corpus and
+    UNSEEN ones (from the corpus's ``lang`` field or ``--seen-langs``).
+
+``--parallel`` defaults to the bundled sample (:func:`ube_stream.sample.sample_paths`).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List, Optional
+
+__all__ = ["register"]
+
+_SUBSTRATES = ("ube", "utf8", "utf16")
+
+
+def _add_eval_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--parallel", default=None, metavar="FILE",
+                   help="parallel JSONL file (plain or .zst) with lang, key, text[, script]; "
+                        "default: the bundled sample")
+    p.add_argument("--reference-lang", default="en", metavar="TAG",
+                   help="premiums are relative to this language (default: en)")
+    p.add_argument("--eval-langs", nargs="+", default=None, metavar="TAGS",
+                   help="evaluate only these languages (tags, comma-separated lists, or files with "
+                        "tags); compared by primary subtag (and script for Chinese) when not exact")
+    p.add_argument("--json", default=None, metavar="OUT", help="write the whole table as JSON")
+    p.add_argument("--csv", default=None, metavar="OUT", help="write one row per language as CSV")
+    p.add_argument("--plot", default=None, metavar="OUT.png",
+                   help='plot premiums per language (needs matplotlib: pip install "ube-stream[plot]")')
+    p.add_argument("--max-rows", type=int, default=None, metavar="N",
+                   help="print at most N language rows (all by default)")
+
+
+def register(subparsers) -> None:
+    """Add ``eval`` and ``compare`` to an argparse sub-parser collection."""
+    p = subparsers.add_parser("eval", help="token premium, Gini and wins of tokenizers on a parallel file")
+    p.add_argument("--tokenizer", action="append", required=True, metavar="FILE",
+                   help="a tokenizer file (repeat to compare several)")
+    p.add_argument("--seen-langs", nargs="+", default=None, metavar="TAGS",
+                   help="languages of the training corpus: splits the summary into seen / unseen")
+    _add_eval_options(p)
+    p.set_defaults(func=_cmd_eval)
+
+    p = subparsers.add_parser("compare", help="train ube / utf8 / utf16 on one corpus and evaluate them")
+    p.add_argument("inputs", nargs="+", metavar="CORPUS", help="training corpus: files, directories or globs")
+    p.add_argument("--vocab-size", type=int, action="append", default=None, metavar="N",
+                   help="vocabulary size (repeat for an ablation; default 8000)")
+    p.add_argument("--substrates", default=",".join(_SUBSTRATES),
+                   help="comma-separated substrates to train (default: ube,utf8,utf16)")
+    p.add_argument("--column", default="text", help="text field of the corpus (default: text)")
+    p.add_argument("--lang-field", default="lang",
+                   help="corpus field naming each document's language, for the seen/unseen split "
+                        "(default: lang; ignored when --seen-langs is given)")
+    split = p.add_mutually_exclusive_group()
+    split.add_argument("--seen-langs", nargs="+", default=None, metavar="TAGS",
+                       help="languages counted as seen in training (overrides --lang-field)")
+    split.add_argument("--no-split", action="store_true", help="no seen / unseen split")
+    p.add_argument("--min-frequency", type=int, default=2)
+    p.add_argument("--max-bytes", type=int, default=None, help="train on about this many bytes of the corpus")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="write tokenizers (<substrate>-<vocab>.json), compare.json, compare-<vocab>.csv "
+                        "and, with matplotlib, compare-<vocab>.png here")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    _add_eval_options(p)
+    p.set_defaults(func=_cmd_compare)
+
+
+def _parallel_path(args) -> str:
+    if args.parallel:
+        return args.parallel
+    from ..sample import sample_paths
+
+    return sample_paths()["parallel"]
+
+
+def _write_outputs(table: dict, *, json_path: Optional[str], csv_path: Optional[str],
+                   plot_path: Optional[str], title: Optional[str] = None) -> None:
+    from ..evaluation.evaluate import plot_premiums, write_csv, write_json
+
+    if json_path:
+        write_json(table, json_path)
+    if csv_path:
+        write_csv(table, csv_path)
+    if plot_path:
+        plot_premiums(table, plot_path, title=title)
+
+
+def _plot_missing(args, command: str) -> bool:
+    """Fail fast (before any work) when --plot is asked for without matplotlib."""
+    if not args.plot:
+        return False
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        from ..evaluation.output import PLOT_HINT
+
+        print(f"ube {command}: error: --plot needs matplotlib, which is not installed: {PLOT_HINT}",
+              file=sys.stderr)
+        return True
+    return False
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from ..evaluation.evaluate import evaluate, format_table, read_language_list
+
+    if _plot_missing(args, "eval"):
+        return 1
+    table = evaluate(args.tokenizer, _parallel_path(args), reference=args.reference_lang,
+                     eval_langs=read_language_list(args.eval_langs),
+                     seen_langs=read_language_list(args.seen_langs))
+    sys.stdout.write(format_table(table, max_rows=args.max_rows))
+    _write_outputs(table, json_path=args.json, csv_path=args.csv, plot_path=args.plot)
+    return 0
+
+
+def _ablation_lines(results: dict) -> List[str]:
+    """One line per (vocab size, tokenizer): the ablation at a glance."""
+    lines = [f"{'vocab':>7} {'tokenizer':<10} {'Gini':>7} {'Gini seen':>9} {'Gini unseen':>11} "
+             f"{'mean prem':>9} {'en tokens':>10}"]
+    for vocab, table in results.items():
+        for name in table["tokenizers"]:
+            s = table["summary"][name]
+            groups = s["groups"]
+            seen = f"{groups['seen']['gini']:.4f}" if "seen" in groups else "-"
+            unseen = f"{groups['unseen']['gini']:.4f}" if "unseen" in groups else "-"
+            lines.append(f"{vocab:>7} {name:<10} {s['gini']:>7.4f} {seen:>9} {unseen:>11} "
+                         f"{s['mean_premium']:>9.3f} {s['english_tokens']:>10}")
+    return lines
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from ..evaluation.evaluate import corpus_languages, evaluate, format_table, read_language_list, read_parallel
+    from ..training.trainer import train
+
+    if _plot_missing(args, "compare"):
+        return 1
+    substrates = [s.strip() for s in args.substrates.split(",") if s.strip()]
+    for s in substrates:
+        if s not in _SUBSTRATES:
+            raise ValueError(f"--substrates: unknown substrate {s!r}; choose from {', '.join(_SUBSTRATES)}")
+    vocab_sizes = sorted(set(args.vocab_size or [8000]))
+    if args.no_split:
+        seen = None
+    elif args.seen_langs:
+        seen = read_language_list(args.seen_langs)
+    else:
+        seen = corpus_languages(args.inputs, field=args.lang_field)
+        if seen is None:
+            print(f"ube compare: the corpus has no {args.lang_field!r} field: no seen/unseen split "
+                  "(pass --seen-langs to get one)", file=sys.stderr)
+    if seen is not None and not args.quiet:
+        print(f"seen languages (from {'--seen-langs' if args.seen_langs else 'the corpus'}): "
+              f"{', '.join(seen)}", file=sys.stderr)
+    parallel = read_parallel(_parallel_path(args))
+    eval_langs = read_language_list(args.eval_langs)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+    results = {}
+    for vocab in vocab_sizes:
+        tokenizers = []
+        for substrate in substrates:
+            tok = train(args.inputs, vocab_size=vocab, substrate=substrate, column=args.column,
+                        min_frequency=args.min_frequency, max_bytes=args.max_bytes, workers=args.workers,
+                        show_progress=not args.quiet)
+            if args.out:
+                tok.save(os.path.join(args.out, f"{substrate}-{vocab}.json"))
+            tokenizers.append(tok)
+        table = evaluate(tokenizers, parallel, reference=args.reference_lang, eval_langs=eval_langs,
+                         seen_langs=seen, names=substrates)
+        table["vocab_size"] = vocab
+        results[vocab] = table
+        print(f"== vocab size {vocab} ==")
+        sys.stdout.write(format_table(table, max_rows=args.max_rows))
+        print()
+    print("== vocabulary-size ablation ==")
+    print("\n".join(_ablation_lines(results)))
+    _write_compare_outputs(args, results)
+    return 0
+
+
+def _write_compare_outputs(args, results: dict) -> None:
+    from ..evaluation.evaluate import write_json
+
+    single = len(results) == 1
+    for vocab, table in results.items():
+        suffix = "" if single else f"-{vocab}"
+        _write_outputs(table, json_path=None,
+                       csv_path=_suffixed(args.csv, suffix) or (args.out and os.path.join(args.out, f"compare-{vocab}.csv")),
+                       plot_path=_suffixed(args.plot, suffix), title=f"Token premium per language, vocab {vocab}")
+        if args.out and not args.plot:
+            try:
+                _write_outputs(table, json_path=None, csv_path=None,
+                               plot_path=os.path.join(args.out, f"compare-{vocab}.png"),
+                               title=f"Token premium per language, vocab {vocab}")
+            except ImportError:
+                pass  # the plot in --out is a bonus; --plot asks for it explicitly
+    combined = {"vocab_sizes": {str(v): t for v, t in results.items()}}
+    if args.json:
+        write_json(combined, args.json)
+    if args.out:
+        write_json(combined, os.path.join(args.out, "compare.json"))
+
+
+def _suffixed(path: Optional[str], suffix: str) -> Optional[str]:
+    if not path or not suffix:
+        return path
+    stem, ext = os.path.splitext(path)
+    return f"{stem}{suffix}{ext}"

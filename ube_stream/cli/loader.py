@@ -1,0 +1,35 @@
+"""``ube export-megatron DIR PREFIX``: a shard directory as Megatron-LM's PREFIX.bin / PREFIX.idx."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _cmd_export_megatron(args: argparse.Namespace) -> int:
+    from ..loader.megatron import export_megatron
+
+    def progress(name: str) -> None:
+        if not args.quiet:
+            print(f"  {name}", file=sys.stderr)
+
+    summary = export_megatron(args.directory, args.prefix, dtype=args.dtype, progress=progress)
+    if not args.quiet:
+        print(f"wrote {summary['bin']} and {summary['idx']}: {summary['documents']} documents, "
+              f"{summary['tokens']} tokens ({summary['dtype']}) from {summary['shards']} shards", file=sys.stderr)
+    return 0
+
+
+def register(subparsers: "argparse._SubParsersAction") -> None:
+    p = subparsers.add_parser(
+        "export-megatron", help="write a shard directory as Megatron-LM PREFIX.bin / PREFIX.idx",
+        description="Write every document of a finished shard directory (manifest order) as one Megatron-LM "
+                    "sequence: PREFIX.bin holds int32 (or uint16) tokens, PREFIX.idx the MMIDIDX index. "
+                    "Point Megatron's "
+                    "--data-path at PREFIX.")
+    p.add_argument("directory", metavar="DIR", help="finished shard directory (with MANIFEST.json)")
+    p.add_argument("prefix", metavar="PREFIX", help="output path prefix: writes PREFIX.bin and PREFIX.idx")
+    p.add_argument("--dtype", choices=("int32", "uint16"), default="int32",
+                   help="token type in PREFIX.bin: int32 (default) or uint16 "
+                        "(vocabularies below 65,536; half the size)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
+    p.set_defaults(func=_cmd_export_megatron)

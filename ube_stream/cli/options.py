@@ -1,0 +1,55 @@
+"""Argument types and the input options that ``train``, ``encode`` and ``verify`` share."""
+from __future__ import annotations
+
+import argparse
+import os
+
+INPUTS_HELP = ("files, directories or globs: Parquet, Arrow IPC/Feather, JSONL, text (plain, .zst or .gz), "
+               "HF datasets save_to_disk directories")
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1: ``100000``, ``100_000`` or ``1e5``."""
+    try:
+        value = int(float(text)) if "e" in text.lower() else int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r} (examples: 100000, 1e8)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def byte_size(text: str) -> int:
+    """A byte size: ``1000000``, ``1e9``, ``500MB``, ``1GiB``, ``2G``."""
+    units = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "KIB": 2**10, "M": 10**6, "MB": 10**6, "MIB": 2**20,
+             "G": 10**9, "GB": 10**9, "GIB": 2**30, "T": 10**12, "TB": 10**12, "TIB": 2**40}
+    raw = text.strip().upper()
+    number = raw.rstrip("BIKMGT")
+    suffix = raw[len(number):]
+    try:
+        value = float(number) * units[suffix]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 1000000, 500MB, 1GiB)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"size must be positive: {text!r}")
+    return int(value)
+
+
+def add_input_options(p: argparse.ArgumentParser, *, positional: bool = True, prefix: str = "") -> None:
+    """``INPUT...`` (when ``positional``), ``--column``, ``--text-mode``, ``--unit-rows``,
+    ``--on-error`` and ``--workers``; ``prefix`` starts each help text (e.g. ``"--corpus: "``)."""
+    if positional:
+        p.add_argument("inputs", nargs="+", metavar="INPUT", help=INPUTS_HELP)
+    p.add_argument("--column", default="text", help=f"{prefix}text column / JSON field (default: text)")
+    p.add_argument("--text-mode", choices=("line", "file"), default="line",
+                   help=f"{prefix}plain text: one document per line (default) or per file")
+    p.add_argument("--unit-rows", type=positive_int, default=None, metavar="N",
+                   help=f"{prefix}rows per work unit (default: the readers' default); fixes the unit plan")
+    p.add_argument("--on-error", choices=("raise", "skip"), default="raise",
+                   help=f"{prefix}bad rows: stop with an error naming file, row and offset (default), "
+                        "or skip and count them")
+    add_workers_option(p)
+
+
+def add_workers_option(p: argparse.ArgumentParser, help: str = "worker processes (default: all cores)") -> None:
+    p.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, metavar="N", help=help)

@@ -1,0 +1,78 @@
+"""``ube train`` and ``ube demo``."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .options import add_input_options, add_workers_option, byte_size
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from ..training.trainer import TrainSummary, train
+
+    summary = TrainSummary()
+    tokenizer = train(
+        args.inputs, vocab_size=args.vocab_size, substrate=args.substrate, pattern=args.pattern,
+        special_tokens=args.special_token or ("<|endoftext|>",), min_frequency=args.min_frequency,
+        max_token_length=args.max_token_length, max_bytes=args.max_bytes, workers=args.workers,
+        show_progress=not args.quiet, column=args.column, text_mode=args.text_mode,
+        unit_rows=args.unit_rows, on_error=args.on_error, executor=args.executor,
+        ray_address=args.ray_address, work_dir=args.work_dir, summary=summary)
+    tokenizer.save(args.output)
+    if not args.quiet:
+        print(f"wrote {args.output}: {tokenizer!r}", file=sys.stderr)
+        print(summary.format(), file=sys.stderr)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ..pipeline import run_demo
+
+    result = run_demo(args.out, vocab_size=args.vocab_size, workers=args.workers, plot=not args.no_plot,
+                      show_progress=not args.quiet)
+    text = result.table_text
+    if args.max_rows is not None:
+        from ..evaluation.output import format_table
+
+        text = format_table(result.table, max_rows=args.max_rows)
+    sys.stdout.write(text)
+    timing = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
+    print(f"\nwrote {', '.join(result.outputs)}; tokenizers and shards in {result.out_dir}/ ({timing})")
+    if not result.ok:
+        print("ube demo: shard verification FAILED (see above)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def register(sub) -> None:
+    """Add the ``train`` and ``demo`` sub-commands."""
+    p = sub.add_parser("train", help="train a UBE / BBPE / BBPE16 tokenizer on a corpus")
+    add_input_options(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars or summary")
+    p.add_argument("--vocab-size", type=int, required=True,
+                   help="base symbols (512 ube, 256 utf8/utf16) + merges + special tokens")
+    p.add_argument("--substrate", choices=("ube", "utf8", "utf16"), default="ube")
+    p.add_argument("--pattern", default="gpt2", help="pre-tokenization: gpt2 (default), cl100k, o200k or a regex")
+    p.add_argument("--special-token", action="append", metavar="TOK",
+                   help="a special token (repeat; replaces the default <|endoftext|>)")
+    p.add_argument("--min-frequency", type=int, default=2)
+    p.add_argument("--max-token-length", type=int, default=None, help="longest token, in base symbols")
+    p.add_argument("--max-bytes", type=byte_size, default=None,
+                   help="train on a deterministic sample of about this many bytes (e.g. 1GB)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local process pool (default) or a Ray cluster (pip install \"ube-stream[ray]\")")
+    p.add_argument("--ray-address", default=None, help="Ray cluster address (e.g. auto); default: start a local one")
+    p.add_argument("--work-dir", default=None,
+                   help="directory for intermediate count tables (on a multi-node Ray cluster: shared storage)")
+    p.add_argument("-o", "--output", required=True, help="tokenizer file to write (JSON)")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("demo", help="the whole job on the bundled sample: train ube/utf8/utf16, encode to shards, "
+                                    "verify, evaluate on ~350 languages, print the table, write the plot")
+    p.add_argument("--out", default="ube-demo", help="output directory (default: ube-demo)")
+    p.add_argument("--vocab-size", type=int, default=8000)
+    add_workers_option(p)
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG plot (needs matplotlib)")
+    p.add_argument("--max-rows", type=int, default=40, help="language rows shown in the table (default 40)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_demo)

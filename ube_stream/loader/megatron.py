@@ -1,0 +1,109 @@
+"""Export a shard directory to Megatron-LM's indexed dataset (``PREFIX.bin`` / ``PREFIX.idx``).
+
+The layout is that of ``megatron/core/datasets/indexed_dataset.py``
+(``_IndexWriter``, ``IndexedDatasetBuilder``), little-endian::
+
+    PREFIX.idx   b"MMIDIDX\\x00\\x00"        9 bytes
+                 uint64 version = 1
+                 uint8  dtype code            4 = int32 (default), 8 = uint16 (Megatron's DType enum)
+                 uint64 sequence_count        one sequence per document here
+                 uint64 document_count        = sequence_count + 1 (document_indices starts with 0)
+                 int32  sequence_lengths[sequence_count]   tokens per document
+                 int64  sequence_pointers[sequence_count]  byte offsets into PREFIX.bin
+                 int64  document_indices[document_count]   0, 1, ..., sequence_count
+    PREFIX.bin   the documents' tokens as int32 (or uint16), concatenated
+
+Every document of the directory (manifest order, EOS/BOS included as
+encoded, empty documents as zero-length sequences, so document ``i`` keeps its
+number) becomes one sequence and one document, as Megatron's
+``tools/preprocess_data.py`` writes them.  Memory is bounded: tokens are
+copied in chunks and the index is written in three streaming passes over the
+shards' index files.  Both files are written under temporary names and
+renamed when complete.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+from ..errors import ShardFormatError
+from ..shards import TokenShards
+from ..storage import atomic_open
+
+__all__ = ["export_megatron", "MEGATRON_INDEX_HEADER", "MEGATRON_DTYPE_CODES"]
+
+MEGATRON_INDEX_HEADER = b"MMIDIDX\x00\x00"
+MEGATRON_DTYPE_CODES = {"uint8": 1, "int8": 2, "int16": 3, "int32": 4, "int64": 5, "float64": 6, "float32": 7,
+                        "uint16": 8}
+_TOKEN_DTYPES = {"int32": ("<i4", 2**31 - 1), "uint16": ("<u2", 2**16 - 1)}
+_INT32_MAX = 2**31 - 1
+_CHUNK_TOKENS = 1 << 22  # 16 MiB of uint32 per copy step
+
+
+def export_megatron(directory: str, prefix: str, *, dtype: str = "int32",
+                    progress: Optional[Any] = None) -> Dict[str, Any]:
+    """Write ``prefix + ".bin"`` and ``prefix + ".idx"`` from the shard directory.
+
+    ``dtype``: ``"int32"`` (default) or ``"uint16"`` (half the size; what
+    Megatron's ``preprocess_data.py`` picks for vocabularies under 65,500).
+    Returns ``{"bin", "idx", "documents", "tokens", "shards", "dtype"}``.
+    Raises :class:`~ube_stream.errors.ShardFormatError` for a damaged
+    directory and ``ValueError`` when a token id does not fit the dtype.
+    ``progress``, if given, is called with each shard's name after its tokens
+    are written.
+    """
+    if dtype not in _TOKEN_DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(_TOKEN_DTYPES)}, got {dtype!r}")
+    token_dtype, max_id = _TOKEN_DTYPES[dtype]
+    itemsize = np.dtype(token_dtype).itemsize
+    directory = os.fspath(directory)
+    prefix = os.fspath(prefix)
+
+    shards = TokenShards(directory, verify="header").shards
+    bin_path, idx_path = prefix + ".bin", prefix + ".idx"
+    parent = os.path.dirname(os.path.abspath(prefix))
+    os.makedirs(parent, exist_ok=True)
+    n_docs = sum(s.num_docs for s in shards)
+    n_tokens = sum(s.num_tokens for s in shards)
+    # both files are renamed into place only once both are complete (the index first)
+    with atomic_open(bin_path, "wb", unique=True) as out, atomic_open(idx_path, "wb", unique=True) as out_idx:
+        for shard in shards:
+            tokens = shard.tokens
+            for start in range(0, shard.num_tokens, _CHUNK_TOKENS):
+                chunk = tokens[start:start + _CHUNK_TOKENS]
+                if chunk.size and int(chunk.max()) > max_id:
+                    bad = start + int(np.argmax(chunk > max_id))
+                    raise ValueError(f"{shard.tokens_path}: token {bad} is id {int(tokens[bad])}, which does not "
+                                     f"fit Megatron {dtype} tokens (ids must be <= {max_id}); "
+                                     + ("export with dtype='int32'" if dtype != "int32" else
+                                        "Megatron cannot hold ids of 2**31 or more"))
+                out.write(chunk.astype(token_dtype).tobytes())
+            del tokens
+            if progress is not None:
+                progress(shard.name)
+        expected_bin = itemsize * n_tokens
+        if out.tell() != expected_bin:  # pragma: no cover - defensive
+            raise ShardFormatError(f"{bin_path}: wrote {out.tell()} bytes, expected {expected_bin}")
+        out_idx.write(MEGATRON_INDEX_HEADER)
+        out_idx.write(struct.pack("<Q", 1))
+        out_idx.write(struct.pack("<B", MEGATRON_DTYPE_CODES[dtype]))
+        out_idx.write(struct.pack("<Q", n_docs))
+        out_idx.write(struct.pack("<Q", n_docs + 1))
+        for shard in shards:  # sequence lengths
+            lengths = np.diff(shard.doc_offsets.astype(np.int64))
+            if lengths.size and int(lengths.max()) > _INT32_MAX:
+                raise ValueError(f"{shard.index_path}: a document of {int(lengths.max())} tokens does not fit "
+                                 "Megatron's int32 sequence lengths")
+            out_idx.write(lengths.astype("<i4").tobytes())
+        base = 0
+        for shard in shards:  # sequence pointers (bytes)
+            offsets = shard.doc_offsets[:-1].astype(np.int64)
+            out_idx.write(((offsets + base) * itemsize).astype("<i8").tobytes())
+            base += shard.num_tokens
+        for start in range(0, n_docs + 1, _CHUNK_TOKENS):  # document indices
+            out_idx.write(np.arange(start, min(start + _CHUNK_TOKENS, n_docs + 1), dtype="<i8").tobytes())
+    return {"bin": bin_path, "idx": idx_path, "documents": n_docs, "tokens": n_tokens, "shards": len(shards),
+            "dtype": dtype}

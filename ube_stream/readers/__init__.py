@@ -1,0 +1,18 @@
+"""Corpus readers: input paths -> sources -> work units -> batches of documents.
+
+``inputs`` resolves paths, directories and globs into sources and cuts them
+into work units; one module per format family reads a unit (``jsonl``,
+``text``, ``columnar`` for Parquet/Arrow/Feather/HF datasets), over the byte
+streams of ``compression``; ``formats`` tells which format a file is;
+``batch`` holds the batches of documents and the accounting of skipped rows.
+See :mod:`ube_stream.readers.inputs` for the rules (documents, units, errors).
+"""
+from .batch import Reporter, SkipCounter, SkipExample, TextBatch, drop_bad_documents
+from .inputs import (DEFAULT_BATCH_ROWS, DEFAULT_UNIT_ROWS, FORMATS, TEXT_MODES, Source, WorkUnit, is_paths,
+                     iter_batches, iter_texts, plan_units, read_unit, resolve_inputs)
+
+__all__ = [
+    "Source", "WorkUnit", "TextBatch", "SkipCounter", "SkipExample", "Reporter", "drop_bad_documents",
+    "is_paths", "resolve_inputs", "plan_units", "read_unit", "iter_batches", "iter_texts",
+    "DEFAULT_UNIT_ROWS", "DEFAULT_BATCH_ROWS", "FORMATS", "TEXT_MODES",
+]

@@ -1,0 +1,215 @@
+"""Columnar files behind :mod:`ube_stream.readers`: Parquet (row groups let a
+unit read only its rows), Arrow IPC file and stream, Feather v1/v2, and Arrow
+arrays from memory.  Memory-mapped where possible; only the text column is
+read.  Internal; pyarrow is imported inside the functions.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from .batch import SKIP_HINT, Reporter, TextBatch
+from .formats import FEATHER_V1_MAGIC, magic_bytes
+from ..errors import InputError
+
+
+def text_field_index(schema, column: str, path: str) -> int:
+    """Index of ``column`` in an Arrow schema; InputError when it is missing
+    or not text.  Always raised: it is a wrong option, not a bad row."""
+    import pyarrow as pa
+
+    index = schema.get_field_index(column)
+    if index < 0:
+        names = ", ".join(map(repr, schema.names))
+        raise InputError(f"{path}: no column {column!r}; the file has columns {names}. "
+                         f"Choose the text column with column= (--column)", path=path, reason="missing_column")
+    kind = schema.field(index).type
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+            or pa.types.is_null(kind)):
+        raise InputError(f"{path}: column {column!r} has type {schema.field(index).type}, not text "
+                         f"(string/large_string); choose a text column with column= (--column) or cast it "
+                         f"to string first", path=path, reason="not_string")
+    return index
+
+
+def arrow_text_batches(array, first_row: int, source_id: int, reporter: Reporter,
+                       batch_rows: int) -> Iterator[TextBatch]:
+    """Batches from one Arrow text array whose element 0 is row ``first_row``:
+    nulls are skipped and counted, invalid UTF-8 reported per row."""
+    import pyarrow as pa
+
+    if isinstance(array, pa.ChunkedArray):
+        for chunk in array.chunks:
+            yield from arrow_text_batches(chunk, first_row, source_id, reporter, batch_rows)
+            first_row += len(chunk)
+        return
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    if pa.types.is_null(array.type):
+        if len(array):
+            reporter.null(first_row, count=len(array))
+        return
+    if pa.types.is_string_view(array.type):
+        array = array.cast(pa.large_string())
+    rows = np.arange(first_row, first_row + len(array), dtype=np.int64)
+    good = None
+    if array.null_count:
+        good = array.is_valid().to_numpy(zero_copy_only=False)
+        nulls = rows[~good]
+        reporter.null(int(nulls[0]), count=len(nulls))
+    try:
+        array.validate(full=True)
+    except pa.ArrowInvalid:
+        good = _check_rows_utf8(array, rows, good, reporter)
+    if good is not None:
+        array = array.filter(pa.array(good))
+        rows = rows[good]
+    for i in range(0, len(rows), batch_rows):
+        yield TextBatch(array.slice(i, batch_rows), rows[i:i + batch_rows], source_id)
+
+
+def _check_rows_utf8(array, rows, good, reporter: Reporter):
+    good = np.ones(len(rows), dtype=bool) if good is None else good.copy()
+    for i, value in enumerate(array.cast(_binary_of(array.type))):
+        if not good[i]:
+            continue
+        try:
+            value.as_py().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            good[i] = False
+            reporter.problem("invalid_utf8", f"{reporter.path}: row {rows[i]}: invalid UTF-8 at byte {exc.start} "
+                                             f"of the text ({exc.reason}); fix the data {SKIP_HINT}",
+                             row=int(rows[i]), offset=exc.start)
+    return good
+
+
+def _binary_of(kind):
+    import pyarrow as pa
+    return pa.large_binary() if pa.types.is_large_string(kind) else pa.binary()
+
+
+def _corrupt(path: str, fmt: str, exc: BaseException) -> InputError:
+    return InputError(f"{path}: cannot read this {fmt} file ({type(exc).__name__}: {exc}); it is truncated, "
+                      f"corrupt or not {fmt}. Re-download or re-write it, or read with on_error='skip' to skip "
+                      f"and count it", path=path, reason="corrupt_file")
+
+
+def columnar_num_rows(path: str, fmt: str, column: str) -> int:
+    """Row count of a columnar file from its metadata (Arrow streams: one
+    memory-mapped pass over the batches of the text column); also checks the
+    column.  Raises InputError."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    try:
+        if fmt == "parquet":
+            meta = pq.ParquetFile(path).metadata
+            text_field_index(meta.schema.to_arrow_schema(), column, path)
+            return meta.num_rows
+        if fmt == "feather" and magic_bytes(path).startswith(FEATHER_V1_MAGIC):
+            table = _read_feather_v1(path)
+            text_field_index(table.schema, column, path)
+            return table.num_rows
+        if fmt in ("arrow_file", "feather"):
+            with pa.memory_map(path) as source:
+                reader = ipc.open_file(source)
+                text_field_index(reader.schema, column, path)
+                return reader.count_rows()
+        with pa.memory_map(path) as source:
+            reader = ipc.open_stream(source)
+            index = text_field_index(reader.schema, column, path)
+        with pa.memory_map(path) as source:
+            reader = ipc.open_stream(source, options=ipc.IpcReadOptions(included_fields=[index]))
+            return sum(batch.num_rows for batch in reader)
+    except InputError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise _corrupt(path, fmt, exc) from exc
+
+
+def _read_feather_v1(path: str):
+    import warnings
+
+    import pyarrow.feather as feather
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return feather.read_table(path, memory_map=True)
+
+
+def read_columnar(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterator[TextBatch]:
+    """Parquet (only the row groups the unit overlaps), Arrow IPC file/stream
+    and Feather, memory-mapped; only the text column is decoded."""
+    import pyarrow as pa
+
+    source = unit.source
+    start, stop = unit.row_start, unit.row_stop
+    row = start
+    try:
+        for array, first in _columnar_arrays(source, column, batch_rows, start, stop):
+            row = first
+            lo = max(start, first)
+            hi = first + len(array) if stop is None else min(stop, first + len(array))
+            if lo >= hi:
+                continue
+            yield from arrow_text_batches(array.slice(lo - first, hi - lo), lo, source.source_id, reporter,
+                                          batch_rows)
+            row = hi
+    except InputError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        error = _corrupt(source.path, source.format, exc)
+        reporter.problem("corrupt_file", f"{error} (at row {row})", row=row)
+
+
+def _columnar_arrays(source, column: str, batch_rows: int, start: int, stop: int | None):
+    """``(text array, row of its first element)`` for the batches that may
+    overlap ``[start, stop)``, in row order."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    path, fmt = source.path, source.format
+    if fmt == "parquet":
+        pf = pq.ParquetFile(path, memory_map=True)
+        text_field_index(pf.schema_arrow, column, path)
+        bounds = np.concatenate([[0], np.cumsum([pf.metadata.row_group(g).num_rows
+                                                 for g in range(pf.metadata.num_row_groups)])])
+        groups = [g for g in range(len(bounds) - 1)
+                  if bounds[g + 1] > start and (stop is None or bounds[g] < stop)]
+        if not groups:
+            return
+        first = int(bounds[groups[0]])
+        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=groups, columns=[column]):
+            yield batch.column(0), first
+            first += batch.num_rows
+            if stop is not None and first >= stop:
+                return
+        return
+    if fmt == "feather" and magic_bytes(path).startswith(FEATHER_V1_MAGIC):
+        table = _read_feather_v1(path)
+        text_field_index(table.schema, column, path)
+        yield table.column(column), 0
+        return
+    with pa.memory_map(path) as mapped:
+        if fmt in ("arrow_file", "feather"):
+            schema = ipc.open_file(mapped).schema
+        else:
+            schema = ipc.open_stream(mapped).schema
+    index = text_field_index(schema, column, path)
+    options = ipc.IpcReadOptions(included_fields=[index])
+    with pa.memory_map(path) as mapped:
+        if fmt in ("arrow_file", "feather"):
+            reader = ipc.open_file(mapped, options=options)
+            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+        else:
+            batches = ipc.open_stream(mapped, options=options)
+        first = 0
+        for batch in batches:
+            yield batch.column(0), first
+            first += batch.num_rows
+            if stop is not None and first >= stop:
+                return

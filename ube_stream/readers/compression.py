@@ -1,0 +1,121 @@
+"""Byte streams of line files (JSON Lines, text), plain, gzip or zstd.
+
+:func:`open_bytes` opens a file for streaming reads; the zstd decoder notices
+a truncated last frame and reads concatenated frames.  :func:`scan_line_starts`
+finds the unit boundaries of an uncompressed line file in one pass, and
+:func:`open_at` seeks a worker straight to its unit's first row.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import zlib
+
+import numpy as np
+
+from .batch import Reporter
+
+BLOCK_BYTES = 1 << 20          # read size for line files: bounds memory per worker
+ZSTD_READ_BYTES = 1 << 16      # compressed bytes fed to the zstd decoder at a time
+
+
+class _ZstdRaw(io.RawIOBase):
+    """Streaming zstd decoder over a file that, unlike ``stream_reader``,
+    notices a truncated last frame (raises ``EOFError``) and reads
+    concatenated frames."""
+
+    def __init__(self, path: str):
+        import zstandard
+
+        self._file = open(path, "rb")
+        self._dctx = zstandard.ZstdDecompressor()
+        self._dobj = self._dctx.decompressobj()
+        self._pending = b""
+        self._pending_pos = 0
+        self._in_frame = False
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while self._pending_pos == len(self._pending) and not self._eof:
+            self._pending, self._pending_pos = b"", 0
+            chunk = self._file.read(ZSTD_READ_BYTES)
+            if not chunk:
+                self._eof = True
+                if self._in_frame:
+                    raise EOFError("zstd stream ends inside a frame (the file is truncated)")
+                break
+            while chunk:
+                self._in_frame = True
+                self._pending += self._dobj.decompress(chunk)
+                chunk = b""
+                if self._dobj.eof:
+                    chunk = self._dobj.unused_data
+                    self._dobj = self._dctx.decompressobj()
+                    self._in_frame = False
+        n = min(len(buffer), len(self._pending) - self._pending_pos)
+        buffer[:n] = memoryview(self._pending)[self._pending_pos:self._pending_pos + n]
+        self._pending_pos += n
+        return n
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def open_bytes(path: str, compression: str | None):
+    """A buffered binary reader of the (decompressed) bytes of ``path``."""
+    if compression is None:
+        return open(path, "rb")
+    if compression == "gzip":
+        return gzip.open(path, "rb")
+    if compression == "zstd":
+        return io.BufferedReader(_ZstdRaw(path), buffer_size=BLOCK_BYTES)
+    raise ValueError(f"unknown compression {compression!r}")
+
+
+def broken_errors() -> tuple:
+    import zstandard
+    return (EOFError, OSError, zlib.error, zstandard.ZstdError)
+
+
+def report_broken(reporter: Reporter, exc: BaseException, compression: str | None, row: int, pos: int) -> None:
+    reason = "truncated_file" if isinstance(exc, EOFError) else "corrupt_file"
+    what = "is truncated" if reason == "truncated_file" else "is corrupt"
+    reporter.problem(reason, f"{reporter.path}: the {compression or 'file'} stream {what} at decompressed byte "
+                             f"offset {pos} (line {row + 1}): {exc}. Re-download or re-compress the file, "
+                             f"or read with on_error='skip' to keep the rows before this point",
+                     row=row, offset=pos)
+
+
+def scan_line_starts(path: str, unit_rows: int) -> tuple[int, list[tuple[int, int]]]:
+    """One pass over an uncompressed line file: ``(num_rows, [(row, byte), ...])``
+    with the byte offset where every ``unit_rows``-th row starts."""
+    starts = [(0, 0)]
+    next_row, lines, pos, last = unit_rows, 0, 0, b"\n"
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(BLOCK_BYTES)
+            if not block:
+                break
+            newlines = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
+            while next_row <= lines + len(newlines):
+                starts.append((next_row, pos + int(newlines[next_row - lines - 1]) + 1))
+                next_row += unit_rows
+            lines += len(newlines)
+            pos += len(block)
+            last = block[-1:]
+    num_rows = lines + (1 if last != b"\n" else 0)
+    return num_rows, [(row, byte) for row, byte in starts if row < num_rows or row == 0]
+
+
+def open_at(unit, compression):
+    """Open a line file at the unit's first row when a byte offset is known:
+    returns ``(stream, row, pos)``."""
+    stream = open_bytes(unit.source.path, compression)
+    if unit.byte_start and compression is None:
+        stream.seek(unit.byte_start)
+        return stream, unit.row_start, unit.byte_start
+    return stream, 0, 0

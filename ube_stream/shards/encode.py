@@ -1,0 +1,405 @@
+"""Token shards: corpus -> uint32 token files with a memory-mapped index.
+
+Write with :func:`encode_corpus` (``ube encode``)::
+
+    manifest = encode_corpus(["corpus/"], tokenizer="tok.json", output="shards/", workers=8)
+
+and read with :class:`TokenShards`::
+
+    ds = TokenShards("shards/")
+    ds.doc(0)            # zero-copy uint32 view over the memory map (EOS included)
+    ds.decode_doc(0)     # the source text, without the EOS/BOS encoding added
+    ds.source(0)         # (path, row) the document came from
+
+Directory layout and index format (version 1): see :mod:`ube_stream._shard_format`
+and the project's shard format spec.  ``MANIFEST.json`` is written last,
+atomically: a directory without it is unfinished.
+
+**Work and determinism.** Units are (input file, row range) cut by a fixed
+``unit_rows``; one pure function (:func:`~ube_stream._shard_writer.encode_unit`)
+per unit writes the unit's shards ``<unit_id>-<k:04d>`` and then its marker
+``units/<unit_id>.json``, under ``locks/<unit_id>.lock``.  The output is
+byte-identical for any ``workers``, any ``rank``/``world_size`` split, and
+after any number of kills and reruns: a rerun skips committed units and redoes
+the others from scratch.  ``units/_plan.json`` records the options of an
+unfinished run so that a rerun with other options or another tokenizer stops
+instead of mixing shards.
+
+**Executors.** Units run on an executor (:mod:`ube_stream.executors`):
+``executor="local"`` (default) is a process pool of ``workers`` on this
+machine; ``executor="ray"`` makes every unit a Ray task (``ray_address``:
+an existing cluster, e.g. ``"auto"``; default: connect to the Ray already
+initialised in this process, else start a local one).  A Ray task reads its
+input and writes its shards and marker straight to ``output``, which must
+therefore be one path every node sees (shared storage); each worker loads
+``output/tokenizer.json`` once.  Only the small unit records travel through
+Ray.  A worker that dies (a killed process, a lost node) has its unit
+retried; an error in the data (a corrupt file) stops the run at once with
+the same message as locally.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+from .._version import __version__
+from . import index_format as fmt
+from ..tokenizer import as_tokenizer
+from ..storage import atomic_write_bytes, atomic_write_json, fsync_dir
+from .locks import FileLock
+from .reader import Shard, TokenShards
+from .writer import committed_record, encode_unit, encode_unit_star
+from ..executors import Executor, executor_class, get_executor, import_ray
+from ..errors import ShardFormatError
+
+__all__ = ["encode_corpus", "encode_unit", "TokenShards", "Shard", "EncodeSummary",
+           "DEFAULT_SHARD_TOKENS"]
+
+DEFAULT_SHARD_TOKENS = 1 << 28          # 1 GiB of uint32 per shard at most (plus one document)
+DEFAULT_EOS_TOKEN = "<|endoftext|>"
+_KNOWN_ENTRIES = {fmt.MANIFEST_NAME, fmt.TOKENIZER_NAME, fmt.UNITS_DIR, fmt.SHARDS_DIR, fmt.LOCKS_DIR}
+_TEMP_PREFIXES = (fmt.MANIFEST_NAME + fmt.TMP_SUFFIX, fmt.TOKENIZER_NAME + fmt.TMP_SUFFIX)
+
+
+@dataclasses.dataclass
+class EncodeSummary:
+    """What a call of :func:`encode_corpus` did (pass one as ``summary=``)."""
+
+    units_total: int = 0
+    units_done: int = 0            # encoded by this call
+    units_skipped: int = 0         # already committed before this call
+    documents: int = 0             # in the finished directory (or in this call's units)
+    tokens: int = 0
+    shards: int = 0
+    bytes_read: int = 0            # UTF-8 bytes of the documents this call encoded
+    skipped: Dict[str, int] = dataclasses.field(default_factory=dict)
+    skip_examples: List[str] = dataclasses.field(default_factory=list)
+    wall_seconds: float = 0.0
+    finalized: bool = False
+    already_complete: bool = False
+
+    def format(self) -> str:
+        if self.already_complete:
+            return (f"already complete: {self.documents:,} documents, {self.tokens:,} tokens, "
+                    f"{self.shards:,} shards; nothing to do")
+        rate = self.bytes_read / 1e6 / self.wall_seconds if self.wall_seconds > 0 else 0.0
+        lines = [
+            f"units          {self.units_done:,} encoded, {self.units_skipped:,} already committed "
+            f"(of {self.units_total:,})",
+            f"documents      {self.documents:,}",
+            f"tokens         {self.tokens:,}",
+            f"shards         {self.shards:,}",
+            f"throughput     {rate:,.2f} MB/s ({self.bytes_read / 1e6:,.1f} MB in {self.wall_seconds:.2f} s)",
+            "skipped rows   " + (", ".join(f"{k}: {v:,}" for k, v in sorted(self.skipped.items())) or "none"),
+        ]
+        lines += [f"  e.g. {m}" for m in self.skip_examples[:3]]
+        if not self.finalized:
+            lines.append("not finalized: MANIFEST.json is written when every rank has run (--finalize)")
+        return "\n".join(lines)
+
+
+def _special_ids(tok, eos: bool, bos: bool, eos_token: Optional[str], bos_token: Optional[str]):
+    def lookup(text: str, flag: str) -> int:
+        if text not in tok.special_tokens:
+            raise ValueError(f"{flag} {text!r} is not a special token of this tokenizer (it has "
+                             f"{list(tok.special_tokens) or 'none'}); name one of those, or train with "
+                             f"--special-token {text}")
+        return tok.special_tokens[text]
+
+    eos_name = (eos_token or DEFAULT_EOS_TOKEN) if eos else None
+    if bos and not bos_token:
+        raise ValueError("bos=True (--bos) needs bos_token (--bos-token TOK) naming a special token")
+    bos_name = bos_token if bos else None
+    eos_id = lookup(eos_name, "eos_token (--eos-token)") if eos_name is not None else None
+    bos_id = lookup(bos_name, "bos_token (--bos-token)") if bos_name is not None else None
+    return eos_name, eos_id, bos_name, bos_id
+
+
+def _load_tokenizer(tokenizer):
+    tok = as_tokenizer(tokenizer)
+    return tok, tok.to_json().encode("utf-8")
+
+
+def _differences(recorded: Dict[str, Any], wanted: Dict[str, Any]) -> List[str]:
+    out = []
+    for key in wanted:
+        if recorded.get(key) != wanted[key]:
+            if isinstance(wanted[key], dict) and isinstance(recorded.get(key), dict):
+                out += [f"{key}.{d}" for d in _differences(recorded[key], wanted[key])]
+            else:
+                out.append(key)
+    return out
+
+
+def _check_output_dir(out: str) -> None:
+    if not os.path.isdir(out):
+        if os.path.exists(out):
+            raise ShardFormatError(f"{out}: exists and is not a directory; choose another --output")
+        return
+    foreign = sorted(n for n in set(os.listdir(out)) - _KNOWN_ENTRIES if not n.startswith(_TEMP_PREFIXES))
+    if foreign:
+        raise ShardFormatError(f"{out}: not a shard directory (it holds {', '.join(foreign[:5])}"
+                               f"{', ...' if len(foreign) > 5 else ''}); choose a new or empty --output")
+
+
+def _cleanup_finished(out: str) -> None:
+    """Remove what a finished directory must not hold (after MANIFEST.json).
+
+    Every unit is committed by then, so no writer has work left: the lock
+    files go too, whichever host left them (a rank process still exiting
+    finds its lock gone and carries on)."""
+    shutil.rmtree(os.path.join(out, fmt.UNITS_DIR), ignore_errors=True)
+    shutil.rmtree(os.path.join(out, fmt.LOCKS_DIR), ignore_errors=True)
+    for name in os.listdir(out):
+        if name.startswith(_TEMP_PREFIXES):
+            try:
+                os.unlink(os.path.join(out, name))
+            except FileNotFoundError:
+                pass
+
+
+def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, eos: bool = True,
+                  bos: bool = False, eos_token: Optional[str] = None, bos_token: Optional[str] = None,
+                  shard_tokens: int = DEFAULT_SHARD_TOKENS, unit_rows: Optional[int] = None,
+                  column: str = "text", text_mode: str = "line", on_error: str = "raise",
+                  show_progress: bool = True, rank: Optional[int] = None, world_size: Optional[int] = None,
+                  finalize: bool = False, summary: Optional[EncodeSummary] = None,
+                  executor: str | Executor = "local", ray_address: Optional[str] = None) -> Dict[str, Any]:
+    """Encode a corpus into a token shard directory; returns the MANIFEST dict.
+
+    ``inputs``: files, directories or globs (see :mod:`ube_stream.readers`).
+    ``tokenizer``: a tokenizer file path or a :class:`~ube_stream.Tokenizer`.
+    Every document gets ``eos_token`` (default ``<|endoftext|>``) appended
+    unless ``eos=False``, and ``bos_token`` prepended with ``bos=True``.
+
+    Resumable: rerunning the same call skips committed units; on a finished
+    directory it does nothing.  With ``rank``/``world_size`` only the units
+    with ``index % world_size == rank`` are encoded, and MANIFEST.json is
+    written only with ``finalize=True`` once every unit is committed (else
+    the missing units are listed in a :class:`ShardFormatError`); without a
+    rank, every unit is encoded and the directory finalized.  Returns the
+    manifest, or ``{}`` for a rank that does not finalize.
+
+    ``executor``: ``"local"`` (a pool of ``workers`` processes) or ``"ray"``
+    (``ray_address``, e.g. ``"auto"``; ``workers`` then only sizes a Ray
+    started here), or an :class:`~ube_stream.executors.Executor`.  The output
+    does not depend on it.
+    """
+    from .. import readers
+
+    started = time.perf_counter()
+    summary = summary if summary is not None else EncodeSummary()
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    if text_mode not in readers.TEXT_MODES:
+        raise ValueError(f"text_mode must be one of {readers.TEXT_MODES}, got {text_mode!r}")
+    if not isinstance(shard_tokens, int) or shard_tokens < 1:
+        raise ValueError(f"shard_tokens must be a positive integer, got {shard_tokens!r}")
+    if (rank is None) != (world_size is None):
+        raise ValueError("rank (--rank) and world_size (--world-size) go together: give both or neither")
+    if world_size is not None and not (isinstance(world_size, int) and world_size >= 1 and 0 <= rank < world_size):
+        raise ValueError(f"need 0 <= rank < world_size, got rank={rank!r}, world_size={world_size!r}")
+    if not isinstance(executor, Executor) and executor not in ("local", "ray"):
+        raise ValueError(f"unknown executor {executor!r}; expected 'local' or 'ray'")
+    if executor == "ray":
+        import_ray()   # says how to install it, before anything is written
+    workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
+    out = os.path.abspath(os.fspath(output))
+
+    tok, tokenizer_bytes = _load_tokenizer(tokenizer)
+    eos_name, eos_id, bos_name, bos_id = _special_ids(tok, eos, bos, eos_token, bos_token)
+    sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error)
+    unit_rows = unit_rows or readers.DEFAULT_UNIT_ROWS
+    units = readers.plan_units(sources, unit_rows=unit_rows)
+    plan = {
+        "format": fmt.MANIFEST_FORMAT, "version": fmt.FORMAT_VERSION,
+        "tokenizer": {"file": fmt.TOKENIZER_NAME, "fingerprint": tok.fingerprint, "substrate": tok.substrate,
+                      "vocab_size": tok.vocab_size},
+        "special_ids": {"eos": eos_id, "bos": bos_id},
+        "options": {"eos_token": eos_name, "bos_token": bos_name, "shard_tokens": shard_tokens,
+                    "unit_rows": unit_rows, "column": column, "text_mode": text_mode, "on_error": on_error},
+        "sources": [{"source_id": s.source_id, "path": s.path, "size": s.size, "format": s.format}
+                    for s in sources],
+    }
+    summary.units_total = len(units)
+
+    _check_output_dir(out)
+    manifest_path = os.path.join(out, fmt.MANIFEST_NAME)
+    if os.path.exists(manifest_path):
+        return _already_complete(out, manifest_path, plan, summary, show_progress)
+
+    for sub in (fmt.SHARDS_DIR, fmt.UNITS_DIR, fmt.LOCKS_DIR):
+        os.makedirs(os.path.join(out, sub), exist_ok=True)
+    run_lock = FileLock(os.path.join(out, fmt.LOCKS_DIR, f"rank-{rank or 0}.lock"),
+                        f"rank {rank or 0}" + (f" of {world_size}" if world_size else " (a whole-corpus run)"))
+    with run_lock:
+        _check_or_write_plan(out, dict(plan, units=[u.unit_id for u in units]), tokenizer_bytes)
+        mine = [u for i, u in enumerate(units) if world_size is None or i % world_size == rank]
+        pending = [u for u in mine if committed_record(out, u.unit_id) is None]
+        summary.units_skipped = len(mine) - len(pending)
+        fingerprint = tok.fingerprint
+        dispatched = executor_class(executor).multi_host
+        tasks = [dict(unit=u, out_dir=out, column=column, text_mode=text_mode, on_error=on_error,
+                      shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id, fingerprint=fingerprint,
+                      tokenizer_path=os.path.join(out, fmt.TOKENIZER_NAME), dispatched=dispatched)
+                 for u in pending]
+
+        def add(record: Dict[str, Any]) -> None:
+            summary.units_done += 1
+            summary.bytes_read += record["bytes"]
+            summary.documents += record["documents"]
+            summary.tokens += record["tokens"]
+            summary.shards += len(record["shards"])
+            for reason, n in record["skipped"].items():
+                summary.skipped[reason] = summary.skipped.get(reason, 0) + n
+            summary.skip_examples = sorted(set(summary.skip_examples) | set(record["skip_examples"]))[:5]
+
+        _run_units(tasks, tok, executor, workers, ray_address, show_progress, add)
+    summary.wall_seconds = time.perf_counter() - started
+    if world_size is not None and not finalize:
+        return {}
+    manifest = _finalize(out, plan, units, world_size)
+    summary.finalized = True
+    totals = manifest["totals"]
+    summary.documents, summary.tokens, summary.shards = totals["documents"], totals["tokens"], totals["shards"]
+    summary.skipped = dict(totals["skipped"])
+    summary.wall_seconds = time.perf_counter() - started
+    return manifest
+
+
+def _already_complete(out: str, manifest_path: str, plan: Dict[str, Any], summary: EncodeSummary,
+                      show_progress: bool) -> Dict[str, Any]:
+    manifest = fmt.read_json(manifest_path, "MANIFEST.json")
+    recorded = dict(manifest, sources=[{k: s.get(k) for k in ("source_id", "path", "size", "format")}
+                                       for s in manifest.get("sources", [])])
+    different = _differences(recorded, {k: v for k, v in plan.items() if k != "format"})
+    if different:
+        raise ShardFormatError(
+            f"{out}: is a finished shard directory made with other settings ({', '.join(different)} differ: "
+            f"another tokenizer, other options or other inputs); write to a new --output, or delete {out} "
+            f"to re-encode")
+    _cleanup_finished(out)   # a run killed after MANIFEST.json but before the cleanup
+    totals = manifest["totals"]
+    summary.already_complete = summary.finalized = True
+    summary.documents, summary.tokens, summary.shards = totals["documents"], totals["tokens"], totals["shards"]
+    if show_progress:
+        print(f"{out}: already complete ({totals['documents']:,} documents, {totals['tokens']:,} tokens, "
+              f"{totals['shards']:,} shards, same tokenizer and options); nothing to do", file=sys.stderr)
+    return manifest
+
+
+def _check_or_write_plan(out: str, plan: Dict[str, Any], tokenizer_bytes: bytes) -> None:
+    plan_path = os.path.join(out, fmt.UNITS_DIR, fmt.PLAN_NAME)
+    tokenizer_path = os.path.join(out, fmt.TOKENIZER_NAME)
+    if os.path.exists(plan_path):
+        recorded = fmt.read_json(plan_path, "run plan")
+        different = _differences(recorded, plan)
+        if different:
+            raise ShardFormatError(
+                f"{out}: holds an unfinished encoding run with other settings ({', '.join(different)} differ: "
+                f"another tokenizer, other options or other inputs); rerun it with its own settings, or write to "
+                f"a new --output (or delete {out})")
+        if not os.path.exists(tokenizer_path):
+            atomic_write_bytes(tokenizer_path, tokenizer_bytes, unique=True)
+        return
+    atomic_write_bytes(tokenizer_path, tokenizer_bytes, unique=True)
+    atomic_write_json(plan_path, plan, unique=True)
+
+
+def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], show_progress: bool,
+               add) -> None:
+    """Run the unit tasks on the executor, calling ``add(record)`` as units
+    finish (order does not matter: names come from unit ids)."""
+    from ..progress import progress_bar
+
+    if not tasks:
+        return
+    per_source: Dict[int, int] = {}
+    for t in tasks:
+        per_source[t["unit"].source.source_id] = per_source.get(t["unit"].source.source_id, 0) + 1
+    weight = {t["unit"].unit_id: t["unit"].source.size // per_source[t["unit"].source.source_id] for t in tasks}
+    docs = tokens = 0
+    t0 = time.perf_counter()
+
+    def on_result(record: Dict[str, Any]) -> None:
+        nonlocal docs, tokens
+        docs += record["documents"]
+        tokens += record["tokens"]
+        bar.update(weight[record["unit_id"]])
+        elapsed = max(time.perf_counter() - t0, 1e-9)
+        bar.set_postfix(docs=f"{docs:,}", docs_s=f"{docs / elapsed:,.0f}", tokens=f"{tokens:,}", refresh=False)
+        add(record)
+
+    runner = get_executor(executor, workers=workers, ray_address=ray_address)
+    bar = progress_bar(total=sum(weight.values()), desc="encoding", unit="B", unit_scale=True,
+                       enabled=show_progress)
+    try:
+        runner.map(encode_unit_star, tasks, on_result=on_result)
+    finally:
+        bar.close()
+        if runner is not executor:
+            runner.close()
+
+
+def _finalize(out: str, plan: Dict[str, Any], units, world_size: Optional[int]) -> Dict[str, Any]:
+    """Write MANIFEST.json from the unit markers once every unit is committed."""
+    records, missing = [], []
+    for i, unit in enumerate(units):
+        record = committed_record(out, unit.unit_id)
+        if record is None:
+            missing.append(f"{unit.unit_id} ({unit.source.path} rows {unit.row_start}..."
+                           + (f", rank {i % world_size}" if world_size else "") + ")")
+        records.append(record)
+    if missing:
+        shown = "; ".join(missing[:20]) + (f"; and {len(missing) - 20} more" if len(missing) > 20 else "")
+        raise ShardFormatError(f"{out}: cannot finalize: {len(missing)} of {len(units)} units are not committed: "
+                               f"{shown}. Run the missing ranks (the same command with their --rank), then "
+                               f"--finalize again")
+    with FileLock(os.path.join(out, fmt.LOCKS_DIR, "finalize.lock"), "finalization"):
+        manifest_path = os.path.join(out, fmt.MANIFEST_NAME)
+        if not os.path.exists(manifest_path):
+            manifest = build_manifest(plan, records)
+            listed = {os.path.basename(s[f]) for s in manifest["shards"] for f in ("tokens_file", "index_file")}
+            shards_dir = os.path.join(out, fmt.SHARDS_DIR)
+            for name in sorted(set(os.listdir(shards_dir)) - listed):   # leftovers of redone attempts
+                os.unlink(os.path.join(shards_dir, name))
+            fsync_dir(shards_dir)
+            atomic_write_json(manifest_path, manifest)
+            fsync_dir(out)
+        else:
+            manifest = fmt.read_json(manifest_path, "MANIFEST.json")
+    _cleanup_finished(out)
+    return manifest
+
+
+def build_manifest(plan: Dict[str, Any], records: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The MANIFEST dict from the run plan and every unit's record (in unit order)."""
+    sources = []
+    for s in plan["sources"]:
+        sources.append(dict(s, rows_read=0, documents=0, skipped={}))
+    shards = []
+    totals = {"documents": 0, "tokens": 0, "rows_read": 0, "skipped": {}, "shards": 0}
+    for record in sorted(records, key=lambda r: r["unit_id"]):
+        src = sources[record["source_id"]]
+        src["rows_read"] += record["rows_read"]
+        src["documents"] += record["documents"]
+        for reason, n in record["skipped"].items():
+            src["skipped"][reason] = src["skipped"].get(reason, 0) + n
+            totals["skipped"][reason] = totals["skipped"].get(reason, 0) + n
+        totals["documents"] += record["documents"]
+        totals["tokens"] += record["tokens"]
+        totals["rows_read"] += record["rows_read"]
+        for shard in record["shards"]:
+            shards.append({k: shard[k] for k in ("name", "unit_id", "tokens_file", "index_file", "documents",
+                                                 "tokens", "sha256")})
+    for src in sources:
+        src["skipped"] = dict(sorted(src["skipped"].items()))
+    totals["skipped"] = dict(sorted(totals["skipped"].items()))
+    totals["shards"] = len(shards)
+    return {"format": fmt.MANIFEST_FORMAT, "version": fmt.FORMAT_VERSION, "ube_stream_version": __version__,
+            "dtype": "uint32", "tokenizer": plan["tokenizer"], "special_ids": plan["special_ids"],
+            "options": plan["options"], "sources": sources, "shards": shards, "totals": totals}

@@ -1,0 +1,263 @@
+"""The memory-mapped reader of a token shard directory (public face:
+:class:`ube_stream.shards.TokenShards`).  Internal module.
+
+Files are mapped lazily, shard by shard, so opening a directory of many
+thousands of shards costs one header read per shard (``verify="header"``),
+not one file descriptor per shard.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from . import index_format as fmt
+from ..errors import ShardFormatError
+
+VERIFY_LEVELS = ("none", "header", "full")
+
+
+class Shard:
+    """One shard: ``tokens`` (uint32 memmap), ``doc_offsets`` (uint64, n+1),
+    ``rows`` (uint64), ``source_ids`` (uint32), all mapped on first use."""
+
+    def __init__(self, directory: str, entry: Dict[str, Any]):
+        self.name: str = entry["name"]
+        self.unit_id: str = entry["unit_id"]
+        self.tokens_path = os.path.join(directory, entry["tokens_file"])
+        self.index_path = os.path.join(directory, entry["index_file"])
+        self.num_docs: int = int(entry["documents"])
+        self.num_tokens: int = int(entry["tokens"])
+        self.sha256: str = entry["sha256"]
+        self._index: Optional[np.ndarray] = None
+        self._tokens: Optional[np.ndarray] = None
+
+    def __len__(self) -> int:
+        return self.num_docs
+
+    def __repr__(self) -> str:
+        return f"Shard({self.name!r}, documents={self.num_docs}, tokens={self.num_tokens})"
+
+    def __getstate__(self) -> dict:
+        # pickled for DataLoader workers: send paths and counts, re-map in the child
+        return dict(self.__dict__, _index=None, _tokens=None)
+
+    def _index_map(self) -> np.ndarray:
+        if self._index is None:
+            try:
+                self._index = np.memmap(self.index_path, dtype=np.uint8, mode="r")
+            except (OSError, ValueError) as exc:
+                raise ShardFormatError(f"{self.index_path}: cannot map the index file ({exc}); the directory is "
+                                       f"incomplete or corrupt. Check it with TokenShards(..., verify='full')") from None
+            if len(self._index) != fmt.index_size(self.num_docs):
+                raise ShardFormatError(f"{self.index_path}: {len(self._index)} bytes, expected "
+                                       f"{fmt.index_size(self.num_docs)} for {self.num_docs} documents; the file is "
+                                       f"truncated or corrupt. Re-encode the directory")
+        return self._index
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """All token ids of the shard (read-only ``uint32`` memmap)."""
+        if self._tokens is None:
+            if self.num_tokens == 0:
+                self._tokens = np.zeros(0, dtype="<u4")   # mmap cannot map an empty file
+            else:
+                try:
+                    self._tokens = np.memmap(self.tokens_path, dtype="<u4", mode="r", shape=(self.num_tokens,))
+                except (OSError, ValueError) as exc:
+                    raise ShardFormatError(f"{self.tokens_path}: cannot map {self.num_tokens} tokens ({exc}); the "
+                                           f"file is missing or truncated. Re-encode the directory") from None
+        return self._tokens
+
+    @property
+    def doc_offsets(self) -> np.ndarray:
+        start = fmt.HEADER_SIZE
+        return self._index_map()[start:start + 8 * (self.num_docs + 1)].view("<u8")
+
+    @property
+    def rows(self) -> np.ndarray:
+        start = fmt.HEADER_SIZE + 8 * (self.num_docs + 1)
+        return self._index_map()[start:start + 8 * self.num_docs].view("<u8")
+
+    @property
+    def source_ids(self) -> np.ndarray:
+        start = fmt.HEADER_SIZE + 16 * self.num_docs + 8
+        return self._index_map()[start:start + 4 * self.num_docs].view("<u4")
+
+    def doc(self, i: int) -> np.ndarray:
+        offsets = self.doc_offsets
+        return self.tokens[int(offsets[i]):int(offsets[i + 1])]
+
+    def close(self) -> None:
+        self._index = self._tokens = None
+
+
+class TokenShards:
+    """A finished token shard directory, memory-mapped.
+
+    ``verify``: ``"header"`` (default) checks MANIFEST.json, tokenizer.json's
+    fingerprint and every index header against the manifest and the file
+    sizes; ``"full"`` also recomputes the sha256 of every token file;
+    ``"none"`` trusts the manifest.  Problems raise
+    :class:`~ube_stream.errors.ShardFormatError` naming the file.
+
+    ``len()`` is the number of documents; ``doc(i)`` a zero-copy uint32 view
+    (BOS/EOS included as encoded); ``decode_doc(i)`` the text without them;
+    ``source(i)`` the ``(path, row)`` it came from; ``shards`` the per-shard
+    objects (``tokens``, ``doc_offsets``, ``rows``, ``source_ids``, ``name``).
+    """
+
+    def __init__(self, directory: str | os.PathLike, *, verify: str = "header"):
+        if verify not in VERIFY_LEVELS:
+            raise ValueError(f"verify must be one of {VERIFY_LEVELS}, got {verify!r}")
+        self.directory = os.path.abspath(os.fspath(directory))
+        manifest_path = os.path.join(self.directory, fmt.MANIFEST_NAME)
+        if not os.path.exists(manifest_path):
+            if not os.path.isdir(self.directory):
+                raise ShardFormatError(f"{self.directory}: no such shard directory; encode one with `ube encode`")
+            if any(os.path.exists(os.path.join(self.directory, d)) for d in (fmt.UNITS_DIR, fmt.SHARDS_DIR)):
+                raise ShardFormatError(
+                    f"{manifest_path}: missing: the directory is unfinished (an encoding run was stopped, or not "
+                    f"every rank has run). Rerun the same `ube encode` command to complete it, or run the "
+                    f"missing ranks and --finalize")
+            raise ShardFormatError(f"{manifest_path}: missing: {self.directory} is not a shard directory")
+        self.manifest: Dict[str, Any] = fmt.read_json(manifest_path, "MANIFEST.json")
+        self._check_manifest(manifest_path)
+        m = self.manifest
+        self.special_ids: Dict[str, Optional[int]] = dict(m["special_ids"])
+        self.sources: List[Dict[str, Any]] = list(m["sources"])
+        self.shards: List[Shard] = [Shard(self.directory, entry) for entry in m["shards"]]
+        counts = np.array([s.num_docs for s in self.shards], dtype=np.int64)
+        self._doc_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.num_tokens: int = int(m["totals"]["tokens"])
+        self._tokenizer = None
+        if verify != "none":
+            self._verify(verify)
+
+    # ------------------------------------------------------------------ checks
+    def _check_manifest(self, path: str) -> None:
+        m = self.manifest
+        if not isinstance(m, dict) or m.get("format") != fmt.MANIFEST_FORMAT:
+            found = m.get("format") if isinstance(m, dict) else type(m).__name__
+            raise ShardFormatError(f"{path}: format is {found!r}, expected {fmt.MANIFEST_FORMAT!r}; this is not an "
+                                   f"ube-stream shard manifest")
+        if m.get("version") != fmt.FORMAT_VERSION:
+            raise ShardFormatError(f"{path}: shard format version {m.get('version')!r}; this ube-stream reads "
+                                   f"version {fmt.FORMAT_VERSION}. Upgrade ube-stream or re-encode")
+        if m.get("dtype") != "uint32":
+            raise ShardFormatError(f"{path}: dtype {m.get('dtype')!r}, expected 'uint32'; the manifest is corrupt")
+        missing = [k for k in ("tokenizer", "special_ids", "options", "sources", "shards", "totals") if k not in m]
+        if missing:
+            raise ShardFormatError(f"{path}: missing fields {missing}; the manifest is corrupt. Re-encode")
+        docs = sum(int(s["documents"]) for s in m["shards"])
+        tokens = sum(int(s["tokens"]) for s in m["shards"])
+        if (docs, tokens, len(m["shards"])) != (m["totals"]["documents"], m["totals"]["tokens"], m["totals"]["shards"]):
+            raise ShardFormatError(f"{path}: totals ({m['totals']['documents']} documents, {m['totals']['tokens']} "
+                                   f"tokens, {m['totals']['shards']} shards) disagree with its shard list ({docs}, "
+                                   f"{tokens}, {len(m['shards'])}); the manifest is corrupt. Re-encode")
+
+    def _verify(self, level: str) -> None:
+        fingerprint = self.manifest["tokenizer"]["fingerprint"]
+        tok = self.tokenizer
+        if tok.fingerprint != fingerprint:
+            raise ShardFormatError(
+                f"{os.path.join(self.directory, fmt.TOKENIZER_NAME)}: tokenizer fingerprint {tok.fingerprint}, but "
+                f"MANIFEST.json records {fingerprint}; the tokenizer file was replaced. Restore the tokenizer "
+                f"the shards were encoded with, or re-encode")
+        n_sources = len(self.sources)
+        for shard in self.shards:
+            header = fmt.read_header(shard.index_path)
+            fmt.check_index(shard.index_path, shard.tokens_path, header, n_docs=shard.num_docs,
+                            n_tokens=shard.num_tokens, tokens_sha256=shard.sha256, fingerprint=fingerprint)
+            offsets = shard.doc_offsets
+            if shard.num_docs and (int(offsets[0]) != 0 or int(offsets[-1]) != shard.num_tokens):
+                raise ShardFormatError(f"{shard.index_path}: doc_offsets run {int(offsets[0])}..{int(offsets[-1])}, "
+                                       f"expected 0..{shard.num_tokens}; the index is corrupt. Re-encode")
+            if level == "full":
+                if np.any(np.diff(offsets.astype(np.int64)) < 0) or np.any(shard.source_ids >= n_sources):
+                    raise ShardFormatError(f"{shard.index_path}: doc_offsets decrease or a source id is out of "
+                                           f"range; the index is corrupt. Re-encode")
+                digest = fmt.sha256_file(shard.tokens_path)
+                if digest != shard.sha256:
+                    raise ShardFormatError(f"{shard.tokens_path}: sha256 is {digest}, MANIFEST.json and the index "
+                                           f"record {shard.sha256}; the token file is corrupt (changed after "
+                                           f"encoding). Re-encode the directory or restore the file")
+            shard.close()
+
+    # ------------------------------------------------------------------ access
+    @property
+    def tokenizer(self):
+        """The directory's tokenizer (loaded from its tokenizer.json)."""
+        if self._tokenizer is None:
+            from ..errors import TokenizerFormatError
+            from ..tokenizer.core import Tokenizer
+
+            path = os.path.join(self.directory, self.manifest["tokenizer"].get("file", fmt.TOKENIZER_NAME))
+            try:
+                self._tokenizer = Tokenizer.load(path)
+            except TokenizerFormatError as exc:
+                raise ShardFormatError(f"{path}: cannot load the directory's tokenizer: {exc}") from None
+        return self._tokenizer
+
+    def __getstate__(self) -> dict:
+        # pickled for DataLoader workers: no memory maps or tokenizer, they are re-created lazily
+        return dict(self.__dict__, _tokenizer=None)
+
+    def __len__(self) -> int:
+        return int(self._doc_starts[-1])
+
+    def __repr__(self) -> str:
+        return f"TokenShards({self.directory!r}, documents={len(self)}, tokens={self.num_tokens}, shards={len(self.shards)})"
+
+    def _locate(self, i: int) -> Tuple[Shard, int]:
+        n = len(self)
+        index = int(i)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError(f"document {i} out of range: the directory holds {n} documents")
+        k = int(np.searchsorted(self._doc_starts, index, side="right")) - 1
+        return self.shards[k], index - int(self._doc_starts[k])
+
+    def doc(self, i: int) -> np.ndarray:
+        """Token ids of document ``i`` as stored (with BOS/EOS): a zero-copy uint32 view."""
+        shard, j = self._locate(i)
+        return shard.doc(j)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.doc(i)
+
+    def content_ids(self, i: int) -> np.ndarray:
+        """Token ids of document ``i`` without the BOS/EOS that encoding added."""
+        ids = self.doc(i)
+        start = 1 if self.special_ids.get("bos") is not None else 0
+        stop = len(ids) - (1 if self.special_ids.get("eos") is not None else 0)
+        return ids[start:stop]
+
+    def decode_doc(self, i: int, *, errors: str = "strict") -> str:
+        """Text of document ``i`` (without the BOS/EOS that encoding added)."""
+        return self.tokenizer.decode(self.content_ids(i), errors=errors)
+
+    def source(self, i: int) -> Tuple[str, int]:
+        """``(path, row)`` of the input row document ``i`` came from."""
+        shard, j = self._locate(i)
+        return self.sources[int(shard.source_ids[j])]["path"], int(shard.rows[j])
+
+    def iter_docs(self) -> Iterator[np.ndarray]:
+        """Every document's token ids, in order (zero-copy views)."""
+        for shard in self.shards:
+            tokens = shard.tokens
+            offsets = shard.doc_offsets.tolist()
+            for j in range(shard.num_docs):
+                yield tokens[offsets[j]:offsets[j + 1]]
+
+    def doc_lengths(self) -> np.ndarray:
+        """Tokens per document (int64), in document order."""
+        if not self.shards:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate([np.diff(s.doc_offsets.astype(np.int64)) for s in self.shards])
+
+    def close(self) -> None:
+        for shard in self.shards:
+            shard.close()

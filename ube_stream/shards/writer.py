@@ -1,0 +1,306 @@
+"""The worker side of :func:`ube_stream.shards.encode_corpus`: one pure unit
+function, :func:`encode_unit`, that reads a work unit, encodes it, writes its
+shard files and its commit marker, and returns a small record (paths, counts,
+checksums).  Internal.
+
+Crash safety: the unit's files are written under ``.tmp`` names and renamed
+when complete; the marker ``units/<unit_id>.json`` is renamed into place
+last, so a unit is committed iff its marker exists.  A unit without a marker
+is redone from scratch (its leftovers deleted first) under its lock.
+
+Executors map :func:`encode_unit_star` over task dicts; each worker process
+loads the tokenizer once (:func:`~ube_stream.executors.worker_state`, keyed
+by the output's ``tokenizer.json`` path and fingerprint).  Units dispatched
+to a cluster (``dispatched=True``: Ray) differ in two ways only, both about
+attempts of one unit that may overlap on a cluster: a unit lock left on
+another host is taken over (the driver holds the run's rank lock, so it is
+an attempt the cluster gave up on, e.g. on a lost node) and a live holder on
+this host (a worker of a killed driver still winding down) is waited for;
+and each attempt writes its own ``.tmp.<host>.<pid>`` files.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from . import index_format as fmt
+from ..executors import worker_state
+from ..storage import atomic_write_json
+from .locks import _HOST, FileLock, read_holder
+from ..errors import InvalidTextError, LockError, ShardFormatError
+
+DISPATCHED_LOCK_WAIT_S = 60.0   # how long a dispatched unit waits for a live holder on its own host
+
+
+def load_checked_tokenizer(path: str, fingerprint: str):
+    """The tokenizer at ``path`` (the output's ``tokenizer.json``), checked
+    against the run's fingerprint; a worker caches it with ``worker_state``."""
+    from ..tokenizer.core import Tokenizer
+
+    tok = Tokenizer.load(path)
+    if tok.fingerprint != fingerprint:
+        raise ShardFormatError(f"{path}: tokenizer fingerprint {tok.fingerprint} is not the run's {fingerprint} "
+                               f"(the file changed during the run, or this worker sees another copy of the "
+                               f"output directory: on a cluster --output must be one shared path)")
+    return tok
+
+
+class _UnitShards:
+    """Streams one unit's documents into shards ``<unit_id>-<k:04d>``; a new
+    shard starts when the current one holds >= ``shard_tokens`` tokens."""
+
+    def __init__(self, out_dir: str, unit_id: str, shard_tokens: int, fingerprint: str, tmp_suffix: str):
+        self.shards_dir = os.path.join(out_dir, fmt.SHARDS_DIR)
+        self.tmp_suffix = tmp_suffix
+        self.unit_id = unit_id
+        self.shard_tokens = shard_tokens
+        self.fingerprint = fmt.fingerprint_bytes(fingerprint)
+        self.records: List[Dict[str, Any]] = []
+        self.file = None
+
+    def _open(self) -> None:
+        self.name = f"{self.unit_id}-{len(self.records):04d}"
+        self.tokens_path = os.path.join(self.shards_dir, self.name + ".tokens")
+        self.file = open(self.tokens_path + self.tmp_suffix, "wb")
+        self.digest = hashlib.sha256()
+        self.n_tokens = 0
+        self.lengths: List[np.ndarray] = []
+        self.rows: List[np.ndarray] = []
+
+    def add(self, tokens: np.ndarray, doc_offsets: np.ndarray, rows: np.ndarray, source_id: int) -> None:
+        """Documents ``tokens[doc_offsets[d]:doc_offsets[d+1]]`` (offsets from 0)."""
+        n = len(doc_offsets) - 1
+        self.source_id = source_id
+        start = 0
+        while start < n:
+            if self.file is not None and self.n_tokens >= self.shard_tokens:
+                self._close()
+            if self.file is None:
+                self._open()
+            room = self.shard_tokens - self.n_tokens
+            # documents whose start lies before the shard is full (at least one)
+            take = int(np.searchsorted(doc_offsets[start:n] - doc_offsets[start], room, side="left"))
+            stop = start + max(take, 1)
+            chunk = np.ascontiguousarray(tokens[doc_offsets[start]:doc_offsets[stop]], dtype="<u4")
+            self.file.write(chunk.data)
+            self.digest.update(chunk.data)
+            self.n_tokens += len(chunk)
+            self.lengths.append(np.diff(doc_offsets[start:stop + 1]))
+            self.rows.append(np.asarray(rows[start:stop], dtype=np.uint64))
+            start = stop
+
+    def _close(self) -> None:
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+        self.file = None
+        lengths = np.concatenate(self.lengths)
+        doc_offsets = np.zeros(len(lengths) + 1, dtype=np.uint64)
+        np.cumsum(lengths, out=doc_offsets[1:])
+        header = fmt.IndexHeader(len(lengths), self.n_tokens, self.digest.digest(), self.fingerprint)
+        index_path = os.path.join(self.shards_dir, self.name + ".idx")
+        fmt.write_index(index_path + self.tmp_suffix, header, doc_offsets, np.concatenate(self.rows),
+                        np.full(len(lengths), self.source_id, dtype=np.uint32))
+        os.replace(self.tokens_path + self.tmp_suffix, self.tokens_path)
+        os.replace(index_path + self.tmp_suffix, index_path)
+        self.records.append({
+            "name": self.name, "unit_id": self.unit_id,
+            "tokens_file": f"{fmt.SHARDS_DIR}/{self.name}.tokens", "index_file": f"{fmt.SHARDS_DIR}/{self.name}.idx",
+            "documents": len(lengths), "tokens": self.n_tokens, "sha256": self.digest.hexdigest(),
+            "index_bytes": fmt.index_size(len(lengths)), "index_sha256": fmt.sha256_file(index_path),
+        })
+
+    def finish(self) -> List[Dict[str, Any]]:
+        if self.file is not None:
+            self._close()
+        return self.records
+
+    def abort(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
+def with_special_tokens(ids: np.ndarray, token_offsets: np.ndarray, bos_id: Optional[int],
+                        eos_id: Optional[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Prepend ``bos_id`` / append ``eos_id`` to every document (vectorised:
+    one boolean mask over the output, so the cost is a pass over the tokens)."""
+    nb, ne = int(bos_id is not None), int(eos_id is not None)
+    if nb + ne == 0:
+        return ids, token_offsets
+    n = len(token_offsets) - 1
+    offsets = token_offsets + np.arange(n + 1, dtype=np.int64) * (nb + ne)
+    out = np.empty(int(offsets[-1]), dtype=np.uint32)
+    special = np.zeros(len(out), dtype=bool)
+    if nb:
+        special[offsets[:-1]] = True
+    if ne:
+        special[offsets[1:] - 1] = True
+    out[~special] = ids
+    if nb:
+        out[offsets[:-1]] = bos_id
+    if ne:
+        out[offsets[1:] - 1] = eos_id
+    return out, offsets
+
+
+def leftovers(out_dir: str, unit_id: str) -> List[str]:
+    """Paths of files a previous attempt at this unit may have left."""
+    shards_dir = os.path.join(out_dir, fmt.SHARDS_DIR)
+    try:
+        names = os.listdir(shards_dir)
+    except FileNotFoundError:
+        names = []
+    found = [os.path.join(shards_dir, n) for n in sorted(names) if n.startswith(unit_id + "-")]
+    units_dir = os.path.join(out_dir, fmt.UNITS_DIR)
+    try:   # the marker's temp file(s): .tmp, or .tmp.<host>.<pid> of dispatched attempts
+        marker_tmps = sorted(n for n in os.listdir(units_dir) if n.startswith(unit_id + ".json" + fmt.TMP_SUFFIX))
+    except FileNotFoundError:
+        marker_tmps = []
+    return found + [os.path.join(units_dir, n) for n in marker_tmps]
+
+
+def marker_path(out_dir: str, unit_id: str) -> str:
+    return os.path.join(out_dir, fmt.UNITS_DIR, unit_id + ".json")
+
+
+def committed_record(out_dir: str, unit_id: str) -> Optional[Dict[str, Any]]:
+    """The unit's marker record when the unit is committed and its files match
+    the recorded sizes and index checksums; None otherwise."""
+    path = marker_path(out_dir, unit_id)
+    if not os.path.exists(path):
+        return None
+    try:
+        record = fmt.read_json(path, "unit marker")
+        for shard in record["shards"]:
+            tokens = os.path.join(out_dir, shard["tokens_file"])
+            index = os.path.join(out_dir, shard["index_file"])
+            if (os.path.getsize(tokens) != fmt.TOKEN_WIDTH * shard["tokens"]
+                    or os.path.getsize(index) != shard["index_bytes"]
+                    or fmt.sha256_file(index) != shard["index_sha256"]):
+                return None
+        return record
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+
+
+def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: str, shard_tokens: int,
+                eos_id: Optional[int], bos_id: Optional[int], fingerprint: str,
+                tokenizer_path: str, dispatched: bool = False) -> Dict[str, Any]:
+    """Encode one work unit into ``out_dir/shards`` and commit it with its marker.
+
+    Returns the marker record: unit id, shard entries (names, counts,
+    checksums), documents, tokens, rows read, UTF-8 bytes read, skipped rows
+    by reason (plus a few example messages).  Token data never leaves this
+    process.  Takes ``locks/<unit_id>.lock`` while working.
+
+    The tokenizer: ``tokenizer_path`` loaded once per process
+    (:func:`~ube_stream.executors.worker_state`) and checked against ``fingerprint``.  ``dispatched``: see the module.
+    """
+    from .. import readers
+    from ..readers.batch import drop_bad_documents
+
+    unit_id = unit.unit_id
+    tokenizer = worker_state(load_checked_tokenizer, tokenizer_path, fingerprint)
+    lock = FileLock(os.path.join(out_dir, fmt.LOCKS_DIR, unit_id + ".lock"), f"unit {unit_id}")
+    tmp_suffix = fmt.TMP_SUFFIX + (f".{_HOST}.{os.getpid()}" if dispatched else "")
+    with (_acquire_dispatched(lock) if dispatched else lock):
+        record = committed_record(out_dir, unit_id)
+        if record is not None:   # committed by another writer meanwhile
+            return record
+        for path in leftovers(out_dir, unit_id):
+            os.unlink(path)
+        stale_marker = marker_path(out_dir, unit_id)
+        if os.path.exists(stale_marker):
+            os.unlink(stale_marker)
+        skips = readers.SkipCounter()
+        shards = _UnitShards(out_dir, unit_id, shard_tokens, fingerprint, tmp_suffix)
+        documents = tokens = nbytes = 0
+        path = unit.source.path
+        try:
+            for batch in readers.read_unit(unit, column=column, text_mode=text_mode, on_error=on_error,
+                                           skips=skips):
+                data, offsets = batch.utf8()
+                try:
+                    ids, token_offsets = tokenizer.encode_utf8_batch(data, offsets)
+                except InvalidTextError as exc:
+                    data, offsets, (ids, token_offsets) = drop_bad_documents(
+                        exc, batch, data, offsets, tokenizer.encode_utf8_batch, path, on_error, skips)
+                if len(token_offsets) <= 1:
+                    continue
+                ids, token_offsets = with_special_tokens(ids, np.asarray(token_offsets, dtype=np.int64),
+                                                         bos_id, eos_id)
+                shards.add(ids, token_offsets, batch.rows, unit.source.source_id)
+                _test_kill_hook(out_dir, unit_id)
+                documents += len(token_offsets) - 1
+                tokens += int(token_offsets[-1])
+                nbytes += int(offsets[-1] - offsets[0])
+            shard_records = shards.finish()
+        finally:
+            shards.abort()
+        record = {
+            "unit_id": unit_id, "source_id": unit.source.source_id, "row_start": unit.row_start,
+            "row_stop": unit.row_stop, "documents": documents, "tokens": tokens,
+            "rows_read": documents + skips.total, "bytes": nbytes, "skipped": dict(skips.counts),
+            "skip_examples": [e.message for e in skips.examples], "shards": shard_records,
+        }
+        atomic_write_json(marker_path(out_dir, unit_id), record, unique=dispatched)
+    return record
+
+
+def _acquire_dispatched(lock: FileLock) -> FileLock:
+    """Take a unit lock for a unit a cluster driver dispatched (see the module):
+    a holder on another host is an abandoned attempt and is dropped; a live
+    holder here is waited for, up to ``DISPATCHED_LOCK_WAIT_S``."""
+    deadline = time.monotonic() + DISPATCHED_LOCK_WAIT_S
+    while True:
+        try:
+            return lock.acquire()
+        except LockError:
+            holder = read_holder(lock.path)
+            if holder and holder.get("host") != _HOST:
+                _drop_lock(lock.path, holder)
+                continue
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _drop_lock(path: str, holder: Dict[str, Any]) -> None:
+    """Remove the lock file at ``path`` if it still holds ``holder``."""
+    aside = f"{path}.abandoned-{_HOST}-{os.getpid()}"
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return
+    if read_holder(aside) != holder:   # another attempt re-took it meanwhile: put it back
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            pass
+    os.unlink(aside)
+
+
+def _test_kill_hook(out_dir: str, unit_id: str) -> None:
+    """TEST ONLY (tests/test_ray.py): ``UBE_TEST_KILL_UNIT="<out_dir>|<unit_id>|<marker>"`` makes the
+    process encoding that unit of that output SIGKILL itself once, part way through (creating
+    ``<marker>`` first so the retry runs normally).  Unset in normal use: one dict lookup."""
+    spec = os.environ.get("UBE_TEST_KILL_UNIT")
+    if spec and spec.split("|")[:2] == [out_dir, unit_id]:
+        marker = spec.split("|")[2]
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def encode_unit_star(task: Dict[str, Any]) -> Dict[str, Any]:
+    """The unit function executors map: ``encode_unit(**task)``."""
+    return encode_unit(**task)

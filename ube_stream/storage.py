@@ -1,0 +1,88 @@
+"""Writing files so that a crash never leaves a torn one: the one atomic writer.
+
+Every file ube-stream writes whole (tokenizer files, count tables, unit
+markers, MANIFEST, evaluation tables, Megatron exports) goes through
+:func:`atomic_open`: the bytes go to a temporary name beside the target, are
+flushed and fsynced, and the temporary file is renamed over the target with
+``os.replace``.  Readers see the old file or the new one, never a part; a
+failure removes the temporary file.  Files are created with the process's
+umask (0644 under 022), like any ``open``.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+from typing import IO, Any, Iterator
+
+__all__ = ["TMP_SUFFIX", "atomic_open", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
+           "dumps_json", "fsync_dir"]
+
+TMP_SUFFIX = ".tmp"
+
+
+def temp_name(path: str, *, unique: bool = False) -> str:
+    """``path + ".tmp"``; with ``unique``, ``path + ".tmp.<host>.<pid>"``, for
+    files that several processes (ranks, maybe on other hosts) may write at once."""
+    tmp = path + TMP_SUFFIX
+    return f"{tmp}.{socket.gethostname()}.{os.getpid()}" if unique else tmp
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "wb", *, unique: bool = False,
+                encoding: str | None = None) -> Iterator[IO[Any]]:
+    """Open a temporary file for ``path``; on a clean exit fsync it and rename it
+    over ``path``, on an exception remove it.  ``mode`` is ``"wb"`` or ``"w"``
+    (text: UTF-8, ``\\n`` line ends)."""
+    if mode not in ("wb", "w"):
+        raise ValueError(f"atomic_open writes whole files: mode must be 'wb' or 'w', got {mode!r}")
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = temp_name(path, unique=unique)
+    text = mode == "w"
+    try:
+        with open(tmp, mode, encoding=(encoding or "utf-8") if text else None,
+                  newline="\n" if text else None) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, unique: bool = False) -> None:
+    with atomic_open(path, "wb", unique=unique) as f:
+        f.write(data)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, *, unique: bool = False) -> None:
+    with atomic_open(path, "w", unique=unique) as f:
+        f.write(text)
+
+
+def dumps_json(doc: Any) -> str:
+    """Deterministic JSON text (insertion key order, 1-space indent, trailing newline)."""
+    return json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
+
+
+def atomic_write_json(path: str | os.PathLike, doc: Any, *, unique: bool = False) -> None:
+    atomic_write_bytes(path, dumps_json(doc).encode("utf-8"), unique=unique)
+
+
+def fsync_dir(path: str) -> None:
+    """fsync a directory so the renames inside it survive a power loss (best effort)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,144 @@
+"""The tokenizer file: one versioned JSON document, and its fingerprint.
+
+Plain functions over the fields of a :class:`~ube_stream.tokenizer.Tokenizer`;
+the object calls them (``to_json``, ``from_json``, ``fingerprint``).
+
+File layout (``format`` = ``"ube-stream-tokenizer"``, ``version`` = 1)::
+
+    {
+      "format": "ube-stream-tokenizer",
+      "version": 1,
+      "substrate": "ube",                     # ube | utf8 | utf16
+      "pattern": {"name": "gpt2", "regex": "'s|'t|..."},
+      "normalization": "none",
+      "base_size": 512,                       # ids 0..base_size-1 are base symbols
+      "vocab_size": 32000,                    # base + merged tokens + special tokens
+      "merges": [[left, right], ...],         # in rank order
+      "special_tokens": [{"id": 31999, "text": "<|endoftext|>"}],
+      "training": {...},                      # options and corpus totals (provenance only)
+      "fingerprint": "sha256:..."             # of the canonical encoding-relevant content
+    }
+
+Merged token ids are derived from the merge list: merge ``k`` joins tokens
+``left`` and ``right``; if the concatenation of their base-symbol expansions
+already has an id (another merge made the same token), the merge reuses it,
+otherwise the new token takes the next free id.  Special tokens follow the
+merged tokens.  The fingerprint covers substrate, pattern, normalization,
+merges and special tokens — not the ``training`` record — so two files that
+encode identically have the same fingerprint.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+from .._version import __version__
+from ..errors import TokenizerFormatError
+
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "canonical", "fingerprint", "dumps", "parse",
+           "check_recorded", "read_text"]
+
+FORMAT_NAME = "ube-stream-tokenizer"
+FORMAT_VERSION = 1
+
+
+def canonical(*, substrate: str, pattern_name: str, pattern: str, normalization: str, base_size: int,
+              merges: Sequence[Tuple[int, int]], special_tokens: Mapping[str, int],
+              id_map: Optional[Sequence[int]]) -> Dict[str, Any]:
+    """The encoding-relevant content, in file order (``special_tokens``: text -> internal id)."""
+    content: Dict[str, Any] = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "substrate": substrate,
+        "pattern": {"name": pattern_name, "regex": pattern},
+        "normalization": normalization,
+        "base_size": base_size,
+        "merges": [list(m) for m in merges],
+        "special_tokens": [{"id": i, "text": t} for t, i in special_tokens.items()],
+    }
+    if id_map is not None:
+        content["id_map"] = [int(i) for i in id_map]
+    return content
+
+
+def fingerprint(content: Mapping[str, Any]) -> str:
+    """``sha256:<hex>`` of the canonical content (sorted keys, compact separators)."""
+    blob = json.dumps(content, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def dumps(content: Mapping[str, Any], *, vocab_size: int, training: Mapping[str, Any]) -> str:
+    """The file's text: stable key order, one merge per line, so equal tokenizers give equal bytes."""
+    doc = dict(content)
+    doc["vocab_size"] = vocab_size
+    doc["training"] = dict(training)
+    doc["fingerprint"] = fingerprint(content)
+    merges = doc.pop("merges")
+    id_map = doc.pop("id_map", None)
+    if id_map is not None:  # one line, like the merges: the file stays readable
+        doc["id_map"] = "@ID_MAP@"
+    head = json.dumps(doc, ensure_ascii=False, indent=2, sort_keys=False)
+    if id_map is not None:
+        head = head.replace('"@ID_MAP@"', json.dumps(id_map))
+    merge_lines = ",\n".join(f"    [{a}, {b}]" for a, b in merges)
+    merges_text = "[\n" + merge_lines + "\n  ]" if merges else "[]"
+    # put merges last, before the closing brace
+    return head[:-2] + ',\n  "merges": ' + merges_text + "\n}\n"
+
+
+def parse(text: str, *, source: str = "<string>") -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """Check format name, version and fields of a file's text: ``(doc, constructor keywords)``."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TokenizerFormatError(f"{source}: not a JSON file ({exc}); expected an ube-stream tokenizer file") from exc
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
+        found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        hint = (" It looks like a HF tokenizer.json: load it with Tokenizer.from_hf()."
+                if isinstance(doc, dict) and "model" in doc else "")
+        raise TokenizerFormatError(f"{source}: format is {found!r}, expected {FORMAT_NAME!r}.{hint}")
+    version = doc.get("version")
+    if version != FORMAT_VERSION:
+        raise TokenizerFormatError(
+            f"{source}: tokenizer format version {version!r} is not supported by ube-stream {__version__} "
+            f"(it reads version {FORMAT_VERSION}); upgrade ube-stream or re-train")
+    missing = [k for k in ("substrate", "pattern", "merges", "special_tokens", "fingerprint") if k not in doc]
+    if missing:
+        raise TokenizerFormatError(f"{source}: missing fields {missing}")
+    pattern = doc["pattern"]
+    kwargs = dict(substrate=doc["substrate"], merges=doc["merges"],
+                  special_tokens={s["text"]: int(s["id"]) for s in doc["special_tokens"]},
+                  pattern=pattern["regex"] if pattern.get("name") == "custom" else pattern["name"],
+                  normalization=doc.get("normalization", "none"), training=doc.get("training"),
+                  id_map=doc.get("id_map"))
+    return doc, kwargs
+
+
+def check_recorded(doc: Mapping[str, Any], *, pattern: str, fingerprint: str, vocab_size: int,
+                   source: str) -> None:
+    """The tokenizer built from ``doc`` must have the pattern, fingerprint and size the file records."""
+    recorded = doc["pattern"]
+    if pattern != recorded.get("regex"):
+        raise TokenizerFormatError(
+            f"{source}: pattern {recorded.get('name')!r} is recorded with a regex that differs from this "
+            "version's; the file was edited or written by an incompatible version")
+    if fingerprint != doc["fingerprint"]:
+        raise TokenizerFormatError(
+            f"{source}: fingerprint mismatch: the file records {doc['fingerprint']} but its content hashes "
+            f"to {fingerprint}; the merges, special tokens or pattern were edited after training. "
+            "Re-train, or restore the original file")
+    if "vocab_size" in doc and doc["vocab_size"] != vocab_size:
+        raise TokenizerFormatError(
+            f"{source}: records vocab_size {doc['vocab_size']} but its merges and special tokens give {vocab_size}")
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """The text of a tokenizer file, with the fix when it does not exist."""
+    path = os.fspath(path)
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise TokenizerFormatError(f"{path}: no such tokenizer file; train one with `ube train`") from None

@@ -1,0 +1,179 @@
+"""Tokenizers of existing models as ``utf8``-substrate tokenizers with the model's ids.
+
+Both loaders build our internal numbering (bytes 0..255, then merged tokens in
+merge order, then special tokens) and an *id map* from it to the model's ids,
+so ``encode`` returns and ``decode`` accepts the model's own ids.
+
+* :func:`tokenizer_from_hf`: a HF ``tokenizer.json`` with a byte-level BPE
+  model.  Vocabulary strings go through GPT-2's ``bytes_to_unicode`` back to
+  bytes; merges become id pairs; the pre-tokenizer gives the pattern
+  (``ByteLevel(use_regex=True)`` is the GPT-2 pattern; a ``Split`` regex
+  followed by ``ByteLevel(use_regex=False)`` is that regex); added tokens
+  become special tokens (recognised only when allowed).
+* :func:`tokenizer_from_tiktoken`: tiktoken's ``{token bytes: rank}``.  The
+  merge list comes from the ranks the way tiktoken's own BPE works: the token of
+  rank ``r`` is the merge of the two parts that BPE-encoding its bytes with the
+  ranks below ``r`` leaves.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+from typing import Dict, List, Mapping, Tuple
+
+from ..errors import TokenizerFormatError
+from ..substrate import gpt2_byte_chars
+
+
+def _hf_pattern(pre: dict | None, source: str) -> str:
+    def byte_level_ok(step: dict) -> None:
+        if step.get("add_prefix_space"):
+            raise TokenizerFormatError(
+                f"{source}: ByteLevel(add_prefix_space=True) is not supported (it changes the text "
+                "before encoding, and ube-stream keeps text as is)")
+
+    if pre is None:
+        raise TokenizerFormatError(f"{source}: no pre_tokenizer; ube-stream needs a byte-level BPE "
+                                   "with a ByteLevel or Split pre-tokenizer")
+    if pre.get("type") == "ByteLevel":
+        byte_level_ok(pre)
+        if pre.get("use_regex", True):
+            return "gpt2"
+        raise TokenizerFormatError(f"{source}: ByteLevel(use_regex=False) alone (no split) is not supported")
+    if pre.get("type") == "Sequence":
+        steps = pre.get("pretokenizers", [])
+        if (len(steps) == 2 and steps[0].get("type") == "Split" and steps[1].get("type") == "ByteLevel"
+                and not steps[1].get("use_regex", True) and not steps[0].get("invert", False)
+                and steps[0].get("behavior", "Isolated") == "Isolated"):
+            byte_level_ok(steps[1])
+            pattern = steps[0].get("pattern", {})
+            if "Regex" in pattern:
+                return pattern["Regex"]
+    raise TokenizerFormatError(
+        f"{source}: pre_tokenizer {json.dumps(pre)[:200]} is not supported; ube-stream reads "
+        "ByteLevel(use_regex=True) or Sequence[Split(Regex, Isolated), ByteLevel(use_regex=False)]")
+
+
+def tokenizer_from_hf(cls, path) -> "object":
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "tokenizer.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise TokenizerFormatError(f"{path}: no such file; expected a HF tokenizer.json") from None
+    except json.JSONDecodeError as exc:
+        raise TokenizerFormatError(f"{path}: not a JSON file ({exc})") from None
+    model = doc.get("model") or {}
+    if model.get("type") != "BPE":
+        raise TokenizerFormatError(f"{path}: model type {model.get('type')!r} is not supported; "
+                                   "from_hf reads byte-level BPE models")
+    if model.get("byte_fallback") or model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+        raise TokenizerFormatError(f"{path}: byte_fallback / subword prefixes are not byte-level BPE")
+    if doc.get("normalizer") is not None:
+        raise TokenizerFormatError(f"{path}: normalizer {doc['normalizer'].get('type')!r} is not "
+                                   "supported (ube-stream keeps text as is)")
+    pattern = _hf_pattern(doc.get("pre_tokenizer"), path)
+    byte_of = {chr(c): b for b, c in enumerate(gpt2_byte_chars().tolist())}
+
+    def to_bytes(token: str) -> bytes:
+        try:
+            return bytes(byte_of[c] for c in token)
+        except KeyError as exc:
+            raise TokenizerFormatError(f"{path}: token {token!r} holds {exc.args[0]!r}, which is not a "
+                                       "GPT-2 byte character: not a byte-level vocabulary") from None
+
+    vocab: Dict[bytes, int] = {to_bytes(t): int(i) for t, i in model["vocab"].items()}
+    id_map: List[int] = []
+    internal: Dict[bytes, int] = {}
+    for b in range(256):
+        token = bytes([b])
+        if token not in vocab:
+            raise TokenizerFormatError(f"{path}: byte {b} has no token; a byte-level BPE needs all 256")
+        internal[token] = b
+        id_map.append(vocab[token])
+    merges: List[Tuple[int, int]] = []
+    for rank, merge in enumerate(model.get("merges", [])):
+        left, right = merge.split(" ") if isinstance(merge, str) else merge
+        left_b, right_b = to_bytes(left), to_bytes(right)
+        if left_b not in internal or right_b not in internal:
+            raise TokenizerFormatError(f"{path}: merge {rank} ({left!r}, {right!r}) joins a token no "
+                                       "earlier merge made")
+        merges.append((internal[left_b], internal[right_b]))
+        joined = left_b + right_b
+        if joined not in internal:
+            if joined not in vocab:
+                raise TokenizerFormatError(f"{path}: merge {rank} makes {joined!r}, which is not in the vocab")
+            internal[joined] = len(id_map)
+            id_map.append(vocab[joined])
+    used = set(id_map)
+    specials: Dict[str, int] = {}
+    for added in sorted(doc.get("added_tokens", []), key=lambda a: a["id"]):
+        if added["id"] not in used:
+            specials[added["content"]] = added["id"]
+            used.add(added["id"])
+    id_map.extend(specials.values())
+    return cls(substrate="utf8", merges=merges, special_tokens=list(specials), pattern=pattern,
+               id_map=id_map, training={"source": {"hf": os.path.abspath(path)}})
+
+
+def load_tiktoken_ranks(path) -> Dict[bytes, int]:
+    """A ``.tiktoken`` file: one ``base64(token) rank`` per line."""
+    ranks: Dict[bytes, int] = {}
+    with open(os.fspath(path), "rb") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                token, rank = line.split()
+                ranks[base64.b64decode(token)] = int(rank)
+            except ValueError:
+                raise TokenizerFormatError(f"{path}: line {number} is not 'base64-token rank'") from None
+    return ranks
+
+
+def _bpe_parts(token: bytes, ranks: Mapping[bytes, int], below: int) -> List[bytes]:
+    """tiktoken's byte-pair merge of ``token`` using only ranks < ``below``."""
+    parts = [token[i:i + 1] for i in range(len(token))]
+    while len(parts) > 1:
+        best, where = below, -1
+        for i in range(len(parts) - 1):
+            rank = ranks.get(parts[i] + parts[i + 1])
+            if rank is not None and rank < best:
+                best, where = rank, i
+        if where < 0:
+            break
+        parts[where:where + 2] = [parts[where] + parts[where + 1]]
+    return parts
+
+
+def tokenizer_from_tiktoken(cls, ranks, pattern: str, special_tokens: Mapping[str, int]) -> "object":
+    if isinstance(ranks, (str, os.PathLike)):
+        ranks = load_tiktoken_ranks(ranks)
+    ranks = {bytes(k): int(v) for k, v in ranks.items()}
+    id_map: List[int] = []
+    internal: Dict[bytes, int] = {}
+    for b in range(256):
+        token = bytes([b])
+        if token not in ranks:
+            raise TokenizerFormatError(f"byte {b} has no rank; a byte-level BPE needs all 256")
+        internal[token] = b
+        id_map.append(ranks[token])
+    merges: List[Tuple[int, int]] = []
+    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        if len(token) < 2:
+            continue
+        parts = _bpe_parts(token, ranks, rank)
+        if len(parts) != 2:
+            raise TokenizerFormatError(
+                f"token {token!r} (rank {rank}) is not the merge of two lower-ranked tokens (BPE with the "
+                f"ranks below it leaves {len(parts)} parts): these ranks are not a BPE vocabulary")
+        merges.append((internal[parts[0]], internal[parts[1]]))
+        internal[token] = len(id_map)
+        id_map.append(rank)
+    specials = dict(sorted(special_tokens.items(), key=lambda kv: kv[1]))
+    id_map.extend(int(v) for v in specials.values())
+    return cls(substrate="utf8", merges=merges, special_tokens=list(specials), pattern=pattern,
+               id_map=id_map, training={"source": "tiktoken"})

@@ -1,0 +1,368 @@
+"""Streaming, multi-process BPE training over the UBE / BBPE / BBPE16 substrates.
+
+Phase 1 (counts, one task per work unit, spread over processes): read the
+unit's documents, pre-tokenize them into chunks (Cython, GPT-2 pattern) and
+count each distinct chunk by its UTF-8 bytes in a Cython hash table (int64
+counts, no Python object per occurrence).  Each task writes its table to a
+temporary ``.npz`` file and returns only a small record; the driver adds the
+tables in unit order.
+
+Phase 2 (merges, in the driver): route each distinct chunk to base symbols
+(routing is a function of the characters, so it runs once per distinct chunk,
+not per occurrence) and run the Cython merge loop: incremental pair counts, a
+max-heap with lazy invalidation, ties broken by the smallest
+``(left_id, right_id)``.
+
+Determinism: unit ids come from the sorted sources and a fixed ``unit_rows``;
+counts are sums (order-free); the merge loop's total order does the rest. The
+tokenizer file is byte-identical for any ``workers`` value and input order.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import resource
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .._version import __version__
+from .. import _count, _merge, _route
+from ..errors import InvalidTextError
+from ..executors import get_executor
+from ..tokenizer.core import Tokenizer
+
+DEFAULT_SPECIAL_TOKENS = ("<|endoftext|>",)
+
+
+@dataclasses.dataclass
+class CountRecord:
+    """What one phase-1 task returns (small: paths and numbers only)."""
+
+    unit_id: str
+    table_path: Optional[str]
+    documents: int
+    bytes: int
+    chunks: int
+    skips: Dict[str, int]
+    skip_examples: List[str]
+
+
+@dataclasses.dataclass
+class TrainSummary:
+    documents: int = 0
+    bytes: int = 0
+    chunks: int = 0
+    unique_chunks: int = 0
+    merges: int = 0
+    vocab_size: int = 0
+    requested_vocab_size: int = 0
+    skipped: Dict[str, int] = dataclasses.field(default_factory=dict)
+    wall_seconds: float = 0.0
+    count_seconds: float = 0.0
+    merge_seconds: float = 0.0
+    peak_rss_bytes: int = 0
+
+    def format(self) -> str:
+        lines = [
+            f"documents      {self.documents:,}",
+            f"bytes          {self.bytes:,}",
+            f"chunks         {self.chunks:,} ({self.unique_chunks:,} unique)",
+            f"merges         {self.merges:,}",
+            f"vocab size     {self.vocab_size:,}"
+            + ("" if self.vocab_size == self.requested_vocab_size else
+               f" (asked {self.requested_vocab_size:,}: no pair left at min_frequency)"),
+            f"wall time      {self.wall_seconds:.2f} s (counts {self.count_seconds:.2f} s, merges {self.merge_seconds:.2f} s)",
+            f"peak memory    {self.peak_rss_bytes / 2**20:,.0f} MiB (largest process)",
+        ]
+        if self.skipped:
+            lines.append("skipped rows   " + ", ".join(f"{k}: {v:,}" for k, v in sorted(self.skipped.items())))
+        return "\n".join(lines)
+
+
+def _peak_rss_bytes() -> int:
+    scale = 1 if sys.platform == "darwin" else 1024
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, children) * scale
+
+
+def _unit_budgets(units, max_bytes: Optional[int]) -> List[Optional[int]]:
+    """Byte budget of each unit for a ``max_bytes`` sample (None = read all).
+
+    The sample takes from every source in proportion to its size on disk and,
+    inside a source, from every unit in proportion to its share of the rows
+    (equal shares when the row count is unknown); each unit reads its first
+    documents up to its budget.  It depends only on the units, never on the
+    worker count.
+    """
+    if max_bytes is None:
+        return [None] * len(units)
+    by_source: Dict[int, list] = {}
+    for i, unit in enumerate(units):
+        by_source.setdefault(unit.source.source_id, []).append(i)
+    total_size = sum(max(units[idxs[0]].source.size, 1) for idxs in by_source.values())
+    budgets: List[Optional[int]] = [0] * len(units)
+    for idxs in by_source.values():
+        source_budget = max_bytes * max(units[idxs[0]].source.size, 1) / total_size
+        weights = []
+        for i in idxs:
+            unit = units[i]
+            stop = unit.row_stop if unit.row_stop is not None else unit.source.num_rows
+            weights.append(max((stop - unit.row_start) if stop is not None else 1, 1))
+        total_weight = sum(weights)
+        for i, w in zip(idxs, weights):
+            budgets[i] = max(1, int(source_budget * w / total_weight))
+    return budgets
+
+
+def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str,
+               byte_budget: Optional[int], table_dir: str) -> CountRecord:
+    """Phase-1 unit function: count the chunks of one work unit into a table file."""
+    from .. import readers
+    from .chunk_table import save_table
+    from ..readers.batch import drop_bad_documents
+    from ..pretokenizer import chunk_bounds_batch
+
+    counter = _count.ChunkCounter()
+    skips = readers.SkipCounter()
+    documents = nbytes = nchunks = 0
+    # 256-row batches keep the chunk-ends buffers small: the counting phase sets the peak memory
+    for batch in readers.read_unit(unit, column=column, text_mode=text_mode, on_error=on_error, skips=skips,
+                                   batch_rows=256):
+        data, offsets = batch.utf8()
+        if byte_budget is not None:
+            remaining = byte_budget - nbytes
+            if remaining <= 0:
+                break
+            # keep whole documents until the budget is reached (the last one may overshoot)
+            keep = int(np.searchsorted(offsets[1:], remaining, side="left")) + 1
+            keep = min(keep, len(offsets) - 1)
+            offsets = offsets[: keep + 1]
+            data = data[: offsets[-1]]
+        try:
+            ends, _ = chunk_bounds_batch(data, offsets, pattern)
+        except InvalidTextError as exc:
+            # count (or raise on) the invalid document, chunk the batch without it
+            data, offsets, (ends, _) = drop_bad_documents(
+                exc, batch, data, offsets, lambda d, o: chunk_bounds_batch(d, o, pattern), unit.source.path,
+                on_error, skips)
+        counter.add_chunks(np.ascontiguousarray(data), ends, int(offsets[0]))
+        documents += len(offsets) - 1
+        nbytes += int(offsets[-1] - offsets[0])
+        nchunks += len(ends)
+    table_path = None
+    if len(counter):
+        table_path = os.path.join(table_dir, f"counts-{unit.unit_id}.npz")
+        save_table(table_path, counter.export())
+    return CountRecord(unit.unit_id, table_path, documents, nbytes, nchunks,
+                       dict(skips.counts), [e.message for e in skips.examples])
+
+
+def _spill_to_arrow(data: Any, path: str, *, column: str, on_error: str, skips) -> List[str]:
+    """Write in-memory documents (an iterable of str, a ``datasets`` dataset, an
+    Arrow table) to an Arrow IPC stream file, batch by batch, so worker
+    processes can read them like any other source."""
+    import pyarrow as pa
+
+    from .. import readers
+
+    schema = pa.schema([pa.field("text", pa.large_string())])
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+        for batch in readers.iter_batches(data, column=column, on_error=on_error, skips=skips):
+            texts = batch.texts if isinstance(batch.texts, list) else batch.texts.to_pylist()
+            writer.write_batch(pa.record_batch([pa.array(texts, type=pa.large_string())], schema=schema))
+    return [path]
+
+
+def _count_unit_star(kwargs: Dict[str, Any]) -> CountRecord:
+    return count_unit(**kwargs)
+
+
+def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str = "gpt2",
+          special_tokens: Sequence[str] = DEFAULT_SPECIAL_TOKENS, min_frequency: int = 2,
+          max_token_length: Optional[int] = None, max_bytes: Optional[int] = None,
+          workers: Optional[int] = None, show_progress: bool = True, column: str = "text",
+          text_mode: str = "line", unit_rows: Optional[int] = None, on_error: str = "raise",
+          executor: str = "local", ray_address: Optional[str] = None, work_dir: Optional[str] = None,
+          summary: Optional[TrainSummary] = None) -> Tokenizer:
+    """Train a byte-level BPE tokenizer on the ``substrate`` alphabet.
+
+    ``inputs``: paths, directories, globs (Parquet, Arrow IPC/Feather, JSONL,
+    text; plain, ``.zst`` or ``.gz``; HF ``save_to_disk`` directories), or an
+    in-memory iterable of strings / a ``datasets`` dataset.  ``vocab_size``
+    counts base symbols (512 for ``ube``, 256 otherwise), merged tokens and
+    special tokens.  Training stops early, with a smaller vocabulary, when no
+    pair reaches ``min_frequency``.  ``max_bytes`` trains on a deterministic
+    sample of about that many UTF-8 bytes, independent of ``workers``.
+    Pass a :class:`TrainSummary` as ``summary`` to receive the totals.
+    """
+    from .. import readers
+    from ..pretokenizer import resolve_pattern
+    from ..substrate import base_size, substrate_code
+
+    started = time.perf_counter()
+    code = substrate_code(substrate)
+    n_base = base_size(substrate)
+    special_tokens = list(special_tokens)
+    if len(set(special_tokens)) != len(special_tokens):
+        raise ValueError(f"special tokens repeat: {special_tokens}")
+    if vocab_size < n_base + len(special_tokens):
+        raise ValueError(
+            f"vocab_size {vocab_size} is below the {n_base} base symbols of {substrate!r} plus "
+            f"{len(special_tokens)} special tokens; ask for at least {n_base + len(special_tokens)}")
+    if min_frequency < 1:
+        raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
+    if max_token_length is not None and max_token_length < 2:
+        raise ValueError(f"max_token_length must be >= 2 base symbols (or None), got {max_token_length}")
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    pattern_name, pattern_regex = resolve_pattern(pattern)
+    workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
+    summary = summary if summary is not None else TrainSummary()
+    summary.requested_vocab_size = vocab_size
+
+    if work_dir is not None:
+        os.makedirs(work_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ube-train-", dir=work_dir) as tmp:
+        table_dir = tmp
+        memory_skips = readers.SkipCounter()
+        if not readers.is_paths(inputs):
+            inputs = _spill_to_arrow(inputs, os.path.join(tmp, "in-memory.arrow"), column=column,
+                                     on_error=on_error, skips=memory_skips)
+            column = "text"
+        sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error)
+        units = readers.plan_units(sources, unit_rows=unit_rows or readers.DEFAULT_UNIT_ROWS)
+        budgets = _unit_budgets(units, max_bytes)
+        tasks = [dict(unit=u, pattern=pattern_regex, column=column, text_mode=text_mode, on_error=on_error,
+                      byte_budget=b, table_dir=tmp) for u, b in zip(units, budgets)]
+        # text bytes are known ahead only for uncompressed sources (file size ~ text size)
+        distinct = {u.source.source_id: u.source for u in units}.values()
+        total_bytes = None if any(s.compression for s in distinct) else sum(s.size for s in distinct)
+        if max_bytes and total_bytes is not None:
+            total_bytes = min(total_bytes, max_bytes)
+        with get_executor(executor, workers=workers, ray_address=ray_address) as runner:
+            records = _run_count_tasks(tasks, runner=runner, show_progress=show_progress, total_bytes=total_bytes)
+            summary.skipped.update(memory_skips.counts)
+            for rec in records:  # in unit order
+                summary.documents += rec.documents
+                summary.bytes += rec.bytes
+                summary.chunks += rec.chunks
+                for reason, n in rec.skips.items():
+                    summary.skipped[reason] = summary.skipped.get(reason, 0) + n
+            key_data, key_offsets, counts = _reduce_tables(
+                [rec.table_path for rec in records if rec.table_path is not None], runner, table_dir)
+    summary.unique_chunks = len(counts)
+    summary.count_seconds = time.perf_counter() - started
+
+    merge_started = time.perf_counter()
+    symbols, symbol_offsets = _route.route_batch(key_data, key_offsets, code)
+    del key_data, key_offsets
+    merges = _train_merges(symbols, symbol_offsets, counts, n_base=n_base,
+                           max_vocab=vocab_size - len(special_tokens), min_frequency=min_frequency,
+                           max_token_length=max_token_length, show_progress=show_progress)
+    summary.merge_seconds = time.perf_counter() - merge_started
+
+    training = {
+        "ube_stream_version": __version__,
+        "vocab_size": vocab_size,
+        "min_frequency": min_frequency,
+        "max_token_length": max_token_length,
+        "max_bytes": max_bytes,
+        "column": column,
+        "text_mode": text_mode,
+        "unit_rows": unit_rows,
+        "on_error": on_error,
+        "inputs": sorted({os.path.basename(s.path) for s in sources if s.path} - {"in-memory.arrow"}),
+        "documents": summary.documents,
+        "bytes": summary.bytes,
+        "chunks": summary.chunks,
+        "unique_chunks": summary.unique_chunks,
+        "skipped": dict(sorted(summary.skipped.items())),
+    }
+    tokenizer = Tokenizer(substrate=substrate, merges=merges[:, :2].tolist(), special_tokens=special_tokens,
+                          pattern=pattern_regex if pattern_name == "custom" else pattern_name, training=training)
+    summary.merges = len(merges)
+    summary.vocab_size = tokenizer.vocab_size
+    summary.wall_seconds = time.perf_counter() - started
+    summary.peak_rss_bytes = _peak_rss_bytes()
+    return tokenizer
+
+
+def _run_count_tasks(tasks: List[Dict[str, Any]], *, runner, show_progress: bool,
+                     total_bytes: Optional[int]) -> List[CountRecord]:
+    from ..progress import progress_bar
+
+    bar = progress_bar(total=total_bytes, unit="B", unit_scale=True, desc="counting chunks",
+                       enabled=show_progress)
+    docs = [0]
+
+    def on_result(rec: CountRecord) -> None:
+        docs[0] += rec.documents
+        bar.update(rec.bytes)
+        bar.set_postfix(docs=f"{docs[0]:,}", refresh=False)
+
+    try:
+        return runner.map(_count_unit_star, tasks, on_result=on_result)
+    finally:
+        bar.close()
+
+
+REDUCE_FAN_IN = 8
+
+
+def _merge_tables_task(task: Tuple[List[str], str]) -> str:
+    """Reduce task: add the tables at ``paths`` into one table file ``out``."""
+    from .chunk_table import load_table, save_table
+
+    paths, out = task
+    counter = _count.ChunkCounter()
+    for path in paths:
+        counter.add_weighted(*load_table(path))
+    save_table(out, counter.export())
+    for path in paths:
+        os.unlink(path)
+    return out
+
+
+def _reduce_tables(paths: List[str], runner, table_dir: str):
+    """Tree-reduce per-unit tables (fan-in ``REDUCE_FAN_IN``) with reduce tasks
+    on the executor, then add the last few in this process: no process holds
+    more than the final table plus one input table."""
+    from .chunk_table import load_table
+
+    level = 0
+    while len(paths) > REDUCE_FAN_IN:
+        groups = [paths[i:i + REDUCE_FAN_IN] for i in range(0, len(paths), REDUCE_FAN_IN)]
+        tasks = [(group, os.path.join(table_dir, f"reduce-{level:02d}-{k:06d}.npz")) for k, group in enumerate(groups)]
+        paths = runner.map(_merge_tables_task, tasks)
+        level += 1
+    counter = _count.ChunkCounter()
+    for path in paths:
+        counter.add_weighted(*load_table(path))
+        os.unlink(path)
+    return counter.export()
+
+
+def _train_merges(symbols, symbol_offsets, counts, *, n_base: int, max_vocab: int, min_frequency: int,
+                  max_token_length: Optional[int], show_progress: bool) -> np.ndarray:
+    from ..progress import progress_bar
+
+    target = max(0, max_vocab - n_base)
+    bar = progress_bar(total=target, desc="merges", unit="merge", enabled=show_progress)
+    done = [0]
+
+    def progress(n: int) -> None:
+        bar.update(n - done[0])
+        done[0] = n
+
+    try:
+        merges = _merge.train_merges(
+            symbols, symbol_offsets, counts, n_base, max_vocab, min_frequency,
+            max_token_length if max_token_length is not None else -1, progress)
+    finally:
+        bar.close()
+    return np.asarray(merges, dtype=np.int32).reshape(-1, 3)
