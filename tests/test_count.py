@@ -270,7 +270,8 @@ def test_overflow_past_int64_is_refused_and_adds_nothing():
     counter = ChunkCounter()
     counter.add_weighted(b"ab", np.array([0, 1, 2]), np.array([2**62, 1]))
     before = counter.export()
-    with pytest.raises(OverflowError, match=r"counts\[1\]"):
+    with pytest.raises(OverflowError, match=r"^adding counts\[1\] = 4611686018427387904 would take the "
+                                            r"table's total past 2\*\*63 - 1; nothing was added$"):
         counter.add_weighted(b"ba", np.array([0, 1, 2]), np.array([5, 2**62]))
     assert table_to_dict(counter.export()) == table_to_dict(before)
     assert counter.total == 2**62 + 1
@@ -374,19 +375,45 @@ def test_concurrent_use_of_one_table_is_refused_not_corrupting(real_text):
     RuntimeError; every call that succeeded is counted exactly."""
     data, ends = real_text
     counter = ChunkCounter()
-    worker = threading.Thread(target=lambda: [counter.add_chunks(data, ends) for _ in range(3)])
-    truth = Counter({k: 3 * v for k, v in counted(data, ends).items()})
+    refused = threading.Event()
+    passes = []  # the worker's calls that succeeded
+
+    def count_passes():  # at least 3 passes, and on until a side call was refused
+        while len(passes) < 3 or not refused.is_set() and len(passes) < 500:
+            try:
+                counter.add_chunks(data, ends)
+                passes.append(1)
+            except RuntimeError:  # a side call held the table: this pass counted nothing
+                pass
+
+    truth = Counter()
     calls = 0
-    worker.start()
-    while worker.is_alive():  # each call inserts 300 new keys: growths race if unguarded
+
+    def side_call():  # each call inserts 300 new keys: growths race if unguarded
+        nonlocal calls
         keys = [b"~side %d.%d" % (calls, j) for j in range(300)]
         calls += 1
-        try:
-            counter.add_chunks(b"".join(keys), np.cumsum([len(k) for k in keys]))
-            truth.update(keys)
-        except RuntimeError as exc:
-            assert "one table per thread" in str(exc)
-    worker.join()
+        counter.add_chunks(b"".join(keys), np.cumsum([len(k) for k in keys]))
+        truth.update(keys)
+
+    worker = threading.Thread(target=count_passes)
+    worker.start()
+    try:
+        with pytest.raises(RuntimeError, match="^ChunkCounter is in use by another thread; use one table "
+                                               "per thread and merge their exports with add_weighted$"):
+            while worker.is_alive():
+                side_call()
+        refused.set()
+        while worker.is_alive():
+            try:
+                side_call()
+            except RuntimeError as exc:
+                assert "one table per thread" in str(exc)
+    finally:
+        refused.set()
+        worker.join()
+    assert len(passes) >= 3
+    truth.update({k: len(passes) * v for k, v in counted(data, ends).items()})
     assert exported_dict(counter) == dict(truth)
     assert counter.total == sum(truth.values())
 

@@ -430,10 +430,25 @@ def test_cli_encode_decode_explain(tokenizers_by_substrate, tmp_path, monkeypatc
     assert code == 0 and back == text + "\n"
     code, back = _run_cli(["decode-ids", "--tokenizer", str(path), "-"], out, monkeypatch)
     assert back == text + "\n"
-    shown = explain_tokens(tok, text)
-    for token in tok.encode(text).tolist():
-        assert str(token) in shown
-    # UTF-16 byte symbols are shown by name (they are invisible Private Use characters)
-    named = "".join(f"<U+{ord(c):04X}>" for c in tok.token_symbols(int(tok.encode("性")[0])))
-    assert named in shown
-    assert "性能" in shown or "性" in shown
+    # explain on a tokenizer small enough to work out by hand: "性能 性能" has the chunks
+    # [295,352,509,384] and [32,295,352,509,384]; (295,352) 512, then (509,384) < (512,509)
+    # 513, then (512,513) 514; vocab 512 + 3 + 1 special = 516
+    small = train(iter(["性能 性能"]), vocab_size=1000, substrate="ube", workers=1, show_progress=False)
+    assert small.merges == [(295, 352), (509, 384), (512, 513)]
+    # a: 97; " 性能": 32 (Ġ), 514; 😀: its UTF-16LE bytes 3D D8 00 DE, each a token that holds
+    # part of a character; the special; é: C3 A9 (Ã ©), each part of a character.  UTF-16 byte
+    # symbols are named (they are invisible Private Use characters U+E100 + byte)
+    assert explain_tokens(small, "a 性能😀<|endoftext|>é") == (
+        "tokens (ube, vocab 516): 10\n"
+        "     #       id  symbols                   text\n"
+        "     0       97  a                         'a'\n"
+        "     1       32  Ġ                         ' '\n"
+        "     2      514  <U+E127><U+E160><U+E1FD><U+E180>  '性能'\n"
+        "     3      317  <U+E13D>                  <U3D>\n"
+        "     4      472  <U+E1D8>                  <UD8>\n"
+        "     5      256  <U+E100>                  <U00>\n"
+        "     6      478  <U+E1DE>                  <UDE>\n"
+        "     7      515  <|endoftext|>             <|endoftext|> (special)\n"
+        "     8      195  Ã                         <C3>\n"
+        "     9      169  ©                         <A9>\n"
+    )

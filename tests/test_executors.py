@@ -28,6 +28,20 @@ def uses_state(x):
     return worker_state(_setup, 7)["loaded"] + x
 
 
+def _counted_setup(log_dir):
+    """Setup that leaves a trace of each call: one line with this process id."""
+    with open(os.path.join(log_dir, "setup-calls.txt"), "a") as f:
+        f.write(f"{os.getpid()}\n")
+    return {"pid": os.getpid()}
+
+
+def uses_counted_state(task):
+    log_dir, x = task
+    state = worker_state(_counted_setup, log_dir)
+    assert worker_state(_counted_setup, log_dir) is state
+    return state["pid"], x
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_local_map_in_task_order(workers):
     seen = []
@@ -41,8 +55,17 @@ def test_local_application_error_propagates():
         LocalExecutor(2).map(fail_on_three, range(6))
 
 
-def test_worker_state_cached_per_process():
-    assert LocalExecutor(1).map(uses_state, [1, 2]) == [8, 9]
+@pytest.mark.parametrize("workers", [1, 2])
+def test_worker_state_cached_per_process(workers, tmp_path):
+    """setup runs once in each process that runs tasks, however many tasks it runs."""
+    assert LocalExecutor(workers).map(uses_state, [1, 2]) == [8, 9]
+    results = LocalExecutor(workers).map(uses_counted_state, [(str(tmp_path), x) for x in range(12)])
+    assert [x for _, x in results] == list(range(12))
+    task_pids = [pid for pid, _ in results]
+    setup_pids = (tmp_path / "setup-calls.txt").read_text().split()
+    # one setup call per process that ran a task, and none anywhere else
+    assert sorted(setup_pids) == sorted({str(pid) for pid in task_pids})
+    assert len(setup_pids) <= workers < len(task_pids)
 
 
 def test_unknown_executor():

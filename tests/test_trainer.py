@@ -77,13 +77,35 @@ def test_max_bytes_sample_independent_of_workers(small_corpus):
 
 
 def test_min_frequency_stops_early_with_smaller_vocab(tmp_path):
-    path = write_jsonl(tmp_path / "tiny.jsonl", ["abc abc abd"])
+    from ube_stream import encode_symbols, pretokenize
+
+    texts = ["abc abc abd"]
+    path = write_jsonl(tmp_path / "tiny.jsonl", texts)
     summary = TrainSummary()
     tok = train([path], vocab_size=5000, substrate="utf8", workers=1, show_progress=False, summary=summary)
     assert tok.vocab_size < 5000
     assert summary.vocab_size == tok.vocab_size
-    # every merge was seen at least twice
-    assert len(tok.merges) >= 1
+    # every merge was seen at least twice: replay the merges on the corpus chunks, counting
+    # each merged pair (overlaps included) just before it is applied; once training stopped,
+    # no pair is left that occurs twice
+    words = [list(encode_symbols(chunk, "utf8").tolist()) for t in texts for chunk in pretokenize(t)]
+
+    def pair_counts():
+        return collections.Counter(p for w in words for p in zip(w, w[1:]))
+
+    for (left, right), result in zip(tok.merges, tok.merge_results):
+        assert pair_counts()[(left, right)] >= 2, (left, right)
+        for w in words:  # rewrite left to right, without overlap
+            i = 0
+            while i + 1 < len(w):
+                if (w[i], w[i + 1]) == (left, right):
+                    w[i:i + 2] = [result]
+                i += 1
+    assert max(pair_counts().values()) == 1
+    # by hand: chunks "abc" " abc" " abd"; (a,b) x3 -> 256; then (" ",256) x2 and (256,c) x2
+    # tie, the smaller pair wins -> 257; left: (256,c) (257,c) (257,d) once each
+    assert tok.merges == [(97, 98), (32, 256)]
+    assert tok.vocab_size == summary.vocab_size == 256 + 2 + 1
 
 
 def test_special_tokens_replace_default_and_follow_merges(small_corpus):
