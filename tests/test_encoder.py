@@ -59,7 +59,7 @@ def hf_file(utf8_tok, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiktoken_encoding(utf8_tok):
-    tiktoken = pytest.importorskip("tiktoken")
+    import tiktoken
     return tiktoken.Encoding("ube-test", pat_str=GPT2_PATTERN, mergeable_ranks=_mergeable_ranks(utf8_tok),
                              special_tokens=dict(utf8_tok.special_tokens))
 
@@ -78,7 +78,7 @@ def _hypo_text_for(tok):
 # --------------------------------------------------------------------------- differential
 
 def test_hf_tokenizers_give_identical_ids(utf8_tok, hf_file, real_texts):
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers
     hf = tokenizers.Tokenizer.from_file(str(hf_file))
     ours = utf8_tok.encode_batch(real_texts)
     theirs = hf.encode_batch(real_texts, add_special_tokens=False)
@@ -97,7 +97,7 @@ def test_tiktoken_gives_identical_ids(utf8_tok, tiktoken_encoding, real_texts):
 @HYPO
 @given(text=assigned_text)
 def test_hypothesis_text_matches_hf_and_tiktoken(utf8_tok, hf_file, tiktoken_encoding, text):
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers
     hf = _HF_CACHE.setdefault(str(hf_file), tokenizers.Tokenizer.from_file(str(hf_file)))
     ours = utf8_tok.encode(text).tolist()
     assert ours == tiktoken_encoding.encode_ordinary(text)
@@ -333,7 +333,7 @@ def test_invalid_input_is_reported(utf8_tok):
 
 
 def test_other_pattern_uses_precomputed_chunks(docs_rows):
-    tiktoken = pytest.importorskip("tiktoken")
+    import tiktoken
     from ube_stream.pretokenizer import CL100K_PATTERN
 
     text = [r["text"][:30000] for r in docs_rows]
@@ -349,7 +349,7 @@ def test_other_pattern_uses_precomputed_chunks(docs_rows):
 # --------------------------------------------------------------------------- existing models
 
 def test_from_hf_reproduces_hf_ids(hf_file, real_texts, tmp_path):
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers
     hf = tokenizers.Tokenizer.from_file(str(hf_file))
     tok = Tokenizer.from_hf(hf_file)
     sample = real_texts[::3]
@@ -361,7 +361,7 @@ def test_from_hf_reproduces_hf_ids(hf_file, real_texts, tmp_path):
 def test_from_tiktoken_with_its_own_numbering(utf8_tok, real_texts, tmp_path):
     """Ranks that do not put the 256 bytes first: encode returns tiktoken's ids,
     decode takes them, and the id map survives save/load with its fingerprint."""
-    tiktoken = pytest.importorskip("tiktoken")
+    import tiktoken
     base = _mergeable_ranks(utf8_tok)
     n_merged = len(base) - 256
     ranks = {t: (i - 256 if i >= 256 else n_merged + 3 * i) for t, i in base.items()}  # bytes last, spread

@@ -167,7 +167,7 @@ def test_hypothesis_text_matches_regex_and_reference(text):
 def test_batch_equals_per_document(texts):
     data, offsets, (ends, doc_chunk_offsets) = split_batch(texts)
     assert doc_chunk_offsets.shape == (len(texts) + 1,)
-    for d, text in enumerate(texts):
+    for d in range(len(texts)):
         own = chunk_bounds(data[offsets[d]:offsets[d + 1]])
         assert np.array_equal(ends[doc_chunk_offsets[d]:doc_chunk_offsets[d + 1]] - offsets[d], own)
 

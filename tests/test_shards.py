@@ -285,7 +285,7 @@ def test_index_readable_with_numpy_alone(encoded):
         idx = os.path.join(out, entry["index_file"])
         tokens_file = os.path.join(out, entry["tokens_file"])
         # the spec's snippet, verbatim
-        hdr = np.fromfile(idx, dtype=np.uint8, count=128); n_docs = int(np.frombuffer(hdr[16:24], "<u8")[0])
+        hdr = np.fromfile(idx, dtype=np.uint8, count=128); n_docs = int(np.frombuffer(hdr[16:24], "<u8")[0])  # noqa: E702
         doc_offsets = np.memmap(idx, "<u8", "r", offset=128, shape=(n_docs+1,))
         rows = np.memmap(idx, "<u8", "r", offset=128 + 8*(n_docs+1), shape=(n_docs,))
         source_ids = np.memmap(idx, "<u4", "r", offset=128 + 16*n_docs + 8, shape=(n_docs,))

@@ -198,7 +198,7 @@ def test_export_vocab_merges(tmp_path, small_corpus):
 
 
 def test_export_hf_loads_and_encodes_like_reference(utf8_tokenizer, tmp_path, multilingual_lines):
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers
     path = tmp_path / "hf.json"
     utf8_tokenizer.export_hf(path)
     hf = tokenizers.Tokenizer.from_file(str(path))
@@ -221,7 +221,7 @@ def test_quality_within_one_percent_of_hf(docs_rows, tmp_path):
     """Same corpus, utf8 substrate, same vocab: our merges encode the corpus in
     about as many tokens as HF's ByteLevel BPE trainer (both measured by HF's
     encoder, loaded once with each merge list)."""
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers
     from tokenizers import Regex, models, pre_tokenizers, trainers
 
     texts = [line for r in docs_rows for line in r["text"].split("\n")]
