@@ -426,7 +426,7 @@ def test_workers_do_not_change_a_byte_and_rerun_is_a_noop(encoded, corpus, tok_p
     assert {n: os.stat(os.path.join(out2, n)).st_mtime_ns for n in tree(out2)} == before
     with pytest.raises(ShardFormatError, match="options.shard_tokens") as info:
         encode_corpus(corpus[0], tokenizer=tok_path, output=out2, **dict(OPTIONS, shard_tokens=999))
-    assert "new --output" in str(info.value)
+    assert "new output directory" in str(info.value)  # the CLI says --output
     with pytest.raises(ShardFormatError, match="tokenizer.fingerprint"):
         encode_corpus(corpus[0], tokenizer=other_tok_path, output=out2, **OPTIONS)
     with pytest.raises(ShardFormatError, match="not a shard directory"):
@@ -662,3 +662,14 @@ def test_cli_encode_and_inspect(corpus, tok_path, encoded, tmp_path, capsys):
     args = parser.parse_args(["encode", corpus[0][0], "--tokenizer", tok_path, "-o", out, "--bos"])
     with pytest.raises(ValueError, match="bos_token"):
         args.func(args)
+
+
+def test_cli_errors_name_flags_where_the_library_names_parameters(corpus, tok_path, tmp_path, capsys):
+    from ube_stream.cli import main
+
+    out = str(tmp_path / "flags")
+    with pytest.raises(ValueError) as info:
+        encode_corpus(corpus[0][:1], tokenizer=tok_path, output=out, bos=True, workers=1, show_progress=False)
+    assert str(info.value) == "bos=True needs bos_token naming a special token"
+    assert main(["encode", corpus[0][0], "--tokenizer", tok_path, "-o", out, "--bos", "-q"]) == 1
+    assert capsys.readouterr().err == "ube encode: error: --bos needs --bos-token naming a special token\n"

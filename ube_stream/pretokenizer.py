@@ -214,7 +214,7 @@ def _utf8_error(array: np.ndarray, position: int, *, document: int | None = None
     return InvalidTextError(
         f"invalid UTF-8 at {where}: bytes {shown!r} do not start a well-formed "
         "UTF-8 sequence. Decode the source with the right encoding, repair it with "
-        "errors='replace', or skip such documents (--on-error skip).",
+        "errors='replace', or skip such documents with on_error='skip').",
         offset=position, unit="byte", document=document)
 
 

@@ -89,7 +89,7 @@ def utf8_of(text: str, *, document: int | None = None) -> bytes:
             f"text holds a lone surrogate U+{ord(text[exc.start]):04X} at {where}: only Unicode scalar "
             "values have a UTF-8 form, so it cannot be pre-tokenized, routed or encoded (fix the source "
             "decoding, e.g. errors='replace' instead of 'surrogateescape'/'surrogatepass', or skip such "
-            "documents with on_error='skip' / --on-error skip)",
+            "documents with on_error='skip')",
             offset=exc.start, unit="char", document=document) from None
 
 

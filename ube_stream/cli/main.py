@@ -6,6 +6,7 @@ import sys
 from typing import List, Optional
 
 from .._version import __version__
+from .options import in_flag_terms
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +39,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return args.func(args)
     except (UbeError, ValueError, FileNotFoundError, ImportError) as exc:
-        print(f"ube {args.command}: error: {exc}", file=sys.stderr)
+        print(f"ube {args.command}: error: {in_flag_terms(str(exc))}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `ube ... | head`
         return 0

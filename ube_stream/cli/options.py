@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 
 INPUTS_HELP = ("files, directories or globs: Parquet, Arrow IPC/Feather, JSONL, text (plain, .zst or .gz), "
                "HF datasets save_to_disk directories")
@@ -53,3 +54,32 @@ def add_input_options(p: argparse.ArgumentParser, *, positional: bool = True, pr
 
 def add_workers_option(p: argparse.ArgumentParser, help: str = "worker processes (default: all cores)") -> None:
     p.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, metavar="N", help=help)
+
+
+# Library messages name Python parameters; on the command line the same advice names the flags.
+_FLAGS = [
+    (re.compile(r"on_error='skip'"), "--on-error skip"),
+    (re.compile(r"special_tokens=\[('[^']*'|\"[^\"]*\")\]"), r"--special-token \1"),
+    (re.compile(r"\bfinalize=True\b"), "--finalize"),
+    (re.compile(r"\bbos=True\b"), "--bos"),
+    (re.compile(r"\b(eos|bos)_token\b"), r"--\1-token"),
+    (re.compile(r"\brank and world_size\b"), "--rank and --world-size"),
+    (re.compile(r"\btheir rank\b"), "their --rank"),
+    (re.compile(r"\beval_langs\b"), "--eval-langs"),
+    (re.compile(r"\b(column|format)=(?=[\s,;.)]|$)"), r"--\1"),
+    (re.compile(r"\bthe same call\b"), "the same command"),
+    (re.compile(r"\boutput directory\b"), "--output directory"),
+]
+
+
+def in_flag_terms(message: str) -> str:
+    """``message`` with the Python parameter names the library uses replaced by the CLI's flags.
+
+    >>> print(in_flag_terms("bad row; or read with on_error='skip' to skip and count it"))
+    bad row; or read with --on-error skip to skip and count it
+    >>> print(in_flag_terms("bos=True needs bos_token naming a special token"))
+    --bos needs --bos-token naming a special token
+    """
+    for pattern, flag in _FLAGS:
+        message = pattern.sub(flag, message)
+    return message

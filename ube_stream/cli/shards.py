@@ -1,7 +1,4 @@
-"""``ube encode`` and ``ube inspect``: the command line of :mod:`ube_stream.shards`.
-
-The lead wires :func:`register` into :mod:`ube_stream.cli`.
-"""
+"""``ube encode`` and ``ube inspect``: the command line of :mod:`ube_stream.shards`."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +7,8 @@ import sys
 from typing import List
 
 import numpy as np
+
+from .options import in_flag_terms
 
 
 def _positive_int(text: str) -> int:
@@ -101,7 +100,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
                   ray_address=args.ray_address)
     if not args.quiet and not summary.already_complete:   # encode_corpus already said "nothing to do"
         print(f"{args.output}:", file=sys.stderr)
-        print(summary.format(), file=sys.stderr)
+        print(in_flag_terms(summary.format()), file=sys.stderr)
     return 0
 
 

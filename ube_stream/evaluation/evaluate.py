@@ -170,7 +170,7 @@ def select_languages(parallel: ParallelSet, eval_langs: Optional[Sequence[str]],
     for tag in eval_langs:
         found = resolve_language(tag, available)
         if not found:
-            raise ValueError(f"--eval-langs: {tag!r} names no language of {parallel.path} "
+            raise ValueError(f"eval_langs: {tag!r} names no language of {parallel.path} "
                              f"(it has {len(available)}: {', '.join(available[:15])}"
                              f"{', ...' if len(available) > 15 else ''})")
         keep.update(found)

@@ -45,7 +45,7 @@ def format_table(table: dict, *, max_rows: Optional[int] = None) -> str:
                 line += f"  {_num(t['floor_mean'], 1):>5}"
         lines.append(line)
     if len(shown) < len(rows):
-        lines.append(f"... {len(rows) - len(shown)} more languages (see --json / --csv)")
+        lines.append(f"... {len(rows) - len(shown)} more languages (see the JSON / CSV output)")
     lines.append("")
     ref = table["reference"]
     lines.append(f"{'tokenizer':<16} {'languages':>9} {'Gini':>7} {'mean prem':>9} {'tok/item':>8} "
@@ -104,7 +104,7 @@ def plot_premiums(table: dict, path, *, title: Optional[str] = None) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:
-        raise ImportError(f"--plot needs matplotlib, which is not installed: {PLOT_HINT}") from exc
+        raise ImportError(f"plotting needs matplotlib, which is not installed: {PLOT_HINT}") from exc
     names = table["tokenizers"]
     rows = [r for r in table["languages"] if r["tokenizers"][names[0]]["premium"] is not None]
     rows.sort(key=lambda r: (r["tokenizers"][names[0]]["premium"], r["lang"]))

@@ -20,10 +20,10 @@ import numpy as np
 from ..errors import InputError, InvalidTextError
 from ..substrate import find_lone_surrogate
 
-__all__ = ["TextBatch", "SkipCounter", "SkipExample", "Reporter", "drop_bad_documents"]
+__all__ = ["TextBatch", "SkipCounter", "SkipExample", "Reporter", "drop_bad_documents", "check_on_error"]
 
 ON_ERROR_CHOICES = ("raise", "skip")
-SKIP_HINT = "or read with on_error='skip' (--on-error skip) to skip and count it"
+SKIP_HINT = "or read with on_error='skip' to skip and count it"
 
 
 @dataclass
@@ -173,13 +173,18 @@ class SkipCounter:
         return counter
 
 
+def check_on_error(on_error: str) -> None:
+    """The one validation of ``on_error``: ``"raise"`` or ``"skip"``."""
+    if on_error not in ON_ERROR_CHOICES:
+        raise ValueError(f"on_error must be one of {ON_ERROR_CHOICES}, got {on_error!r}")
+
+
 class Reporter:
     """Raises :class:`InputError` for a bad row, or counts it in ``skips``
     when ``on_error == "skip"`` (internal helper shared by the readers)."""
 
     def __init__(self, path: str, on_error: str, skips: SkipCounter | None):
-        if on_error not in ON_ERROR_CHOICES:
-            raise ValueError(f"on_error must be one of {ON_ERROR_CHOICES}, got {on_error!r}")
+        check_on_error(on_error)
         self.path = path
         self.raise_errors = on_error == "raise"
         self.skips = skips if skips is not None else SkipCounter()

@@ -23,14 +23,14 @@ def text_field_index(schema, column: str, path: str) -> int:
     if index < 0:
         names = ", ".join(map(repr, schema.names))
         raise InputError(f"{path}: no column {column!r}; the file has columns {names}. "
-                         f"Choose the text column with column= (--column)", path=path, reason="missing_column")
+                         f"Choose the text column with column=", path=path, reason="missing_column")
     kind = schema.field(index).type
     if pa.types.is_dictionary(kind):
         kind = kind.value_type
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
             or pa.types.is_null(kind)):
         raise InputError(f"{path}: column {column!r} has type {schema.field(index).type}, not text "
-                         f"(string/large_string); choose a text column with column= (--column) or cast it "
+                         f"(string/large_string); choose a text column with column= or cast it "
                          f"to string first", path=path, reason="not_string")
     return index
 

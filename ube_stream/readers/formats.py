@@ -61,7 +61,7 @@ def detect_format(path: str, forced: str | None = None) -> tuple[str, str | None
     if fmt is None:
         known = ", ".join(sorted(set(FORMAT_SUFFIXES) | {f"{s}{c}" for s in (".jsonl", ".txt") for c in (".zst", ".gz")}))
         raise InputError(f"{path}: cannot recognise the file format from its name or first bytes {head[:4]!r}; "
-                         f"name it with one of {known}, or pass format= (--format) with one of {', '.join(FORMATS)}",
+                         f"name it with one of {known}, or pass format= with one of {', '.join(FORMATS)}",
                          path=path, reason="unknown_format")
     if fmt == "arrow":
         fmt = "arrow_file" if head.startswith(ARROW_FILE_MAGIC) else "arrow_stream"

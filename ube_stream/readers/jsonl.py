@@ -85,7 +85,7 @@ def _json_text(line: bytes, column: str, reporter: Reporter, row: int, pos: int)
     if column not in record:
         keys = ", ".join(map(repr, list(record)[:20]))
         reporter.problem("missing_field", f"{where}: the object has no field {column!r} (it has {keys}); "
-                                          f"choose the field with column= (--column) {SKIP_HINT}",
+                                          f"choose the field with column= {SKIP_HINT}",
                          row=row, offset=pos)
         return None
     return check_text_value(record[column], reporter, row, where, offset=pos)

@@ -55,6 +55,7 @@ from .reader import Shard, TokenShards
 from .writer import committed_record, encode_unit, encode_unit_star
 from ..executors import Executor, executor_class, get_executor, import_ray
 from ..errors import ShardFormatError
+from ..readers.batch import check_on_error
 
 __all__ = ["encode_corpus", "encode_unit", "TokenShards", "Shard", "EncodeSummary",
            "DEFAULT_SHARD_TOKENS"]
@@ -98,7 +99,7 @@ class EncodeSummary:
         ]
         lines += [f"  e.g. {m}" for m in self.skip_examples[:3]]
         if not self.finalized:
-            lines.append("not finalized: MANIFEST.json is written when every rank has run (--finalize)")
+            lines.append("not finalized: MANIFEST.json is written when every rank has run (finalize=True)")
         return "\n".join(lines)
 
 
@@ -107,15 +108,15 @@ def _special_ids(tok, eos: bool, bos: bool, eos_token: Optional[str], bos_token:
         if text not in tok.special_tokens:
             raise ValueError(f"{flag} {text!r} is not a special token of this tokenizer (it has "
                              f"{list(tok.special_tokens) or 'none'}); name one of those, or train with "
-                             f"--special-token {text}")
+                             f"special_tokens=[{text!r}]")
         return tok.special_tokens[text]
 
     eos_name = (eos_token or DEFAULT_EOS_TOKEN) if eos else None
     if bos and not bos_token:
-        raise ValueError("bos=True (--bos) needs bos_token (--bos-token TOK) naming a special token")
+        raise ValueError("bos=True needs bos_token naming a special token")
     bos_name = bos_token if bos else None
-    eos_id = lookup(eos_name, "eos_token (--eos-token)") if eos_name is not None else None
-    bos_id = lookup(bos_name, "bos_token (--bos-token)") if bos_name is not None else None
+    eos_id = lookup(eos_name, "eos_token") if eos_name is not None else None
+    bos_id = lookup(bos_name, "bos_token") if bos_name is not None else None
     return eos_name, eos_id, bos_name, bos_id
 
 
@@ -138,12 +139,12 @@ def _differences(recorded: Dict[str, Any], wanted: Dict[str, Any]) -> List[str]:
 def _check_output_dir(out: str) -> None:
     if not os.path.isdir(out):
         if os.path.exists(out):
-            raise ShardFormatError(f"{out}: exists and is not a directory; choose another --output")
+            raise ShardFormatError(f"{out}: exists and is not a directory; choose another output directory")
         return
     foreign = sorted(n for n in set(os.listdir(out)) - _KNOWN_ENTRIES if not n.startswith(_TEMP_PREFIXES))
     if foreign:
         raise ShardFormatError(f"{out}: not a shard directory (it holds {', '.join(foreign[:5])}"
-                               f"{', ...' if len(foreign) > 5 else ''}); choose a new or empty --output")
+                               f"{', ...' if len(foreign) > 5 else ''}); choose a new or empty output directory")
 
 
 def _cleanup_finished(out: str) -> None:
@@ -193,14 +194,13 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
 
     started = time.perf_counter()
     summary = summary if summary is not None else EncodeSummary()
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    check_on_error(on_error)
     if text_mode not in readers.TEXT_MODES:
         raise ValueError(f"text_mode must be one of {readers.TEXT_MODES}, got {text_mode!r}")
     if not isinstance(shard_tokens, int) or shard_tokens < 1:
         raise ValueError(f"shard_tokens must be a positive integer, got {shard_tokens!r}")
     if (rank is None) != (world_size is None):
-        raise ValueError("rank (--rank) and world_size (--world-size) go together: give both or neither")
+        raise ValueError("rank and world_size go together: give both or neither")
     if world_size is not None and not (isinstance(world_size, int) and world_size >= 1 and 0 <= rank < world_size):
         raise ValueError(f"need 0 <= rank < world_size, got rank={rank!r}, world_size={world_size!r}")
     if not isinstance(executor, Executor) and executor not in ("local", "ray"):
@@ -280,7 +280,7 @@ def _already_complete(out: str, manifest_path: str, plan: Dict[str, Any], summar
     if different:
         raise ShardFormatError(
             f"{out}: is a finished shard directory made with other settings ({', '.join(different)} differ: "
-            f"another tokenizer, other options or other inputs); write to a new --output, or delete {out} "
+            f"another tokenizer, other options or other inputs); write to a new output directory, or delete {out} "
             f"to re-encode")
     _cleanup_finished(out)   # a run killed after MANIFEST.json but before the cleanup
     totals = manifest["totals"]
@@ -302,7 +302,7 @@ def _check_or_write_plan(out: str, plan: Dict[str, Any], tokenizer_bytes: bytes)
             raise ShardFormatError(
                 f"{out}: holds an unfinished encoding run with other settings ({', '.join(different)} differ: "
                 f"another tokenizer, other options or other inputs); rerun it with its own settings, or write to "
-                f"a new --output (or delete {out})")
+                f"a new output directory (or delete {out})")
         if not os.path.exists(tokenizer_path):
             atomic_write_bytes(tokenizer_path, tokenizer_bytes, unique=True)
         return
@@ -357,8 +357,8 @@ def _finalize(out: str, plan: Dict[str, Any], units, world_size: Optional[int]) 
     if missing:
         shown = "; ".join(missing[:20]) + (f"; and {len(missing) - 20} more" if len(missing) > 20 else "")
         raise ShardFormatError(f"{out}: cannot finalize: {len(missing)} of {len(units)} units are not committed: "
-                               f"{shown}. Run the missing ranks (the same command with their --rank), then "
-                               f"--finalize again")
+                               f"{shown}. Run the missing ranks (the same call with their rank), then "
+                               f"finalize=True again")
     with FileLock(os.path.join(out, fmt.LOCKS_DIR, "finalize.lock"), "finalization"):
         manifest_path = os.path.join(out, fmt.MANIFEST_NAME)
         if not os.path.exists(manifest_path):

@@ -120,7 +120,7 @@ class TokenShards:
                 raise ShardFormatError(
                     f"{manifest_path}: missing: the directory is unfinished (an encoding run was stopped, or not "
                     f"every rank has run). Rerun the same `ube encode` command to complete it, or run the "
-                    f"missing ranks and --finalize")
+                    f"missing ranks and finalize (finalize=True)")
             raise ShardFormatError(f"{manifest_path}: missing: {self.directory} is not a shard directory")
         self.manifest: Dict[str, Any] = fmt.read_json(manifest_path, "MANIFEST.json")
         self._check_manifest(manifest_path)

@@ -45,7 +45,7 @@ def load_checked_tokenizer(path: str, fingerprint: str):
     if tok.fingerprint != fingerprint:
         raise ShardFormatError(f"{path}: tokenizer fingerprint {tok.fingerprint} is not the run's {fingerprint} "
                                f"(the file changed during the run, or this worker sees another copy of the "
-                               f"output directory: on a cluster --output must be one shared path)")
+                               f"output directory: on a cluster the output directory must be one shared path)")
     return tok
 
 

@@ -33,6 +33,7 @@ from .._version import __version__
 from .. import _count, _merge, _route
 from ..errors import InvalidTextError
 from ..executors import get_executor
+from ..readers.batch import check_on_error
 from ..tokenizer.core import Tokenizer
 
 DEFAULT_SPECIAL_TOKENS = ("<|endoftext|>",)
@@ -218,8 +219,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
     if max_token_length is not None and max_token_length < 2:
         raise ValueError(f"max_token_length must be >= 2 base symbols (or None), got {max_token_length}")
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    check_on_error(on_error)
     pattern_name, pattern_regex = resolve_pattern(pattern)
     workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
     summary = summary if summary is not None else TrainSummary()

@@ -138,7 +138,7 @@ def read_manifest(directory: str) -> Dict[str, Any]:
     path = os.path.join(directory, "MANIFEST.json")
     if not os.path.isfile(path):
         raise ShardFormatError(f"{directory}: no MANIFEST.json, so not a finished shard directory (finish the "
-                               "encode run, or `ube encode --finalize` it)")
+                               "encoding run, or finalize it with finalize=True)")
     try:
         with open(path, encoding="utf-8") as f:
             manifest = json.load(f)
