@@ -15,7 +15,7 @@ shifted by 256.
 """
 from __future__ import annotations
 
-from typing import Iterable, List, Sequence
+from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 import regex
 
@@ -211,7 +211,7 @@ def train_bpe_reference(word_counts: dict, *, n_base: int, max_vocab: int,
         [(97, 97, 256), (97, 98, 257), (256, 257, 258)]
     """
     threshold = _threshold(min_frequency)
-    words = []
+    words: List[List[Any]] = []  # [symbols, count], rewritten in place
     for word, count in word_counts.items():
         if count < 1:
             raise ValueError(f"word {word!r} has count {count}; counts must be >= 1 "
@@ -268,7 +268,7 @@ def token_expansions(merges: Iterable[Sequence[int]], n_base: int) -> dict:
     Base symbol ``s`` expands to ``(s,)``; a merge ``(left, right, result)``
     gives ``result`` the expansion of ``left`` followed by that of ``right``.
     """
-    expansions = {s: (s,) for s in range(n_base)}
+    expansions: Dict[int, Tuple[int, ...]] = {s: (s,) for s in range(n_base)}
     for left, right, result in merges:
         expansions[int(result)] = expansions[int(left)] + expansions[int(right)]
     return expansions

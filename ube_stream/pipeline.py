@@ -42,7 +42,7 @@ def run_pipeline(train_inputs: Sequence[str], parallel: str, out_dir: str, *, vo
                  show_progress: bool = True, log: TextIO = sys.stderr) -> PipelineResult:
     """Train, shard, verify and evaluate; see the module docstring."""
     from .evaluation.output import format_table, plot_premiums, write_csv, write_json
-    from .evaluation.evaluate import corpus_languages, evaluate, read_parallel
+    from .evaluation.parallel_text import corpus_languages, evaluate, read_parallel
     from .shards.encode import encode_corpus
     from .training.trainer import TrainSummary, train
     from .verification import verify_shards

@@ -36,9 +36,9 @@ def sample_paths() -> Dict[str, str]:
     paths = {}
     for name, filename in SAMPLE_FILES.items():
         entry = root / filename
-        path = os.fspath(entry)  # a real file: the package is never imported from a zip here
+        path = str(entry)  # a real file: the package is never imported from a zip here
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"the bundled sample file {filename} is missing from {os.fspath(root)}: "
+            raise FileNotFoundError(f"the bundled sample file {filename} is missing from {root}: "
                                     "reinstall ube-stream (its data files are package data), or rebuild it "
                                     "with examples/make_sample.py")
         paths[name] = path

@@ -84,7 +84,7 @@ def _parallel_path(args) -> str:
 
 def _write_outputs(table: dict, *, json_path: Optional[str], csv_path: Optional[str],
                    plot_path: Optional[str], title: Optional[str] = None) -> None:
-    from ..evaluation.evaluate import plot_premiums, write_csv, write_json
+    from ..evaluation.parallel_text import plot_premiums, write_csv, write_json
 
     if json_path:
         write_json(table, json_path)
@@ -110,7 +110,7 @@ def _plot_missing(args, command: str) -> bool:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from ..evaluation.evaluate import evaluate, format_table, read_language_list
+    from ..evaluation.parallel_text import evaluate, format_table, read_language_list
 
     if _plot_missing(args, "eval"):
         return 1
@@ -138,7 +138,7 @@ def _ablation_lines(results: dict) -> List[str]:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from ..evaluation.evaluate import corpus_languages, evaluate, format_table, read_language_list, read_parallel
+    from ..evaluation.parallel_text import corpus_languages, evaluate, format_table, read_language_list, read_parallel
     from ..training.trainer import train
 
     if _plot_missing(args, "compare"):
@@ -188,7 +188,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _write_compare_outputs(args, results: dict) -> None:
-    from ..evaluation.evaluate import write_json
+    from ..evaluation.parallel_text import write_json
 
     single = len(results) == 1
     for vocab, table in results.items():

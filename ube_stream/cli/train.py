@@ -31,7 +31,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     result = run_demo(args.out, vocab_size=args.vocab_size, workers=args.workers, plot=not args.no_plot,
                       show_progress=not args.quiet)
     text = result.table_text
-    if args.max_rows is not None:
+    if args.max_rows is not None and result.table is not None:
         from ..evaluation.output import format_table
 
         text = format_table(result.table, max_rows=args.max_rows)

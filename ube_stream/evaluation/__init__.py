@@ -1,7 +1,7 @@
-"""Evaluation on parallel text: token counts per language (``evaluate``), token
+"""Evaluation on parallel text: token counts per language (``parallel_text``), token
 premiums and the Gini coefficient (``metrics``), tables, JSON, CSV and plots
 (``output``)."""
-from .evaluate import (ParallelSet, corpus_languages, count_floor, count_tokens, evaluate, read_language_list,
+from .parallel_text import (ParallelSet, corpus_languages, count_floor, count_tokens, evaluate, read_language_list,
                        read_parallel, select_languages)
 from .metrics import evaluation_table, gini, language_key, resolve_language, token_premiums, win_loss
 from .output import format_table, plot_premiums, write_csv, write_json

@@ -35,7 +35,7 @@ Worked example::
 from __future__ import annotations
 
 import math
-from typing import Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 
 __all__ = [
     "language_key",
@@ -179,15 +179,18 @@ def win_loss(totals_a: TotalsLike, totals_b: TotalsLike) -> Dict[str, str]:
     for lang in totals_a:
         if lang not in totals_b:
             continue
-        a, b = totals_a[lang], totals_b[lang]
-        if isinstance(a, Mapping) != isinstance(b, Mapping):
+        side_a, side_b = totals_a[lang], totals_b[lang]
+        if isinstance(side_a, Mapping) != isinstance(side_b, Mapping):
             raise TypeError(f"language {lang!r}: one side gives per-key counts, the other a total; "
                             "pass the same kind for both tokenizers")
-        if isinstance(a, Mapping):
-            keys = a.keys() & b.keys()
+        if isinstance(side_a, Mapping) and isinstance(side_b, Mapping):
+            keys = side_a.keys() & side_b.keys()
             if not keys:
                 continue
-            a, b = sum(a[k] for k in keys), sum(b[k] for k in keys)
+            a: float = sum(side_a[k] for k in keys)
+            b: float = sum(side_b[k] for k in keys)
+        else:
+            a, b = side_a, side_b  # type: ignore[assignment]  # totals: numbers
         outcome[lang] = "won" if a < b else "lost" if a > b else "tied"
     return outcome
 
@@ -244,13 +247,13 @@ def evaluation_table(token_counts: Mapping[str, KeyTotals], *, characters: KeyTo
     premiums = {name: token_premiums(token_counts[name], ref) for name in names}
     for lang in langs:
         shared = sorted(characters[lang].keys() & characters[ref].keys())
-        row = {"lang": lang, "script": scripts.get(lang), "group": groups.get(lang),
+        row: Dict[str, Any] = {"lang": lang, "script": scripts.get(lang), "group": groups.get(lang),
                "items": len(characters[lang]), "characters": sum(characters[lang].values()),
                "shared_keys": len(shared), "tokenizers": {}}
         for name in names:
             counts = token_counts[name].get(lang, {})
             tokens = sum(counts[k] for k in shared)
-            entry = {"tokens": tokens, "mean_tokens": tokens / len(shared) if shared else None,
+            entry: Dict[str, Any] = {"tokens": tokens, "mean_tokens": tokens / len(shared) if shared else None,
                      "premium": premiums[name].get(lang)}
             if floor_costs is not None:
                 floor = sum(floor_costs[name][lang][k] for k in shared)
@@ -260,7 +263,7 @@ def evaluation_table(token_counts: Mapping[str, KeyTotals], *, characters: KeyTo
         rows.append(row)
 
     group_names = sorted({g for g in groups.values() if g is not None})
-    summary = {}
+    summary: Dict[str, Any] = {}
     for name in names:
         prem = premiums[name]
         means = [r["tokenizers"][name]["mean_tokens"] for r in rows if r["lang"] in prem]
@@ -282,9 +285,9 @@ def evaluation_table(token_counts: Mapping[str, KeyTotals], *, characters: KeyTo
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             outcomes = win_loss(token_counts[a], token_counts[b])
-            entry = {"a": a, "b": b, **_count_outcomes(outcomes)}
-            entry["groups"] = {g: _count_outcomes(outcomes, [lang for lang in langs if groups.get(lang) == g])
-                               for g in group_names}
-            entry["outcomes"] = outcomes
-            pairs.append(entry)
+            pair: Dict[str, Any] = {"a": a, "b": b, **_count_outcomes(outcomes)}
+            pair["groups"] = {g: _count_outcomes(outcomes, [lang for lang in langs if groups.get(lang) == g])
+                              for g in group_names}
+            pair["outcomes"] = outcomes
+            pairs.append(pair)
     return {"reference": ref, "tokenizers": names, "languages": rows, "summary": summary, "pairs": pairs}

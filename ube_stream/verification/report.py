@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from ..executors import LocalExecutor
 
@@ -166,6 +166,8 @@ class VerifyReport:
 
 # --------------------------------------------------------------------------- running checks
 
+T = TypeVar("T")
+
 def default_workers(workers: Optional[int], tasks: int) -> int:
     if workers is None:
         workers = os.cpu_count() or 1
@@ -174,9 +176,9 @@ def default_workers(workers: Optional[int], tasks: int) -> int:
     return max(1, min(workers, tasks))
 
 
-def run_tasks(function: Callable[..., VerifyReport], tasks: Sequence[Any], args: Tuple = (), *, workers: int,
+def run_tasks(function: Callable[..., T], tasks: Sequence[Any], args: Tuple = (), *, workers: int,
               desc: str, show_progress: bool, weights: Optional[Sequence[int]] = None,
-              unit: str = "task") -> List[VerifyReport]:
+              unit: str = "task") -> List[T]:
     """``function(task, *args)`` for every task on the local executor (a ``spawn``
     pool, or this process for one worker); results in task order."""
     from ..progress import progress_bar
@@ -192,6 +194,6 @@ def run_tasks(function: Callable[..., VerifyReport], tasks: Sequence[Any], args:
         bar.close()
 
 
-def _indexed_task(function: Callable[..., VerifyReport], args: Tuple, item: Tuple[int, Any]) -> Tuple[int, VerifyReport]:
+def _indexed_task(function: Callable[..., T], args: Tuple, item: Tuple[int, Any]) -> Tuple[int, T]:
     index, task = item
     return index, function(task, *args)

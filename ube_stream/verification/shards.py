@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -102,14 +102,14 @@ def _compare_documents(task: UnitTask, shards: List[ShardData], manifest: Dict[s
         documents_read += len(texts)
         picks = []
         for j, row in enumerate(batch_rows):
-            i = position_of.get(row)
-            if i is None:
+            position = position_of.get(row)
+            if position is None:
                 report.fail(Mismatch("documents", path, row, "the source row was read but no stored document "
                                      "records it (missing from the shards)"))
                 continue
             seen.add(row)
-            if selected is None or i in selected:
-                picks.append((j, i))
+            if selected is None or position in selected:
+                picks.append((j, position))
         if not picks:
             continue
         chosen = [texts[j] for j, _ in picks]
@@ -118,7 +118,7 @@ def _compare_documents(task: UnitTask, shards: List[ShardData], manifest: Dict[s
             k, d = where[i]
             data = shards[k]
             stored = np.asarray(data.tokens[data.doc_offsets[d]:data.doc_offsets[d + 1]])
-            where_kw = dict(shard=data.name, document=d)
+            where_kw: Dict[str, Any] = dict(shard=data.name, document=d)
             inner = stored
             if bos is not None:
                 if inner.size == 0 or int(inner[0]) != bos:
@@ -162,10 +162,8 @@ def _compare_documents(task: UnitTask, shards: List[ShardData], manifest: Dict[s
 
 def _open_reader(directory: str, report: VerifyReport):
     """The package's own reader (``TokenShards``), to check it against the spec reading here."""
-    try:
-        from ..shards.encode import TokenShards
-    except ImportError:  # pragma: no cover - a build without the shard module
-        return None
+    from ..shards import TokenShards
+
     try:
         return TokenShards(directory, verify="none")
     except ValueError as exc:
@@ -177,7 +175,8 @@ def _check_reader(reader, i: int, stored: np.ndarray, inner: np.ndarray, source,
                   where_kw) -> None:
     """``TokenShards.doc / content_ids / source`` of document ``i`` agree with the spec reading."""
     try:
-        found = (np.asarray(reader.doc(i)), np.asarray(reader.content_ids(i)), reader.source(i))
+        found: Tuple[Any, Any, Any] = (np.asarray(reader.doc(i)), np.asarray(reader.content_ids(i)),
+                                       reader.source(i))
     except (ValueError, IndexError, OSError) as exc:
         found = (None, None, f"<{type(exc).__name__}: {exc}>")
     if found[0] is None or not np.array_equal(found[0], stored) or not np.array_equal(found[1], inner) \
@@ -245,7 +244,8 @@ def _plan(directory: str, manifest: Dict[str, Any], sources, sample: Optional[in
         if unit is None and not any(u.startswith(f"{s:05d}-") for s in missing_source):
             report.fail(Mismatch("unit plan", "-", "-", f"shards of unit {u} match no unit of the plan rebuilt "
                                  f"from MANIFEST (unit_rows {unit_rows}); their documents are not compared"))
-        read = unit is not None and (selected[u] is None or selected[u].size > 0)
+        chosen = selected[u]
+        read = unit is not None and (chosen is None or chosen.size > 0)
         tasks.append(UnitTask(directory, u, unit, sorted(by_unit.get(u, []), key=lambda r: r["name"]), selected[u], read))
     return tasks
 
@@ -274,8 +274,8 @@ def _check_accounting(manifest: Dict[str, Any], results: List[UnitResult], tasks
         if mine and all(t.read_source and t.selected is None for t, r in zip(tasks, results)
                         if t.unit is not None and t.unit.source.source_id == sid) \
                 and all(r.rows_read is not None for r in mine):
-            read = sum(r.rows_read for r in mine)
-            docs = sum(r.documents_read for r in mine)
+            read = sum(r.rows_read for r in mine if r.rows_read is not None)
+            docs = sum(r.documents_read for r in mine if r.documents_read is not None)
             now_skipped: Dict[str, int] = {}
             for r in mine:
                 for k, v in (r.skipped or {}).items():

@@ -35,7 +35,7 @@ import io
 import json
 import os
 import unicodedata
-from typing import Iterable, List, Optional, Tuple
+from typing import Iterable, List, Literal, Optional, Tuple
 
 import numpy as np
 
@@ -69,7 +69,7 @@ def scalar_values() -> Tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=4)
-def normalized_forms(form: str) -> Tuple[str, ...]:
+def normalized_forms(form: "Literal['NFC', 'NFD', 'NFKC', 'NFKD']") -> Tuple[str, ...]:
     """``unicodedata.normalize(form, c)`` of every scalar value where it is not ``c``."""
     normalize = unicodedata.normalize
     is_normalized = unicodedata.is_normalized
