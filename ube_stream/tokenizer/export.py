@@ -13,11 +13,18 @@ __all__ = ["vocab", "export_vocab_merges", "hf_dict", "export_hf"]
 
 
 class _Exportable(Protocol):
-    substrate: str
-    pattern: str
-    merges: List[Tuple[int, int]]
-    special_tokens: Dict[str, int]
-    _expansions: Sequence[Tuple[int, ...]]
+    """What the exports read of a :class:`~ube_stream.tokenizer.Tokenizer`."""
+
+    @property
+    def substrate(self) -> str: ...
+    @property
+    def pattern(self) -> str: ...
+    @property
+    def merges(self) -> List[Tuple[int, int]]: ...
+    @property
+    def special_tokens(self) -> Dict[str, int]: ...
+    @property
+    def _expansions(self) -> Sequence[Tuple[int, ...]]: ...
 
     def _model_id(self, internal: int) -> int: ...
 
