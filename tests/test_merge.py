@@ -1,6 +1,6 @@
 """BPE merge training: the Cython kernel ``ube_stream._merge.train_merges``
 against its quadratic twin ``_reference.train_bpe_reference`` and against
-results worked out by hand from DESIGN.md's training rules."""
+results worked out by hand from docs/DESIGN.md's training rules."""
 import collections
 import json
 import pathlib

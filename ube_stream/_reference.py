@@ -188,8 +188,8 @@ def train_bpe_reference(word_counts: dict, *, n_base: int, max_vocab: int,
 
     ``word_counts`` maps a word (a tuple of base symbol ids, one unique
     pre-tokenized chunk) to how often it occurs.  Returns the merges in rank
-    order as ``(left_id, right_id, result_id)``.  The rules (DESIGN.md,
-    Conventions):
+    order as ``(left_id, right_id, result_id)``.  The rules (docs/DESIGN.md,
+    Training semantics):
 
     * pairs are counted at every adjacent position of a word, weighted by the
       word's count (``aaa`` holds ``(a, a)`` twice);

@@ -3,7 +3,7 @@
 Pure functions over token counts (no I/O, no tokenizer): the counts come from
 :mod:`ube_stream.evaluation`, which reads a parallel file and encodes it.
 
-Definitions (DESIGN.md, Conventions / Evaluation)
+Definitions (docs/DESIGN.md, Evaluation)
 
 token premium
     of a language ``L`` against the reference ``R`` (English):
