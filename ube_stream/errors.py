@@ -12,6 +12,7 @@ __all__ = [
     "UbeError",
     "InvalidTextError",
     "SymbolDecodeError",
+    "SpecialTokenError",
     "KernelsMissingError",
     "InputError",
     "TokenizerFormatError",
@@ -52,6 +53,23 @@ class SymbolDecodeError(UbeError, ValueError):
     def __init__(self, message: str, *, offset: int = -1):
         super().__init__(message)
         self.offset = offset
+
+
+class SpecialTokenError(UbeError, ValueError):
+    """Text that holds a special token's text where special tokens are disallowed
+    (tiktoken's safety default: a corpus cannot inject control tokens).
+
+    ``token`` is the special token found, ``offset`` its character offset in the
+    text (``byte_offset`` in its UTF-8 bytes), ``document`` the index in a batch.
+    """
+
+    def __init__(self, message: str, *, token: str, offset: int, byte_offset: int,
+                 document: int | None = None):
+        super().__init__(message)
+        self.token = token
+        self.offset = offset
+        self.byte_offset = byte_offset
+        self.document = document
 
 
 class KernelsMissingError(UbeError, ImportError):

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import export, file_format
 from .. import _encode
-from ..errors import InvalidTextError, SymbolDecodeError, TokenizerFormatError
+from ..errors import InvalidTextError, SpecialTokenError, SymbolDecodeError, TokenizerFormatError
 from ..storage import atomic_write_text
 from ..substrate import as_uint8, utf8_of
 
@@ -356,14 +356,7 @@ class Tokenizer:
         allowed = self._allowed_specials(allowed_special)
         if not allowed:
             return [(text, None)]
-        key = tuple(sorted(allowed))
-        cache = self.__dict__.setdefault("_special_patterns", {})
-        pattern = cache.get(key)
-        if pattern is None:
-            import regex
-
-            pattern = cache[key] = regex.compile(
-                "|".join(regex.escape(t) for t in sorted(allowed, key=len, reverse=True)))
+        pattern = self._special_pattern(list(allowed))
         pieces: List[Tuple[str, Optional[int]]] = []
         pos = 0
         for m in pattern.finditer(text):
@@ -375,26 +368,92 @@ class Tokenizer:
             pieces.append((text[pos:], None))
         return pieces
 
-    def encode(self, text: str, *, allowed_special: Iterable[str] | str = ()) -> np.ndarray:
-        """Token ids (``uint32``) of ``text``.
+    def _disallowed_specials(self, allowed_special, disallowed_special) -> Tuple[str, ...]:
+        """The special tokens whose text in the input raises (tiktoken's rule)."""
+        if disallowed_special == "all":
+            allowed = self._allowed_specials(allowed_special)
+            return tuple(t for t in self._special_internal if t not in allowed)
+        if isinstance(disallowed_special, str):
+            raise TypeError(f"disallowed_special must be 'all' or a collection of special tokens, got "
+                            f"{disallowed_special!r} (write ({disallowed_special!r},) for one token)")
+        found = tuple(disallowed_special)
+        for tok in found:
+            if tok not in self._special_internal:
+                raise ValueError(f"{tok!r} is not a special token of this tokenizer "
+                                 f"(it has {list(self._special_internal)})")
+        return found
 
-        Special tokens are recognised only when listed in ``allowed_special``
-        (or ``"all"``); elsewhere their text is encoded as ordinary text.
-        Raises :class:`~ube_stream.errors.InvalidTextError` for a lone surrogate.
+    def _special_pattern(self, tokens: Sequence[str]):
+        """Compiled leftmost-longest alternation of ``tokens`` (cached)."""
+        key = tuple(sorted(tokens))
+        cache = self.__dict__.setdefault("_special_patterns", {})
+        pattern = cache.get(key)
+        if pattern is None:
+            import re
+
+            pattern = cache[key] = re.compile(
+                "|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True)))
+        return pattern
+
+    def _check_disallowed(self, texts: Sequence[str], disallowed: Tuple[str, ...]) -> None:
+        if not disallowed:
+            return
+        pattern = self._special_pattern(disallowed)
+        for d, text in enumerate(texts):
+            if not isinstance(text, str):
+                continue  # the encoder names the bad type
+            m = pattern.search(text)
+            if m is not None:
+                where = "" if len(texts) == 1 else f" of document {d}"
+                byte_offset = len(text[:m.start()].encode("utf-8", "surrogatepass"))
+                raise SpecialTokenError(
+                    f"the text holds the special token {m.group()!r} at character offset {m.start()} "
+                    f"(UTF-8 byte offset {byte_offset}){where}, and special tokens are disallowed by "
+                    f"default: pass allowed_special={{{m.group()!r}}} (or 'all') to encode it as the "
+                    "special token, or disallowed_special=() / encode_ordinary() to encode it as plain text",
+                    token=m.group(), offset=m.start(), byte_offset=byte_offset,
+                    document=None if len(texts) == 1 else d)
+
+    def encode(self, text: str, *, allowed_special: Iterable[str] | str = (),
+               disallowed_special: Iterable[str] | str = "all") -> np.ndarray:
+        """Token ids (``uint32``) of ``text``, with tiktoken's rules for special tokens.
+
+        A special token's text is encoded as that special token when listed in
+        ``allowed_special`` (or ``"all"``).  Listed in ``disallowed_special``
+        (default ``"all"``: every special token not allowed) it raises
+        :class:`~ube_stream.errors.SpecialTokenError` naming the token and its
+        offset, so text from a corpus cannot inject control tokens; pass
+        ``disallowed_special=()`` (or use :meth:`encode_ordinary`) to encode it
+        as plain text.  Raises :class:`~ube_stream.errors.InvalidTextError` for
+        a lone surrogate.
         """
         if not isinstance(text, str):
             raise TypeError(f"encode expects a str, got {type(text).__name__}; "
                             "for UTF-8 bytes use encode_utf8_batch")
+        if self._special_internal:
+            self._check_disallowed([text], self._disallowed_specials(allowed_special, disallowed_special))
         if not allowed_special:
-            data = utf8_of(text)
-            ids, _ = self._encode_range(np.frombuffer(data, np.uint8),
-                                        np.array([0, len(data)], dtype=np.int64))
-            return self._to_model(ids)
-        return self.encode_batch([text], allowed_special=allowed_special)[0]
+            return self.encode_ordinary(text)
+        return self.encode_batch([text], allowed_special=allowed_special, disallowed_special=())[0]
+
+    def encode_ordinary(self, text: str) -> np.ndarray:
+        """Token ids of ``text`` as plain text: a special token's text is ordinary text."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode_ordinary expects a str, got {type(text).__name__}; "
+                            "for UTF-8 bytes use encode_utf8_batch")
+        data = utf8_of(text)
+        ids, _ = self._encode_range(np.frombuffer(data, np.uint8), np.array([0, len(data)], dtype=np.int64))
+        return self._to_model(ids)
+
+    def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: Optional[int] = None) -> List[np.ndarray]:
+        """:meth:`encode_ordinary` of each text (see :meth:`encode_batch` for ``num_threads``)."""
+        return self.encode_batch(texts, disallowed_special=(), num_threads=num_threads)
 
     def encode_batch(self, texts: Sequence[str], *, allowed_special: Iterable[str] | str = (),
+                     disallowed_special: Iterable[str] | str = "all",
                      num_threads: Optional[int] = None) -> List[np.ndarray]:
-        """Token ids of each text (one ``uint32`` array per text).
+        """Token ids of each text (one ``uint32`` array per text); special tokens as in
+        :meth:`encode` (the error names the document).
 
         ``num_threads`` (default 1) splits the documents across threads; the
         kernel releases the GIL, and results are identical for any count.
@@ -402,6 +461,9 @@ class Tokenizer:
         if isinstance(texts, str):
             raise TypeError("encode_batch expects a sequence of str, got a single str; use encode(text)")
         texts = list(texts)
+        if self._special_internal:
+            self._check_disallowed(texts, self._disallowed_specials(allowed_special, disallowed_special))
+        pieces: Optional[List[List[Tuple[str, Optional[int]]]]]
         if allowed_special:
             pieces = [self._split_special(t, allowed_special) for t in texts]
             docs = [p for text_pieces in pieces for p, special in text_pieces if special is None]
