@@ -16,6 +16,7 @@ __all__ = [
     "KernelsMissingError",
     "InputError",
     "TokenizerFormatError",
+    "TokenizerOptionError",
     "ShardFormatError",
     "LockError",
 ]
@@ -91,6 +92,15 @@ class InputError(UbeError, ValueError):
 
 class TokenizerFormatError(UbeError, ValueError):
     """A tokenizer file with a wrong format name, version or fingerprint."""
+
+
+class TokenizerOptionError(TokenizerFormatError):
+    """A tokenizer source that needs an option it did not get (``option``: the
+    keyword of :func:`as_tokenizer`, e.g. ``"pattern"``), or got one it cannot use."""
+
+    def __init__(self, message: str, *, option: str):
+        super().__init__(message)
+        self.option = option
 
 
 class ShardFormatError(UbeError, ValueError):

@@ -16,7 +16,8 @@ import numpy as np
 
 from . import export, file_format
 from .. import _encode
-from ..errors import InvalidTextError, SpecialTokenError, SymbolDecodeError, TokenizerFormatError
+from ..errors import (InvalidTextError, SpecialTokenError, SymbolDecodeError, TokenizerFormatError,
+                      TokenizerOptionError)
 from ..storage import atomic_write_text
 from ..substrate import as_uint8, utf8_of
 
@@ -172,9 +173,11 @@ class Tokenizer:
         """HF ``tokenizers`` JSON (utf8 substrate only)."""
         return export.hf_dict(self)
 
-    def export_hf(self, path: str | os.PathLike) -> None:
-        """Write a HF ``tokenizer.json`` (utf8 substrate only) that HF ``tokenizers`` loads."""
-        export.export_hf(self, path)
+    def export_hf(self, path: str | os.PathLike, **roles: Optional[str]) -> str:
+        """Write a HF tokenizer (utf8 substrate only): ``*.json`` a bare ``tokenizer.json``,
+        else a folder ``AutoTokenizer`` loads with eos/bos/pad/unk set (``roles``
+        override the defaults); see :func:`ube_stream.tokenizer.export.export_hf`."""
+        return export.export_hf(self, path, **roles)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -646,19 +649,102 @@ class Tokenizer:
                 f"merges={len(self.merges)}, special_tokens={list(self.special_tokens)}, pattern={self.pattern_name!r})")
 
 
-def as_tokenizer(source: "Tokenizer | str | os.PathLike[str]") -> Tokenizer:
-    """The one way a path or object becomes a :class:`Tokenizer`: a ``Tokenizer``
-    is returned as is; a path is read as an ube-stream tokenizer file, or as a
-    HF ``tokenizer.json`` (byte-level BPE) when its content says so."""
+def _is_tiktoken_text(head: bytes) -> bool:
+    """Whether the first line looks like ``base64-token rank``."""
+    import re
+
+    first = head.split(b"\n", 1)[0].strip()
+    return re.fullmatch(rb"[A-Za-z0-9+/]+={0,2} [0-9]+", first) is not None
+
+
+def as_tokenizer(source: "Tokenizer | str | os.PathLike[str]", *, pattern: Optional[str] = None,
+                 special_tokens: Optional[Mapping[str, int] | Sequence[str]] = None) -> Tokenizer:
+    """The one way a path, a name or an object becomes a :class:`Tokenizer`.
+
+    A ``Tokenizer`` is returned as is.  A path is read by its content (never its
+    name): an ube-stream tokenizer file; a HF ``tokenizer.json`` (byte-level
+    BPE), or a folder holding one (or holding ``ube_tokenizer.json``, as
+    :class:`ube_stream.hf.UbeTokenizer` saves); a tiktoken rank file
+    (``base64-token rank`` lines, plain or gzipped).  A known encoding name
+    (``cl100k_base``, ``o200k_base``) finds its rank file in the ``bpe-openai``
+    package or tiktoken's cache.
+
+    ``pattern`` and ``special_tokens`` apply to rank files only (a rank file
+    records neither): ``pattern`` a name (``gpt2``, ``cl100k``, ``o200k``) or
+    a regex, ``special_tokens`` ``{text: id}`` or texts (ids after the largest
+    rank).  A file named like a known encoding (``cl100k_base.tiktoken.gz``)
+    defaults to that encoding's pattern and special tokens.
+    """
+    from . import pretrained
+
     if isinstance(source, Tokenizer):
+        if pattern is not None or special_tokens is not None:
+            raise TokenizerOptionError("pattern and special_tokens apply to tiktoken rank files, not to a "
+                                       "Tokenizer object", option="pattern" if pattern is not None else
+                                       "special_tokens")
         return source
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"expected a Tokenizer or the path of a tokenizer file, got {type(source).__name__}")
-    text = file_format.read_text(source)
-    try:
-        head = json.loads(text)
-    except json.JSONDecodeError:
-        head = None
-    if isinstance(head, dict) and head.get("format") != file_format.FORMAT_NAME and "model" in head:
-        return Tokenizer.from_hf(source)
-    return Tokenizer.from_json(text, source=os.fspath(source))
+    path = os.fspath(source)
+    if not os.path.exists(path) and pretrained.known_tiktoken_name(path) == path:
+        found = pretrained.find_tiktoken_file(path)
+        if found is None:
+            raise TokenizerFormatError(
+                f"{path}: a known tiktoken encoding, but its rank file is not on this machine (neither the "
+                f"bpe-openai package nor tiktoken's cache has it); download "
+                f"{pretrained._TIKTOKEN_URL.format(name=path)} and pass its path")
+        return _from_ranks(found, pretrained.load_tiktoken_ranks(found), path, pattern, special_tokens)
+    if os.path.isdir(path):
+        for name in ("ube_tokenizer.json", "tokenizer.json"):
+            if os.path.isfile(os.path.join(path, name)):
+                return as_tokenizer(os.path.join(path, name), pattern=pattern, special_tokens=special_tokens)
+        raise TokenizerFormatError(f"{path}: a folder without tokenizer.json or ube_tokenizer.json; pass a "
+                                   "tokenizer file, or a HF tokenizer folder")
+    if not os.path.exists(path):
+        file_format.read_text(path)  # raises, with the fix
+    data = pretrained.read_maybe_gzip(path)
+    if data.lstrip()[:1] == b"{":
+        if pattern is not None or special_tokens is not None:
+            raise TokenizerOptionError(f"{path}: pattern and special_tokens apply to tiktoken rank files; this "
+                                       "JSON tokenizer records its own", option="pattern" if pattern is not None
+                                       else "special_tokens")
+        try:
+            text = data.decode("utf-8")
+            head = json.loads(text)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise TokenizerFormatError(f"{path}: starts like JSON but is not valid JSON ({exc}); expected a "
+                                       "tokenizer file") from None
+        if isinstance(head, dict) and head.get("format") != file_format.FORMAT_NAME and "model" in head:
+            return Tokenizer.from_hf(path)
+        return Tokenizer.from_json(text, source=path)
+    if _is_tiktoken_text(data[:512]):
+        return _from_ranks(path, pretrained.parse_tiktoken_ranks(data, path),
+                           pretrained.known_tiktoken_name(path), pattern, special_tokens)
+    raise TokenizerFormatError(
+        f"{path}: not a tokenizer file: expected an ube-stream tokenizer file (JSON), a HF tokenizer.json (or a "
+        f"folder holding one), or a tiktoken rank file ('base64-token rank' lines, plain or gzipped); it "
+        f"starts with {data[:40]!r}")
+
+
+def _from_ranks(path: str, ranks: Dict[bytes, int], known: Optional[str], pattern: Optional[str],
+                special_tokens: Optional[Mapping[str, int] | Sequence[str]]) -> Tokenizer:
+    from . import pretrained
+
+    default_pattern, default_specials = pretrained.KNOWN_TIKTOKEN.get(known or "", (None, {}))
+    pattern = pattern if pattern is not None else default_pattern
+    if pattern is None:
+        raise TokenizerOptionError(
+            f"{path}: a tiktoken rank file does not record its pre-tokenization pattern: pass pattern= (a name: "
+            f"gpt2, cl100k, o200k, or the regex), or name the file after a known encoding "
+            f"({', '.join(pretrained.KNOWN_TIKTOKEN)})", option="pattern")
+    if special_tokens is None:
+        specials: Dict[str, int] = dict(default_specials)
+    elif isinstance(special_tokens, Mapping):
+        specials = {str(t): int(i) for t, i in special_tokens.items()}
+    else:
+        next_id = max(ranks.values(), default=-1) + 1
+        specials = {}
+        for text in special_tokens:
+            specials[str(text)] = next_id
+            next_id += 1
+    return pretrained.tokenizer_from_tiktoken(Tokenizer, ranks, pattern, specials, source=path)
