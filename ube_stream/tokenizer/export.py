@@ -73,6 +73,11 @@ def hf_dict(tok: _Exportable) -> Dict[str, Any]:
     table = {symbol_string(e, "utf8"): tok._model_id(i) for i, e in enumerate(tok._expansions)}
     merges = [[symbol_string(tok._expansions[a], "utf8"), symbol_string(tok._expansions[b], "utf8")]
               for a, b in tok.merges]
+    special_ids = sorted(tok.special_tokens.values())
+    if special_ids != list(range(len(table), len(table) + len(special_ids))):
+        # ids with gaps (an existing model's numbering): HF tokenizers renumbers added tokens that
+        # are not in the model's vocab, so they go in it too (no merge ever makes them)
+        table.update(tok.special_tokens)
     return {
         "version": "1.0",
         "truncation": None,
