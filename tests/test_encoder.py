@@ -290,20 +290,39 @@ def test_threads_give_identical_results(utf8_tok, multilingual_lines):
     assert np.array_equal(ids1, np.concatenate(one))
 
 
-def test_special_tokens_only_when_allowed(utf8_tok):
+def test_special_tokens_only_when_allowed(utf8_tok, tiktoken_encoding):
+    """tiktoken's rules: allowed markers become special ids, disallowed ones (default:
+    all) raise naming the offset, disallowed_special=() and encode_ordinary give text."""
+    from ube_stream.errors import SpecialTokenError
+
     text = "a<|endoftext|>b<|pad|>"
     eot, pad = utf8_tok.special_tokens["<|endoftext|>"], utf8_tok.special_tokens["<|pad|>"]
-    plain = utf8_tok.encode(text).tolist()
+    with pytest.raises(SpecialTokenError, match="'<\\|endoftext\\|>' at character offset 1") as info:
+        utf8_tok.encode(text)
+    assert (info.value.token, info.value.offset, info.value.byte_offset) == ("<|endoftext|>", 1, 1)
+    with pytest.raises(ValueError):   # tiktoken refuses the same text the same way
+        tiktoken_encoding.encode(text)
+    with pytest.raises(SpecialTokenError) as info:
+        utf8_tok.encode_batch(["fine", "é<|pad|>"])
+    assert (info.value.document, info.value.offset, info.value.byte_offset) == (1, 1, 2)
+    plain = utf8_tok.encode(text, disallowed_special=()).tolist()
+    assert plain == utf8_tok.encode_ordinary(text).tolist() == tiktoken_encoding.encode_ordinary(text)
     assert eot not in plain and pad not in plain
     assert plain == utf8_tok.encode("a").tolist() + encode_reference(utf8_tok, "<|endoftext|>b<|pad|>")
     assert utf8_tok.decode(plain) == text
-    some = utf8_tok.encode(text, allowed_special={"<|endoftext|>"}).tolist()
+    assert [a.tolist() for a in utf8_tok.encode_ordinary_batch([text, "x"])] == [plain, [ord("x")]]
+    with pytest.raises(SpecialTokenError, match="<\\|pad\\|>"):   # the one not allowed still raises
+        utf8_tok.encode(text, allowed_special={"<|endoftext|>"})
+    some = utf8_tok.encode(text, allowed_special={"<|endoftext|>"}, disallowed_special=()).tolist()
+    assert some == tiktoken_encoding.encode(text, allowed_special={"<|endoftext|>"}, disallowed_special=())
     assert some.count(eot) == 1 and pad not in some
     full = utf8_tok.encode(text, allowed_special="all").tolist()
     assert full == utf8_tok.encode("a").tolist() + [eot] + utf8_tok.encode("b").tolist() + [pad]
-    assert full == encode_reference(utf8_tok, text, "all")
+    assert full == encode_reference(utf8_tok, text, "all") == tiktoken_encoding.encode(text, allowed_special="all")
     with pytest.raises(ValueError, match="not a special token"):
         utf8_tok.encode(text, allowed_special={"<s>"})
+    with pytest.raises(TypeError):
+        utf8_tok.encode(text, disallowed_special="<|pad|>")
 
 
 def test_tiny_cache_gives_identical_results(docs_rows):

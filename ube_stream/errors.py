@@ -12,9 +12,11 @@ __all__ = [
     "UbeError",
     "InvalidTextError",
     "SymbolDecodeError",
+    "SpecialTokenError",
     "KernelsMissingError",
     "InputError",
     "TokenizerFormatError",
+    "TokenizerOptionError",
     "ShardFormatError",
     "LockError",
 ]
@@ -54,6 +56,23 @@ class SymbolDecodeError(UbeError, ValueError):
         self.offset = offset
 
 
+class SpecialTokenError(UbeError, ValueError):
+    """Text that holds a special token's text where special tokens are disallowed
+    (tiktoken's safety default: a corpus cannot inject control tokens).
+
+    ``token`` is the special token found, ``offset`` its character offset in the
+    text (``byte_offset`` in its UTF-8 bytes), ``document`` the index in a batch.
+    """
+
+    def __init__(self, message: str, *, token: str, offset: int, byte_offset: int,
+                 document: int | None = None):
+        super().__init__(message)
+        self.token = token
+        self.offset = offset
+        self.byte_offset = byte_offset
+        self.document = document
+
+
 class KernelsMissingError(UbeError, ImportError):
     """The compiled Cython kernels could not be imported."""
 
@@ -73,6 +92,15 @@ class InputError(UbeError, ValueError):
 
 class TokenizerFormatError(UbeError, ValueError):
     """A tokenizer file with a wrong format name, version or fingerprint."""
+
+
+class TokenizerOptionError(TokenizerFormatError):
+    """A tokenizer source that needs an option it did not get (``option``: the
+    keyword of :func:`as_tokenizer`, e.g. ``"pattern"``), or got one it cannot use."""
+
+    def __init__(self, message: str, *, option: str):
+        super().__init__(message)
+        self.option = option
 
 
 class ShardFormatError(UbeError, ValueError):

@@ -42,8 +42,9 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
 def register(subparsers) -> None:
     """Add ``eval`` and ``compare`` to an argparse sub-parser collection."""
     p = subparsers.add_parser("eval", help="token premium, Gini and wins of tokenizers on a parallel file")
-    p.add_argument("--tokenizer", action="append", required=True, metavar="FILE",
-                   help="a tokenizer file (repeat to compare several)")
+    from .options import add_tokenizer_options
+
+    add_tokenizer_options(p, repeat=True)
     p.add_argument("--seen-langs", nargs="+", default=None, metavar="TAGS",
                    help="languages of the training corpus: splits the summary into seen / unseen")
     _add_eval_options(p)
@@ -110,11 +111,14 @@ def _plot_missing(args, command: str) -> bool:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from ..evaluation.parallel_text import evaluate, format_table, read_language_list
+    from ..evaluation.parallel_text import _tokenizer_names, evaluate, format_table, read_language_list
+    from .options import load_tokenizer
 
     if _plot_missing(args, "eval"):
         return 1
-    table = evaluate(args.tokenizer, _parallel_path(args), reference=args.reference_lang,
+    loaded = [load_tokenizer(args, source) for source in args.tokenizer]
+    names = _tokenizer_names(list(zip(loaded, args.tokenizer)), None)
+    table = evaluate(loaded, _parallel_path(args), names=names, reference=args.reference_lang,
                      eval_langs=read_language_list(args.eval_langs),
                      seen_langs=read_language_list(args.seen_langs))
     sys.stdout.write(format_table(table, max_rows=args.max_rows))

@@ -68,6 +68,8 @@ _FLAGS = [
     (re.compile(r"\beval_langs\b"), "--eval-langs"),
     (re.compile(r"\b(column|format)=(?=[\s,;.)]|$)"), r"--\1"),
     (re.compile(r"\bthe same call\b"), "the same command"),
+    (re.compile(r"\bpattern and special_tokens\b"), "--pattern and --special-token"),
+    (re.compile(r"\bpass pattern="), "pass --pattern"),
     (re.compile(r"\boutput directory\b"), "--output directory"),
 ]
 
@@ -83,3 +85,43 @@ def in_flag_terms(message: str) -> str:
     for pattern, flag in _FLAGS:
         message = pattern.sub(flag, message)
     return message
+
+
+TOKENIZER_HELP = ("tokenizer: an ube-stream tokenizer file, a HF tokenizer.json or a folder holding one, a tiktoken "
+                  "rank file (.tiktoken, plain or gzipped; with --pattern and --special-token, or named like "
+                  "cl100k_base.tiktoken) or a known name (cl100k_base, o200k_base)")
+
+
+def add_tokenizer_options(p: argparse.ArgumentParser, *, required: bool = True, repeat: bool = False,
+                          with_pattern: bool = True, help: str = TOKENIZER_HELP) -> None:
+    """``--tokenizer`` (read by :func:`load_tokenizer`) and, for tiktoken rank files,
+    ``--pattern`` and ``--special-token`` (``with_pattern=False`` where the command
+    already has its own ``--pattern``)."""
+    p.add_argument("--tokenizer", required=required, metavar="T", action="append" if repeat else "store",
+                   help=help + (" (repeat to compare several)" if repeat else ""))
+    if with_pattern:
+        p.add_argument("--pattern", default=None, metavar="P",
+                       help="tiktoken rank files: the pre-tokenization pattern (gpt2, cl100k, o200k or a regex)")
+    p.add_argument("--special-token", action="append", default=None, metavar="TEXT[=ID]",
+                   help="tiktoken rank files: a special token, with its id (default: after the largest rank); "
+                        "repeat for several")
+
+
+def _special_tokens(values):
+    if not values:
+        return None
+    with_ids = [v.rpartition("=") for v in values]
+    if all(sep and i.isdigit() for _, sep, i in with_ids):
+        return {text: int(i) for text, _, i in with_ids}
+    if any(sep and i.isdigit() for _, sep, i in with_ids):
+        raise ValueError("--special-token: give every token an id (TEXT=ID) or none")
+    return list(values)
+
+
+def load_tokenizer(args: argparse.Namespace, source=None):
+    """The tokenizer ``--tokenizer`` names (or ``source``), through the one
+    :func:`~ube_stream.tokenizer.as_tokenizer` (``main`` words its errors in flags)."""
+    from ..tokenizer import as_tokenizer
+
+    return as_tokenizer(args.tokenizer if source is None else source, pattern=getattr(args, "pattern", None),
+                        special_tokens=_special_tokens(getattr(args, "special_token", None)))

@@ -32,7 +32,9 @@ def register(subparsers) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="files, directories or globs: Parquet, Arrow IPC/Feather, JSONL, text (plain, .zst or .gz), "
                         "HF datasets save_to_disk directories")
-    p.add_argument("--tokenizer", required=True, metavar="T", help="tokenizer file (from `ube train`)")
+    from .options import add_tokenizer_options
+
+    add_tokenizer_options(p)
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="shard directory to write (or resume)")
     p.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
                    help="worker processes (default: all cores; with --executor ray: the CPUs of a Ray started "
@@ -91,8 +93,10 @@ def cmd_encode(args: argparse.Namespace) -> int:
         except ImportError as exc:
             print(f"ube encode: error: {exc}", file=sys.stderr)
             return 1
+    from .options import load_tokenizer
+
     summary = EncodeSummary()
-    encode_corpus(args.inputs, tokenizer=args.tokenizer, output=args.output, workers=args.workers, eos=args.eos,
+    encode_corpus(args.inputs, tokenizer=load_tokenizer(args), output=args.output, workers=args.workers, eos=args.eos,
                   bos=args.bos, eos_token=args.eos_token, bos_token=args.bos_token, shard_tokens=args.shard_tokens,
                   unit_rows=args.unit_rows, column=args.column, text_mode=args.text_mode, on_error=args.on_error,
                   show_progress=not args.quiet, rank=args.rank, world_size=args.world_size,
@@ -154,4 +158,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     skipped = ", ".join(f"{k}: {v:,}" for k, v in totals["skipped"].items()) or "none"
     out.write(f"total       rows read {totals['rows_read']:,}, documents {totals['documents']:,}, "
               f"skipped {skipped}\n")
+    special = ", ".join(f"{t} {n:,}" for t, n in totals.get("special_text", {}).items()) or "none"
+    out.write(f"special text in documents (encoded as plain text): {special}\n")
     return 0

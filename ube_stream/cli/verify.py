@@ -20,6 +20,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print("ube verify: error: choose one of --unicode, --corpus INPUT..., --shards DIR", file=sys.stderr)
         return 2
     show_progress = not args.quiet
+    if args.tokenizer:
+        from .options import load_tokenizer
+
+        args.tokenizer = load_tokenizer(args)
     if args.unicode:
         report = verification.verify_unicode(args.tokenizer, substrates=args.substrate or ("ube", "utf8", "utf16"),
                                              workers=args.workers, show_progress=show_progress,
@@ -60,9 +64,11 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     mode.add_argument("--corpus", nargs="+", metavar="INPUT",
                       help="files, directories or globs (formats as for `ube train`)")
     mode.add_argument("--shards", metavar="DIR", help="a finished shard directory (with MANIFEST.json)")
-    p.add_argument("--tokenizer", metavar="T",
-                   help="tokenizer file (--unicode: also encode -> decode; --corpus: required; "
-                        "--shards: instead of DIR/tokenizer.json)")
+    from .options import TOKENIZER_HELP, add_tokenizer_options
+
+    add_tokenizer_options(p, required=False,
+                          help=TOKENIZER_HELP + " (--unicode: also encode -> decode; --corpus: required; "
+                                                "--shards: instead of DIR/tokenizer.json)")
     p.add_argument("--substrate", action="append", choices=("ube", "utf8", "utf16"),
                    help="--unicode: substrates to check (repeat; default all three)")
     p.add_argument("--column", default="text", help="--corpus: text column / JSON field (default: text)")

@@ -217,7 +217,7 @@ def _regroup(order, values) -> Dict[str, Dict[str, int]]:
 def count_tokens(tokenizer, parallel: ParallelSet) -> Dict[str, Dict[str, int]]:
     """Tokens of every item: ``counts[lang][key]`` (one ``encode_batch`` call)."""
     order, texts = _flat(parallel)
-    encoded = tokenizer.encode_batch(texts)
+    encoded = tokenizer.encode_ordinary_batch(texts)
     return _regroup(order, (len(ids) for ids in encoded))
 
 

@@ -79,6 +79,7 @@ class EncodeSummary:
     bytes_read: int = 0            # UTF-8 bytes of the documents this call encoded
     skipped: Dict[str, int] = dataclasses.field(default_factory=dict)
     skip_examples: List[str] = dataclasses.field(default_factory=list)
+    special_text: Dict[str, int] = dataclasses.field(default_factory=dict)   # special-token text in documents
     wall_seconds: float = 0.0
     finalized: bool = False
     already_complete: bool = False
@@ -98,6 +99,12 @@ class EncodeSummary:
             "skipped rows   " + (", ".join(f"{k}: {v:,}" for k, v in sorted(self.skipped.items())) or "none"),
         ]
         lines += [f"  e.g. {m}" for m in self.skip_examples[:3]]
+        if self.special_text:
+            found = ", ".join(f"{t} {n:,}" for t, n in sorted(self.special_text.items()))
+            lines.append(f"special text   {sum(self.special_text.values()):,} occurrences of special-token text "
+                         f"in documents ({found}), encoded as plain text: no document was split")
+        else:
+            lines.append("special text   none (no document holds a special token's text)")
         if not self.finalized:
             lines.append("not finalized: MANIFEST.json is written when every rank has run (finalize=True)")
         return "\n".join(lines)
@@ -257,6 +264,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
             for reason, n in record["skipped"].items():
                 summary.skipped[reason] = summary.skipped.get(reason, 0) + n
             summary.skip_examples = sorted(set(summary.skip_examples) | set(record["skip_examples"]))[:5]
+            for text, n in record.get("special_text", {}).items():
+                summary.special_text[text] = summary.special_text.get(text, 0) + n
 
         _run_units(tasks, tok, executor, workers, ray_address, show_progress, add)
     summary.wall_seconds = time.perf_counter() - started
@@ -267,6 +276,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     totals = manifest["totals"]
     summary.documents, summary.tokens, summary.shards = totals["documents"], totals["tokens"], totals["shards"]
     summary.skipped = dict(totals["skipped"])
+    summary.special_text = dict(totals.get("special_text", {}))
     summary.wall_seconds = time.perf_counter() - started
     return manifest
 
@@ -286,6 +296,7 @@ def _already_complete(out: str, manifest_path: str, plan: Dict[str, Any], summar
     totals = manifest["totals"]
     summary.already_complete = summary.finalized = True
     summary.documents, summary.tokens, summary.shards = totals["documents"], totals["tokens"], totals["shards"]
+    summary.special_text = dict(totals.get("special_text", {}))
     if show_progress:
         print(f"{out}: already complete ({totals['documents']:,} documents, {totals['tokens']:,} tokens, "
               f"{totals['shards']:,} shards, same tokenizer and options); nothing to do", file=sys.stderr)
@@ -382,7 +393,7 @@ def build_manifest(plan: Dict[str, Any], records: List[Dict[str, Any]]) -> Dict[
     for s in plan["sources"]:
         sources.append(dict(s, rows_read=0, documents=0, skipped={}))
     shards = []
-    totals = {"documents": 0, "tokens": 0, "rows_read": 0, "skipped": {}, "shards": 0}
+    totals = {"documents": 0, "tokens": 0, "rows_read": 0, "skipped": {}, "shards": 0, "special_text": {}}
     for record in sorted(records, key=lambda r: r["unit_id"]):
         src = sources[record["source_id"]]
         src["rows_read"] += record["rows_read"]
@@ -393,12 +404,15 @@ def build_manifest(plan: Dict[str, Any], records: List[Dict[str, Any]]) -> Dict[
         totals["documents"] += record["documents"]
         totals["tokens"] += record["tokens"]
         totals["rows_read"] += record["rows_read"]
+        for text, n in record.get("special_text", {}).items():
+            totals["special_text"][text] = totals["special_text"].get(text, 0) + n
         for shard in record["shards"]:
             shards.append({k: shard[k] for k in ("name", "unit_id", "tokens_file", "index_file", "documents",
                                                  "tokens", "sha256")})
     for src in sources:
         src["skipped"] = dict(sorted(src["skipped"].items()))
     totals["skipped"] = dict(sorted(totals["skipped"].items()))
+    totals["special_text"] = dict(sorted(totals["special_text"].items()))
     totals["shards"] = len(shards)
     return {"format": fmt.MANIFEST_FORMAT, "version": fmt.FORMAT_VERSION, "ube_stream_version": __version__,
             "dtype": "uint32", "tokenizer": plan["tokenizer"], "special_ids": plan["special_ids"],

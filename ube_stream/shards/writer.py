@@ -148,6 +148,38 @@ def with_special_tokens(ids: np.ndarray, token_offsets: np.ndarray, bos_id: Opti
     return out, offsets
 
 
+class SpecialTextCounter:
+    """Counts the special tokens' texts found in corpus documents (UTF-8 buffers).
+
+    The documents are encoded as plain text (``encode_utf8_batch``), so such text
+    never becomes a special id and never splits a document; this says how often
+    it occurred.  One pass over the buffer looks for the tokens' common prefix
+    (``<|`` for the usual ones); only a hit runs the regex (leftmost, longest
+    token first, as ``Tokenizer.encode`` splits them), and a match must lie
+    inside one document."""
+
+    def __init__(self, special_tokens):
+        import re
+
+        texts = sorted((t.encode("utf-8") for t in special_tokens), key=len, reverse=True)
+        self.prefix = os.path.commonprefix(texts) if texts else b""
+        self.pattern = re.compile(b"|".join(re.escape(t) for t in texts)) if texts else None
+        self.counts: Dict[str, int] = {}
+
+    def add(self, data: np.ndarray, offsets: np.ndarray) -> None:
+        if self.pattern is None:
+            return
+        start, stop = int(offsets[0]), int(offsets[-1])
+        buf = data[start:stop].tobytes()
+        if self.prefix and self.prefix not in buf:
+            return
+        bounds = np.asarray(offsets, dtype=np.int64) - start
+        for m in self.pattern.finditer(buf):
+            if np.searchsorted(bounds, m.start(), "right") == np.searchsorted(bounds, m.end() - 1, "right"):
+                text = m.group().decode("utf-8")
+                self.counts[text] = self.counts.get(text, 0) + 1
+
+
 def leftovers(out_dir: str, unit_id: str) -> List[str]:
     """Paths of files a previous attempt at this unit may have left."""
     shards_dir = os.path.join(out_dir, fmt.SHARDS_DIR)
@@ -218,6 +250,7 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
         if os.path.exists(stale_marker):
             os.unlink(stale_marker)
         skips = readers.SkipCounter()
+        special_text = SpecialTextCounter(tokenizer.special_tokens)
         shards = _UnitShards(out_dir, unit_id, shard_tokens, fingerprint, tmp_suffix)
         documents = tokens = nbytes = 0
         path = unit.source.path
@@ -232,6 +265,7 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
                         exc, batch, data, offsets, tokenizer.encode_utf8_batch, path, on_error, skips)
                 if len(token_offsets) <= 1:
                     continue
+                special_text.add(data, offsets)
                 ids, token_offsets = with_special_tokens(ids, np.asarray(token_offsets, dtype=np.int64),
                                                          bos_id, eos_id)
                 shards.add(ids, token_offsets, batch.rows, unit.source.source_id)
@@ -247,6 +281,7 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
             "row_stop": unit.row_stop, "documents": documents, "tokens": tokens,
             "rows_read": documents + skips.total, "bytes": nbytes, "skipped": dict(skips.counts),
             "skip_examples": [e.message for e in skips.examples], "shards": shard_records,
+            "special_text": dict(sorted(special_text.counts.items())),
         }
         atomic_write_json(marker_path(out_dir, unit_id), record, unique=dispatched)
     return record

@@ -16,7 +16,8 @@ import numpy as np
 
 from . import export, file_format
 from .. import _encode
-from ..errors import InvalidTextError, SymbolDecodeError, TokenizerFormatError
+from ..errors import (InvalidTextError, SpecialTokenError, SymbolDecodeError, TokenizerFormatError,
+                      TokenizerOptionError)
 from ..storage import atomic_write_text
 from ..substrate import as_uint8, utf8_of
 
@@ -172,9 +173,11 @@ class Tokenizer:
         """HF ``tokenizers`` JSON (utf8 substrate only)."""
         return export.hf_dict(self)
 
-    def export_hf(self, path: str | os.PathLike) -> None:
-        """Write a HF ``tokenizer.json`` (utf8 substrate only) that HF ``tokenizers`` loads."""
-        export.export_hf(self, path)
+    def export_hf(self, path: str | os.PathLike, **roles: Optional[str]) -> str:
+        """Write a HF tokenizer (utf8 substrate only): ``*.json`` a bare ``tokenizer.json``,
+        else a folder ``AutoTokenizer`` loads with eos/bos/pad/unk set (``roles``
+        override the defaults); see :func:`ube_stream.tokenizer.export.export_hf`."""
+        return export.export_hf(self, path, **roles)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -356,14 +359,7 @@ class Tokenizer:
         allowed = self._allowed_specials(allowed_special)
         if not allowed:
             return [(text, None)]
-        key = tuple(sorted(allowed))
-        cache = self.__dict__.setdefault("_special_patterns", {})
-        pattern = cache.get(key)
-        if pattern is None:
-            import regex
-
-            pattern = cache[key] = regex.compile(
-                "|".join(regex.escape(t) for t in sorted(allowed, key=len, reverse=True)))
+        pattern = self._special_pattern(list(allowed))
         pieces: List[Tuple[str, Optional[int]]] = []
         pos = 0
         for m in pattern.finditer(text):
@@ -375,26 +371,92 @@ class Tokenizer:
             pieces.append((text[pos:], None))
         return pieces
 
-    def encode(self, text: str, *, allowed_special: Iterable[str] | str = ()) -> np.ndarray:
-        """Token ids (``uint32``) of ``text``.
+    def _disallowed_specials(self, allowed_special, disallowed_special) -> Tuple[str, ...]:
+        """The special tokens whose text in the input raises (tiktoken's rule)."""
+        if disallowed_special == "all":
+            allowed = self._allowed_specials(allowed_special)
+            return tuple(t for t in self._special_internal if t not in allowed)
+        if isinstance(disallowed_special, str):
+            raise TypeError(f"disallowed_special must be 'all' or a collection of special tokens, got "
+                            f"{disallowed_special!r} (write ({disallowed_special!r},) for one token)")
+        found = tuple(disallowed_special)
+        for tok in found:
+            if tok not in self._special_internal:
+                raise ValueError(f"{tok!r} is not a special token of this tokenizer "
+                                 f"(it has {list(self._special_internal)})")
+        return found
 
-        Special tokens are recognised only when listed in ``allowed_special``
-        (or ``"all"``); elsewhere their text is encoded as ordinary text.
-        Raises :class:`~ube_stream.errors.InvalidTextError` for a lone surrogate.
+    def _special_pattern(self, tokens: Sequence[str]):
+        """Compiled leftmost-longest alternation of ``tokens`` (cached)."""
+        key = tuple(sorted(tokens))
+        cache = self.__dict__.setdefault("_special_patterns", {})
+        pattern = cache.get(key)
+        if pattern is None:
+            import re
+
+            pattern = cache[key] = re.compile(
+                "|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True)))
+        return pattern
+
+    def _check_disallowed(self, texts: Sequence[str], disallowed: Tuple[str, ...]) -> None:
+        if not disallowed:
+            return
+        pattern = self._special_pattern(disallowed)
+        for d, text in enumerate(texts):
+            if not isinstance(text, str):
+                continue  # the encoder names the bad type
+            m = pattern.search(text)
+            if m is not None:
+                where = "" if len(texts) == 1 else f" of document {d}"
+                byte_offset = len(text[:m.start()].encode("utf-8", "surrogatepass"))
+                raise SpecialTokenError(
+                    f"the text holds the special token {m.group()!r} at character offset {m.start()} "
+                    f"(UTF-8 byte offset {byte_offset}){where}, and special tokens are disallowed by "
+                    f"default: pass allowed_special={{{m.group()!r}}} (or 'all') to encode it as the "
+                    "special token, or disallowed_special=() / encode_ordinary() to encode it as plain text",
+                    token=m.group(), offset=m.start(), byte_offset=byte_offset,
+                    document=None if len(texts) == 1 else d)
+
+    def encode(self, text: str, *, allowed_special: Iterable[str] | str = (),
+               disallowed_special: Iterable[str] | str = "all") -> np.ndarray:
+        """Token ids (``uint32``) of ``text``, with tiktoken's rules for special tokens.
+
+        A special token's text is encoded as that special token when listed in
+        ``allowed_special`` (or ``"all"``).  Listed in ``disallowed_special``
+        (default ``"all"``: every special token not allowed) it raises
+        :class:`~ube_stream.errors.SpecialTokenError` naming the token and its
+        offset, so text from a corpus cannot inject control tokens; pass
+        ``disallowed_special=()`` (or use :meth:`encode_ordinary`) to encode it
+        as plain text.  Raises :class:`~ube_stream.errors.InvalidTextError` for
+        a lone surrogate.
         """
         if not isinstance(text, str):
             raise TypeError(f"encode expects a str, got {type(text).__name__}; "
                             "for UTF-8 bytes use encode_utf8_batch")
+        if self._special_internal:
+            self._check_disallowed([text], self._disallowed_specials(allowed_special, disallowed_special))
         if not allowed_special:
-            data = utf8_of(text)
-            ids, _ = self._encode_range(np.frombuffer(data, np.uint8),
-                                        np.array([0, len(data)], dtype=np.int64))
-            return self._to_model(ids)
-        return self.encode_batch([text], allowed_special=allowed_special)[0]
+            return self.encode_ordinary(text)
+        return self.encode_batch([text], allowed_special=allowed_special, disallowed_special=())[0]
+
+    def encode_ordinary(self, text: str) -> np.ndarray:
+        """Token ids of ``text`` as plain text: a special token's text is ordinary text."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode_ordinary expects a str, got {type(text).__name__}; "
+                            "for UTF-8 bytes use encode_utf8_batch")
+        data = utf8_of(text)
+        ids, _ = self._encode_range(np.frombuffer(data, np.uint8), np.array([0, len(data)], dtype=np.int64))
+        return self._to_model(ids)
+
+    def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: Optional[int] = None) -> List[np.ndarray]:
+        """:meth:`encode_ordinary` of each text (see :meth:`encode_batch` for ``num_threads``)."""
+        return self.encode_batch(texts, disallowed_special=(), num_threads=num_threads)
 
     def encode_batch(self, texts: Sequence[str], *, allowed_special: Iterable[str] | str = (),
+                     disallowed_special: Iterable[str] | str = "all",
                      num_threads: Optional[int] = None) -> List[np.ndarray]:
-        """Token ids of each text (one ``uint32`` array per text).
+        """Token ids of each text (one ``uint32`` array per text); special tokens as in
+        :meth:`encode` (the error names the document).
 
         ``num_threads`` (default 1) splits the documents across threads; the
         kernel releases the GIL, and results are identical for any count.
@@ -402,6 +464,9 @@ class Tokenizer:
         if isinstance(texts, str):
             raise TypeError("encode_batch expects a sequence of str, got a single str; use encode(text)")
         texts = list(texts)
+        if self._special_internal:
+            self._check_disallowed(texts, self._disallowed_specials(allowed_special, disallowed_special))
+        pieces: Optional[List[List[Tuple[str, Optional[int]]]]]
         if allowed_special:
             pieces = [self._split_special(t, allowed_special) for t in texts]
             docs = [p for text_pieces in pieces for p, special in text_pieces if special is None]
@@ -584,19 +649,102 @@ class Tokenizer:
                 f"merges={len(self.merges)}, special_tokens={list(self.special_tokens)}, pattern={self.pattern_name!r})")
 
 
-def as_tokenizer(source: "Tokenizer | str | os.PathLike[str]") -> Tokenizer:
-    """The one way a path or object becomes a :class:`Tokenizer`: a ``Tokenizer``
-    is returned as is; a path is read as an ube-stream tokenizer file, or as a
-    HF ``tokenizer.json`` (byte-level BPE) when its content says so."""
+def _is_tiktoken_text(head: bytes) -> bool:
+    """Whether the first line looks like ``base64-token rank``."""
+    import re
+
+    first = head.split(b"\n", 1)[0].strip()
+    return re.fullmatch(rb"[A-Za-z0-9+/]+={0,2} [0-9]+", first) is not None
+
+
+def as_tokenizer(source: "Tokenizer | str | os.PathLike[str]", *, pattern: Optional[str] = None,
+                 special_tokens: Optional[Mapping[str, int] | Sequence[str]] = None) -> Tokenizer:
+    """The one way a path, a name or an object becomes a :class:`Tokenizer`.
+
+    A ``Tokenizer`` is returned as is.  A path is read by its content (never its
+    name): an ube-stream tokenizer file; a HF ``tokenizer.json`` (byte-level
+    BPE), or a folder holding one (or holding ``ube_tokenizer.json``, as
+    :class:`ube_stream.hf.UbeTokenizer` saves); a tiktoken rank file
+    (``base64-token rank`` lines, plain or gzipped).  A known encoding name
+    (``cl100k_base``, ``o200k_base``) finds its rank file in the ``bpe-openai``
+    package or tiktoken's cache.
+
+    ``pattern`` and ``special_tokens`` apply to rank files only (a rank file
+    records neither): ``pattern`` a name (``gpt2``, ``cl100k``, ``o200k``) or
+    a regex, ``special_tokens`` ``{text: id}`` or texts (ids after the largest
+    rank).  A file named like a known encoding (``cl100k_base.tiktoken.gz``)
+    defaults to that encoding's pattern and special tokens.
+    """
+    from . import pretrained
+
     if isinstance(source, Tokenizer):
+        if pattern is not None or special_tokens is not None:
+            raise TokenizerOptionError("pattern and special_tokens apply to tiktoken rank files, not to a "
+                                       "Tokenizer object", option="pattern" if pattern is not None else
+                                       "special_tokens")
         return source
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"expected a Tokenizer or the path of a tokenizer file, got {type(source).__name__}")
-    text = file_format.read_text(source)
-    try:
-        head = json.loads(text)
-    except json.JSONDecodeError:
-        head = None
-    if isinstance(head, dict) and head.get("format") != file_format.FORMAT_NAME and "model" in head:
-        return Tokenizer.from_hf(source)
-    return Tokenizer.from_json(text, source=os.fspath(source))
+    path = os.fspath(source)
+    if not os.path.exists(path) and pretrained.known_tiktoken_name(path) == path:
+        found = pretrained.find_tiktoken_file(path)
+        if found is None:
+            raise TokenizerFormatError(
+                f"{path}: a known tiktoken encoding, but its rank file is not on this machine (neither the "
+                f"bpe-openai package nor tiktoken's cache has it); download "
+                f"{pretrained._TIKTOKEN_URL.format(name=path)} and pass its path")
+        return _from_ranks(found, pretrained.load_tiktoken_ranks(found), path, pattern, special_tokens)
+    if os.path.isdir(path):
+        for name in ("ube_tokenizer.json", "tokenizer.json"):
+            if os.path.isfile(os.path.join(path, name)):
+                return as_tokenizer(os.path.join(path, name), pattern=pattern, special_tokens=special_tokens)
+        raise TokenizerFormatError(f"{path}: a folder without tokenizer.json or ube_tokenizer.json; pass a "
+                                   "tokenizer file, or a HF tokenizer folder")
+    if not os.path.exists(path):
+        file_format.read_text(path)  # raises, with the fix
+    data = pretrained.read_maybe_gzip(path)
+    if data.lstrip()[:1] == b"{":
+        if pattern is not None or special_tokens is not None:
+            raise TokenizerOptionError(f"{path}: pattern and special_tokens apply to tiktoken rank files; this "
+                                       "JSON tokenizer records its own", option="pattern" if pattern is not None
+                                       else "special_tokens")
+        try:
+            text = data.decode("utf-8")
+            head = json.loads(text)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise TokenizerFormatError(f"{path}: starts like JSON but is not valid JSON ({exc}); expected a "
+                                       "tokenizer file") from None
+        if isinstance(head, dict) and head.get("format") != file_format.FORMAT_NAME and "model" in head:
+            return Tokenizer.from_hf(path)
+        return Tokenizer.from_json(text, source=path)
+    if _is_tiktoken_text(data[:512]):
+        return _from_ranks(path, pretrained.parse_tiktoken_ranks(data, path),
+                           pretrained.known_tiktoken_name(path), pattern, special_tokens)
+    raise TokenizerFormatError(
+        f"{path}: not a tokenizer file: expected an ube-stream tokenizer file (JSON), a HF tokenizer.json (or a "
+        f"folder holding one), or a tiktoken rank file ('base64-token rank' lines, plain or gzipped); it "
+        f"starts with {data[:40]!r}")
+
+
+def _from_ranks(path: str, ranks: Dict[bytes, int], known: Optional[str], pattern: Optional[str],
+                special_tokens: Optional[Mapping[str, int] | Sequence[str]]) -> Tokenizer:
+    from . import pretrained
+
+    default_pattern, default_specials = pretrained.KNOWN_TIKTOKEN.get(known or "", (None, {}))
+    pattern = pattern if pattern is not None else default_pattern
+    if pattern is None:
+        raise TokenizerOptionError(
+            f"{path}: a tiktoken rank file does not record its pre-tokenization pattern: pass pattern= (a name: "
+            f"gpt2, cl100k, o200k, or the regex), or name the file after a known encoding "
+            f"({', '.join(pretrained.KNOWN_TIKTOKEN)})", option="pattern")
+    if special_tokens is None:
+        specials: Dict[str, int] = dict(default_specials)
+    elif isinstance(special_tokens, Mapping):
+        specials = {str(t): int(i) for t, i in special_tokens.items()}
+    else:
+        next_id = max(ranks.values(), default=-1) + 1
+        specials = {}
+        for text in special_tokens:
+            specials[str(text)] = next_id
+            next_id += 1
+    return pretrained.tokenizer_from_tiktoken(Tokenizer, ranks, pattern, specials, source=path)

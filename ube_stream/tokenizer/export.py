@@ -4,12 +4,31 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Protocol, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from ..storage import atomic_write_text
+from ..storage import atomic_write_json, atomic_write_text
 from ..substrate import symbol_string
 
-__all__ = ["vocab", "export_vocab_merges", "hf_dict", "export_hf"]
+__all__ = ["vocab", "export_vocab_merges", "hf_dict", "export_hf", "default_roles"]
+
+#: special-token names that take a role (eos/bos/pad/unk), in order of preference
+ROLE_NAMES = {
+    "eos_token": ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "<|im_end|>", "<|eot_id|>"),
+    "bos_token": ("<|begin_of_text|>", "<|startoftext|>", "<s>", "<bos>", "<|bos|>"),
+    "pad_token": ("<|pad|>", "<pad>", "<|padding|>", "<|finetune_right_pad_id|>"),
+    "unk_token": ("<unk>", "<|unk|>"),
+}
+
+
+def default_roles(special_tokens: Dict[str, int]) -> Dict[str, Optional[str]]:
+    """``eos_token``/``bos_token``/``pad_token``/``unk_token`` from the names of the
+    special tokens (``None`` where none fits; pad falls back to EOS)."""
+    roles: Dict[str, Optional[str]] = {}
+    for role, names in ROLE_NAMES.items():
+        roles[role] = next((n for n in names if n in special_tokens), None)
+    if roles["pad_token"] is None:
+        roles["pad_token"] = roles["eos_token"]
+    return roles
 
 
 class _Exportable(Protocol):
@@ -56,10 +75,16 @@ def hf_dict(tok: _Exportable) -> Dict[str, Any]:
     if tok.substrate != "utf8":
         raise ValueError(
             f"export_hf needs the utf8 substrate (HF's byte-level BPE is UTF-8 BBPE); this tokenizer is "
-            f"{tok.substrate!r}. Use export_vocab_merges() for a GPT-2 style vocab.json/merges.txt instead")
+            f"{tok.substrate!r}. For transformers use ube_stream.hf.UbeTokenizer (every substrate; "
+            "pip install \"ube-stream[hf]\")")
     table = {symbol_string(e, "utf8"): tok._model_id(i) for i, e in enumerate(tok._expansions)}
     merges = [[symbol_string(tok._expansions[a], "utf8"), symbol_string(tok._expansions[b], "utf8")]
               for a, b in tok.merges]
+    special_ids = sorted(tok.special_tokens.values())
+    if special_ids != list(range(len(table), len(table) + len(special_ids))):
+        # ids with gaps (an existing model's numbering): HF tokenizers renumbers added tokens that
+        # are not in the model's vocab, so they go in it too (no merge ever makes them)
+        table.update(tok.special_tokens)
     return {
         "version": "1.0",
         "truncation": None,
@@ -87,6 +112,42 @@ def hf_dict(tok: _Exportable) -> Dict[str, Any]:
     }
 
 
-def export_hf(tok: _Exportable, path: str | os.PathLike) -> None:
-    """Write a HF ``tokenizer.json`` (utf8 substrate only) that HF ``tokenizers`` loads."""
-    atomic_write_text(os.fspath(path), json.dumps(hf_dict(tok), ensure_ascii=False, indent=1) + "\n")
+def export_hf(tok: _Exportable, path: str | os.PathLike, **roles: Optional[str]) -> str:
+    """Write a HF tokenizer (utf8 substrate only); returns the path written.
+
+    ``path`` ending in ``.json``: a bare ``tokenizer.json`` that HF ``tokenizers``
+    loads.  Otherwise a folder that ``PreTrainedTokenizerFast.from_pretrained``
+    and ``AutoTokenizer.from_pretrained`` load: ``tokenizer.json``,
+    ``tokenizer_config.json`` and ``special_tokens_map.json`` with the roles
+    (``eos_token=...`` etc. override :func:`default_roles`).
+    """
+    path = os.fspath(path)
+    doc = hf_dict(tok)
+    if path.endswith(".json") and not os.path.isdir(path):
+        if roles:
+            raise ValueError("roles (eos_token, ...) need a folder: export_hf(tokenizer, 'folder/')")
+        atomic_write_text(path, json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
+        return path
+    chosen = default_roles(tok.special_tokens)
+    for role, text in roles.items():
+        if role not in chosen:
+            raise ValueError(f"unknown role {role!r}; roles are {sorted(chosen)}")
+        if text is not None and text not in tok.special_tokens:
+            raise ValueError(f"{role} {text!r} is not a special token of this tokenizer "
+                             f"(it has {list(tok.special_tokens) or 'none'})")
+        chosen[role] = text
+    os.makedirs(path, exist_ok=True)
+    atomic_write_text(os.path.join(path, "tokenizer.json"), json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
+    present = {role: text for role, text in chosen.items() if text is not None}
+    config: Dict[str, Any] = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": 1 << 62,
+        "added_tokens_decoder": {str(i): {"content": t, "lstrip": False, "normalized": False, "rstrip": False,
+                                          "single_word": False, "special": True}
+                                 for t, i in tok.special_tokens.items()},
+    }
+    config.update({role: chosen[role] for role in ROLE_NAMES})
+    atomic_write_json(os.path.join(path, "tokenizer_config.json"), config)
+    atomic_write_json(os.path.join(path, "special_tokens_map.json"), present)
+    return path

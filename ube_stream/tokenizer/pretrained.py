@@ -18,9 +18,10 @@ so ``encode`` returns and ``decode`` accepts the model's own ids.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import os
-from typing import Dict, List, Mapping, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from ..errors import TokenizerFormatError
 from ..substrate import gpt2_byte_chars
@@ -119,29 +120,91 @@ def tokenizer_from_hf(cls, path) -> "object":
                id_map=id_map, training={"source": {"hf": os.path.abspath(path)}})
 
 
-def load_tiktoken_ranks(path) -> Dict[bytes, int]:
-    """A ``.tiktoken`` file: one ``base64(token) rank`` per line."""
-    ranks: Dict[bytes, int] = {}
+#: tiktoken's encodings that ship as rank files: pattern name and special tokens
+#: (tiktoken_ext/openai_public.py)
+KNOWN_TIKTOKEN: Dict[str, Tuple[str, Dict[str, int]]] = {
+    "cl100k_base": ("cl100k", {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                               "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}),
+    "o200k_base": ("o200k", {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}),
+}
+_TIKTOKEN_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+
+
+def known_tiktoken_name(path: str) -> Optional[str]:
+    """``cl100k_base`` for ``.../cl100k_base.tiktoken(.gz)`` (or the bare name), else None."""
+    name = os.path.basename(os.fspath(path))
+    for suffix in (".gz", ".tiktoken"):
+        if name.endswith(suffix):
+            name = name[:-len(suffix)]
+    return name if name in KNOWN_TIKTOKEN else None
+
+
+def find_tiktoken_file(name: str) -> Optional[str]:
+    """A local rank file of a known encoding: the ``bpe-openai`` package's copy, or
+    tiktoken's download cache (``TIKTOKEN_CACHE_DIR``); None when neither has it."""
+    import hashlib
+    import importlib.util
+    import tempfile
+
+    spec = importlib.util.find_spec("bpe_openai")
+    if spec is not None and spec.submodule_search_locations:
+        for root in spec.submodule_search_locations:
+            candidate = os.path.join(root, "data", f"{name}.tiktoken.gz")
+            if os.path.isfile(candidate):
+                return candidate
+    cache = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR") or os.path.join(
+        tempfile.gettempdir(), "data-gym-cache")
+    candidate = os.path.join(cache, hashlib.sha1(_TIKTOKEN_URL.format(name=name).encode()).hexdigest())
+    return candidate if os.path.isfile(candidate) else None
+
+
+def read_maybe_gzip(path) -> bytes:
+    """The bytes of a file, gunzipped when it starts with the gzip magic."""
+    import gzip
+
     with open(os.fspath(path), "rb") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
+        data = f.read()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise TokenizerFormatError(f"{path}: a corrupt gzip file ({exc}); download it again") from None
+    return data
+
+
+def parse_tiktoken_ranks(data: bytes, source: str) -> Dict[bytes, int]:
+    """A ``.tiktoken`` file's bytes: one ``base64(token) rank`` per line."""
+    ranks: Dict[bytes, int] = {}
+    offset = 0
+    for number, line in enumerate(data.split(b"\n"), 1):
+        if line.strip():
             try:
                 token, rank = line.split()
-                ranks[base64.b64decode(token)] = int(rank)
-            except ValueError:
-                raise TokenizerFormatError(f"{path}: line {number} is not 'base64-token rank'") from None
+                ranks[base64.b64decode(token, validate=True)] = int(rank)
+            except (ValueError, binascii.Error):
+                raise TokenizerFormatError(
+                    f"{source}: line {number} (byte offset {offset}) is not 'base64-token rank': "
+                    f"{line[:60]!r}; a tiktoken rank file has one such line per token") from None
+        offset += len(line) + 1
     return ranks
+
+
+def load_tiktoken_ranks(path) -> Dict[bytes, int]:
+    """A ``.tiktoken`` file (plain or gzipped): one ``base64(token) rank`` per line."""
+    return parse_tiktoken_ranks(read_maybe_gzip(path), os.fspath(path))
 
 
 def _bpe_parts(token: bytes, ranks: Mapping[bytes, int], below: int) -> List[bytes]:
     """tiktoken's byte-pair merge of ``token`` using only ranks < ``below``."""
+    if len(token) == 2:
+        return [token[:1], token[1:]]
+    get = ranks.get
     parts = [token[i:i + 1] for i in range(len(token))]
     while len(parts) > 1:
         best, where = below, -1
         for i in range(len(parts) - 1):
-            rank = ranks.get(parts[i] + parts[i + 1])
-            if rank is not None and rank < best:
+            rank = get(parts[i] + parts[i + 1], below)
+            if rank < best:
                 best, where = rank, i
         if where < 0:
             break
@@ -149,8 +212,11 @@ def _bpe_parts(token: bytes, ranks: Mapping[bytes, int], below: int) -> List[byt
     return parts
 
 
-def tokenizer_from_tiktoken(cls, ranks, pattern: str, special_tokens: Mapping[str, int]) -> "object":
+def tokenizer_from_tiktoken(cls, ranks, pattern: str, special_tokens: Mapping[str, int], *,
+                            source: Optional[str] = None) -> "object":
+    source = os.path.abspath(source) if source else None
     if isinstance(ranks, (str, os.PathLike)):
+        source = os.path.abspath(os.fspath(ranks))
         ranks = load_tiktoken_ranks(ranks)
     ranks = {bytes(k): int(v) for k, v in ranks.items()}
     id_map: List[int] = []
@@ -174,6 +240,12 @@ def tokenizer_from_tiktoken(cls, ranks, pattern: str, special_tokens: Mapping[st
         internal[token] = len(id_map)
         id_map.append(rank)
     specials = dict(sorted(special_tokens.items(), key=lambda kv: kv[1]))
+    taken = set(ranks.values())
+    for text, sid in specials.items():
+        if int(sid) in taken:
+            raise TokenizerFormatError(f"special token {text!r} has id {sid}, which a token of the ranks "
+                                       "already has; give it an unused id")
+        taken.add(int(sid))
     id_map.extend(int(v) for v in specials.values())
     return cls(substrate="utf8", merges=merges, special_tokens=list(specials), pattern=pattern,
-               id_map=id_map, training={"source": "tiktoken"})
+               id_map=id_map, training={"source": {"tiktoken": source}} if source else {"source": "tiktoken"})

@@ -113,7 +113,7 @@ def _compare_documents(task: UnitTask, shards: List[ShardData], manifest: Dict[s
         if not picks:
             continue
         chosen = [texts[j] for j, _ in picks]
-        encoded = tok.encode_batch(chosen)
+        encoded = tok.encode_ordinary_batch(chosen)   # corpus text: special-token text is text
         for (j, i), text, expected in zip(picks, chosen, encoded):
             k, d = where[i]
             data = shards[k]

@@ -251,7 +251,7 @@ def check_tokenizer(name: str, items: Tuple[str, ...], tokenizer, report: Verify
 
     category = f"{name}/runs/tokenizer"
     runs = runs_of(items, RUN_CHARS)
-    encoded = tokenizer.encode_batch([run for _, run in runs])
+    encoded = tokenizer.encode_ordinary_batch([run for _, run in runs])
     for (first, run), ids in zip(runs, encoded):
         text = _decode(tokenizer, ids)
         if text != run:
