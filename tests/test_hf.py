@@ -308,8 +308,8 @@ def _openai_ranks(name):
 def _tiktoken_encoding(name, ranks, monkeypatch):
     """tiktoken's own constructor arguments for ``name`` (pattern, special tokens),
     with its rank download replaced by the local ranks."""
-    tiktoken = pytest.importorskip("tiktoken")
-    import tiktoken.load
+    import tiktoken
+    import tiktoken.load  # noqa: F401  (the module whose rank download is replaced)
     from tiktoken_ext import openai_public
 
     monkeypatch.setattr(openai_public, "load_tiktoken_bpe", lambda *a, **k: ranks)
