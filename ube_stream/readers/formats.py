@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from ..errors import InputError
+from ..storage import open_input
 
 COMPRESSION_SUFFIXES = {".zst": "zstd", ".zstd": "zstd", ".gz": "gzip"}
 FORMAT_SUFFIXES = {
@@ -30,7 +31,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def magic_bytes(path: str, n: int = 8) -> bytes:
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         return f.read(n)
 
 

@@ -65,6 +65,7 @@ from .jsonl import read_jsonl
 from .text import read_text_file, read_text_lines
 from .batch import Reporter, SkipCounter, SkipExample, TextBatch, check_text_value
 from ..errors import InputError
+from ..storage import file_size, filesystem, is_url, local_path
 
 __all__ = [
     "Source", "WorkUnit", "TextBatch", "SkipCounter", "SkipExample",
@@ -158,7 +159,62 @@ def _walk(directory: str) -> list[str]:
     return found
 
 
+def _remote_dataset_files(fs, directory: str, names: set[str]) -> list[str] | None:
+    if "state.json" not in names:
+        return None
+    try:
+        state = json.loads(fs.cat_file(f"{directory}/state.json"))
+        listed = [entry["filename"] for entry in state["_data_files"]]
+    except (ValueError, KeyError, TypeError, FileNotFoundError):
+        return None
+    missing = [name for name in listed if name not in names]
+    if missing:
+        url = fs.unstrip_protocol(f"{directory}/{missing[0]}")
+        raise InputError(f"{fs.unstrip_protocol(directory)}/state.json lists {url}, which does not exist; the "
+                         f"dataset directory is incomplete: save it again with save_to_disk", path=url,
+                         reason="missing_file")
+    return [f"{directory}/{name}" for name in listed]
+
+
+def _expand_url(item: str) -> list[str]:
+    """Objects behind a URL (an object, a prefix walked like a directory, or a
+    glob), as full URLs, in sorted order."""
+    fs, inner = filesystem(item)
+    if any(ch in inner for ch in _GLOB_CHARS):
+        matches = sorted(fs.glob(inner))
+        if not matches:
+            raise InputError(f"{item}: no object matches this pattern", path=item, reason="missing_file")
+        return [url for match in matches for url in _expand_url(fs.unstrip_protocol(match))]
+    if fs.isfile(inner):
+        return [fs.unstrip_protocol(inner)]
+    if not fs.isdir(inner):
+        raise InputError(f"{item}: no such object or prefix; check the URL and the store's credentials",
+                         path=item, reason="missing_file")
+    found: list[str] = []
+    datasets: list[str] = []
+    for root, _dirs, files in sorted(fs.walk(inner)):
+        if any(part.startswith((".", "_")) for part in root[len(inner.rstrip("/")):].split("/") if part):
+            continue
+        if any(root.startswith(d + "/") for d in datasets):
+            continue
+        listed = _remote_dataset_files(fs, root, set(files))
+        if listed is not None:
+            found.extend(listed)
+            datasets.append(root)
+            continue
+        found.extend(f"{root}/{name}" for name in sorted(files)
+                     if not name.startswith((".", "_")) and formats.is_known_suffix(name))
+    if not found:
+        raise InputError(f"{item}: no readable files under this prefix (looked for "
+                         f"{', '.join(sorted(formats.FORMAT_SUFFIXES))}, optionally .zst/.gz for JSONL and text, "
+                         f"and HF save_to_disk folders)", path=item, reason="no_files")
+    return [fs.unstrip_protocol(path) for path in found]
+
+
 def _expand(item: str) -> list[str]:
+    item = local_path(item)
+    if is_url(item):
+        return _expand_url(item)
     if os.path.isdir(item):
         return _walk(item)
     if os.path.isfile(item):
@@ -192,7 +248,8 @@ def resolve_inputs(inputs, *, column: str = "text", text_mode: str = "line", for
     items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     if not items:
         raise InputError("no inputs given: pass at least one file, directory or glob", reason="no_files")
-    paths = sorted({os.path.abspath(path) for item in items for path in _expand(os.fspath(item))})
+    paths = sorted({path if is_url(path) else os.path.abspath(path)
+                    for item in items for path in _expand(os.fspath(item))})
     sources = []
     for source_id, path in enumerate(paths):
         fmt, compression = formats.detect_format(path, format)
@@ -205,7 +262,7 @@ def resolve_inputs(inputs, *, column: str = "text", text_mode: str = "line", for
                     raise
         elif fmt == "text" and text_mode == "file":
             num_rows = 1
-        sources.append(Source(source_id, path, fmt, compression, os.path.getsize(path), num_rows))
+        sources.append(Source(source_id, path, fmt, compression, file_size(path), num_rows))
     return sources
 
 
