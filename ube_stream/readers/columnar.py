@@ -105,7 +105,7 @@ def _mapped(path: str):
 
     if is_url(path):
         return pa.PythonFile(open_input(path), mode="r")
-    return _mapped(path)
+    return pa.memory_map(path)
 
 
 def _parquet_file(path: str):
