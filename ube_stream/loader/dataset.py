@@ -124,6 +124,7 @@ class TokenDataset:
                 raise ValueError(f"subset must be 'train' or 'valid', got {subset!r}")
         self.directories = directories
         self.directory = directories[0]
+        self.blended = len(directories) > 1
         self.seq_len = int(seq_len)
         self.seed = int(seed)
         self.epoch = int(epoch)
@@ -145,7 +146,6 @@ class TokenDataset:
                 what = f" ({self.subset} subset of split {self.split})" if self.split is not None else ""
                 raise ValueError(f"{c.directory}{what}: {c.n_tokens} tokens, fewer than one sample of seq_len + 1 = "
                                  f"{self.seq_len + 1} tokens; use a smaller seq_len or more data")
-        self.blended = len(directories) > 1
         if num_samples is not None:
             if int(num_samples) < 1:
                 raise ValueError(f"num_samples must be >= 1, got {num_samples}")

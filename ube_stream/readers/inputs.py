@@ -13,10 +13,13 @@ and the Python API calls ``iter_texts(inputs)`` with paths or in-memory data.
 **Formats.** Parquet (``.parquet``/``.pq``), Arrow IPC file and stream
 (``.arrow``/``.arrows``/``.ipc``: the magic bytes decide), Feather
 (``.feather``, v1 and v2), JSON Lines (``.jsonl``/``.ndjson``) and plain text
-(``.txt``/``.text``), the last two optionally ``.zst`` or ``.gz``.  A HF
+(``.txt``/``.text``), the last two optionally ``.zst`` or ``.gz``.  ``.json``
+files are read as JSON Lines (Megatron's and HF's convention); one whose
+content starts with ``[`` (a JSON array) is refused with a hint.  A HF
 ``datasets`` directory written by ``save_to_disk`` is read through the Arrow
-stream files its ``state.json`` lists (a ``DatasetDict`` directory gives every
-split, sorted by path).  Directories are walked recursively in sorted order and
+stream files its ``state.json`` lists; a ``DatasetDict`` directory (several
+splits) is refused with the list of its splits: name one split's folder, so
+that train and test are never mixed silently.  Directories are walked recursively in sorted order and
 keep only files with a known suffix (names starting with ``.`` or ``_`` are
 skipped); globs (``*``, ``?``, ``[``, ``**``) are expanded.
 
@@ -141,10 +144,28 @@ def _dataset_dir_files(directory: str) -> list[str] | None:
     return files
 
 
+def _refuse_dataset_dict(root: str, dict_file: str, raw: bytes | None = None) -> None:
+    """A ``DatasetDict`` folder holds several splits (train, test, ...): reading
+    them all as one corpus would mix them silently, so one must be named."""
+    try:
+        if raw is None:
+            with open(dict_file, "rb") as f:
+                raw = f.read()
+        splits = [str(name) for name in json.loads(raw)["splits"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        splits = []
+    example = f"{root.rstrip('/')}/{splits[0]}" if splits else f"{root.rstrip('/')}/train"
+    raise InputError(f"{root}: a datasets DatasetDict folder with splits {splits or '(unreadable list)'}; "
+                     f"reading them all would mix them, so name one split's folder, e.g. {example}",
+                     path=root, reason="dataset_dict")
+
+
 def _walk(directory: str) -> list[str]:
     found: list[str] = []
     for root, dirs, files in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        if "dataset_dict.json" in files:
+            _refuse_dataset_dict(root, os.path.join(root, "dataset_dict.json"))
         listed = _dataset_dir_files(root)
         if listed is not None:
             found.extend(listed)
@@ -197,6 +218,8 @@ def _expand_url(item: str) -> list[str]:
             continue
         if any(root.startswith(d + "/") for d in datasets):
             continue
+        if "dataset_dict.json" in files:
+            _refuse_dataset_dict(fs.unstrip_protocol(root), "", fs.cat_file(f"{root}/dataset_dict.json"))
         listed = _remote_dataset_files(fs, root, set(files))
         if listed is not None:
             found.extend(listed)
