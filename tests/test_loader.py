@@ -434,7 +434,18 @@ def test_cli_export_megatron(tmp_path, shard_dir, capsys):
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["export-megatron", path, str(tmp_path / "m")])
     assert args.func(args) == 0
-    assert "documents" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    n_docs = sum(len(s) for s in shards)
+    assert err.count("\n") == 1 and f"{n_docs} documents" in err and f"{len(shards)} shards" in err  # one line
+    before = (tmp_path / "m.bin").read_bytes()
+    # an existing export is not overwritten without --overwrite
+    args = parser.parse_args(["export-megatron", "--dtype", "uint16", path, str(tmp_path / "m")])
+    assert args.func(args) == 2
+    assert "already exist; pass --overwrite to replace them" in capsys.readouterr().err
+    assert (tmp_path / "m.bin").read_bytes() == before
+    args = parser.parse_args(["export-megatron", "--overwrite", path, str(tmp_path / "m")])
+    assert args.func(args) == 0 and (tmp_path / "m.bin").read_bytes() == before
+    capsys.readouterr()
     got = read_megatron(str(tmp_path / "m"))
     assert [d.tolist() for d in got["documents"]] == [list(d) for s in shards for d in s]
     args = parser.parse_args(["export-megatron", "--dtype", "uint16", "-q", path, str(tmp_path / "m16")])
