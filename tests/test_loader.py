@@ -155,6 +155,11 @@ def test_windows_property(tmp_path_factory, doc_lengths, seq_len, data):
     shards = [[rng.integers(0, 2**32, size=n, dtype=np.uint64).tolist() for n in docs] for docs in doc_lengths]
     path = write_shard_dir(str(tmp_path_factory.mktemp("prop") / "dir"), shards)
     stream = stream_of(shards)
+    if stream.size < seq_len + 1:   # shorter than one sample: an error naming both sizes
+        with pytest.raises(ValueError, match=f": {stream.size} tokens, fewer than one sample of seq_len \\+ 1 = "
+                                             f"{seq_len + 1} tokens"):
+            TokenDataset(path, seq_len)
+        return
     ds = TokenDataset(path, seq_len, seed=data.draw(st.integers(0, 2**63)), dtype="uint32")
     assert len(ds) == max(stream.size - 1, 0) // seq_len
     for k in range(len(ds)):
@@ -280,12 +285,14 @@ def test_errors_name_the_problem(tmp_path, shard_dir):
 
 
 def test_tiny_and_empty_streams(tmp_path):
-    empty = TokenDataset(write_shard_dir(str(tmp_path / "e"), [[[]], []]), 4)
-    assert empty.n_tokens == 0 and len(empty) == 0 and list(empty) == []
+    empty = write_shard_dir(str(tmp_path / "e"), [[[]], []])
+    with pytest.raises(ValueError, match="e: 0 tokens, fewer than one sample of seq_len \\+ 1 = 5 tokens"):
+        TokenDataset(empty, 4)
     exact = TokenDataset(write_shard_dir(str(tmp_path / "x"), [[[7, 8]], [[9]]]), 2)
     assert [x.tolist() for x in exact] == [[7, 8, 9]]
-    short = TokenDataset(write_shard_dir(str(tmp_path / "s"), [[[7, 8]]]), 2)
-    assert len(short) == 0
+    short = write_shard_dir(str(tmp_path / "s"), [[[7, 8]]])
+    with pytest.raises(ValueError, match="s: 2 tokens, fewer than one sample of seq_len \\+ 1 = 3 tokens"):
+        TokenDataset(short, 2)
 
 
 def test_collate_splits_inputs_and_targets(shard_dir):
@@ -427,7 +434,18 @@ def test_cli_export_megatron(tmp_path, shard_dir, capsys):
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["export-megatron", path, str(tmp_path / "m")])
     assert args.func(args) == 0
-    assert "documents" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    n_docs = sum(len(s) for s in shards)
+    assert err.count("\n") == 1 and f"{n_docs} documents" in err and f"{len(shards)} shards" in err  # one line
+    before = (tmp_path / "m.bin").read_bytes()
+    # an existing export is not overwritten without --overwrite
+    args = parser.parse_args(["export-megatron", "--dtype", "uint16", path, str(tmp_path / "m")])
+    assert args.func(args) == 2
+    assert "already exist; pass --overwrite to replace them" in capsys.readouterr().err
+    assert (tmp_path / "m.bin").read_bytes() == before
+    args = parser.parse_args(["export-megatron", "--overwrite", path, str(tmp_path / "m")])
+    assert args.func(args) == 0 and (tmp_path / "m.bin").read_bytes() == before
+    capsys.readouterr()
     got = read_megatron(str(tmp_path / "m"))
     assert [d.tolist() for d in got["documents"]] == [list(d) for s in shards for d in s]
     args = parser.parse_args(["export-megatron", "--dtype", "uint16", "-q", path, str(tmp_path / "m16")])

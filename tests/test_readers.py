@@ -483,10 +483,29 @@ def test_dataset_dict_directory_and_picklable_units(tmp_path, docs):
     datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": docs[:40]}),
                           "test": datasets.Dataset.from_dict({"text": docs[40:50]})}).save_to_disk(str(root))
     (root / "train" / "cache-stray.arrow").write_bytes(b"not listed in state.json")
-    sources = resolve_inputs(str(root))
-    assert [os.path.relpath(s.path, root).split(os.sep)[0] for s in sources] == ["test", "train"]
-    assert list(iter_texts(str(root))) == docs[40:50] + docs[:40]
+    # the whole folder would mix train and test: refused, naming the splits and the fix
+    with pytest.raises(InputError, match=r"DatasetDict folder with splits \['train', 'test'\]; .* e\.g\. "):
+        resolve_inputs(str(root))
+    sources = resolve_inputs(str(root / "train"))
+    assert [os.path.relpath(s.path, root).split(os.sep)[0] for s in sources] == ["train"]
+    assert list(iter_texts(str(root / "train"))) == docs[:40]
+    assert list(iter_texts(str(root / "test"))) == docs[40:50]
     units = plan_units(sources, unit_rows=16)
-    assert [u.unit_id for u in units] == ["00000-000000000000", "00001-000000000000", "00001-000000000016",
-                                          "00001-000000000032"]
+    assert [u.unit_id for u in units] == ["00000-000000000000", "00000-000000000016", "00000-000000000032"]
     assert pickle.loads(pickle.dumps(units)) == units
+
+
+def test_json_suffix_is_json_lines_and_a_json_array_is_refused(tmp_path):
+    import gzip
+
+    rows = ["première ligne", "第二行", ""]
+    (tmp_path / "d").mkdir()
+    lines = "".join(json.dumps({"text": r}, ensure_ascii=False) + "\n" for r in rows)
+    (tmp_path / "d" / "a.json").write_text(lines, encoding="utf-8")
+    with gzip.open(tmp_path / "d" / "b.json.gz", "wt", encoding="utf-8") as f:
+        f.write(lines)
+    assert [s.format for s in resolve_inputs(str(tmp_path / "d"))] == ["jsonl", "jsonl"]   # found by the walk
+    assert list(iter_texts(str(tmp_path / "d"))) == rows + rows
+    (tmp_path / "arr.json").write_text(json.dumps([{"text": "x"}]))
+    with pytest.raises(InputError, match=r"arr\.json: a JSON array, not JSON Lines"):
+        resolve_inputs(str(tmp_path / "arr.json"))

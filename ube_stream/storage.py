@@ -7,6 +7,17 @@ flushed and fsynced, and the temporary file is renamed over the target with
 ``os.replace``.  Readers see the old file or the new one, never a part; a
 failure removes the temporary file.  Files are created with the process's
 umask (0644 under 022), like any ``open``.
+
+**Remote paths.**  Any ``scheme://`` path other than ``file://`` (``s3://``,
+``gs://``, ``az://``, ``hf://``, ...) goes through fsspec
+(:func:`filesystem`; install the extra for the store, e.g.
+``pip install "ube-stream[s3]"``).  Credentials and endpoints come from
+fsspec's usual configuration (``AWS_*`` variables, ``FSSPEC_S3_ENDPOINT_URL``,
+``~/.config/fsspec``).  Object stores have no rename, so
+:func:`atomic_open` on a URL writes a local temporary file and uploads it in
+one PUT to the final name when the block ends cleanly: the PUT is the commit
+point (an object store makes an object visible whole or not at all), and a
+failure uploads nothing.  ``file://`` URLs are plain local paths.
 """
 from __future__ import annotations
 
@@ -14,10 +25,12 @@ import contextlib
 import json
 import os
 import socket
-from typing import IO, Any, Iterator
+import tempfile
+from typing import IO, Any, Iterator, Tuple
 
 __all__ = ["TMP_SUFFIX", "atomic_open", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
-           "dumps_json", "fsync_dir"]
+           "dumps_json", "fsync_dir", "is_url", "local_path", "filesystem", "join", "exists", "read_bytes",
+           "open_input", "file_size", "isfile"]
 
 TMP_SUFFIX = ".tmp"
 
@@ -29,15 +42,115 @@ def temp_name(path: str, *, unique: bool = False) -> str:
     return f"{tmp}.{socket.gethostname()}.{os.getpid()}" if unique else tmp
 
 
+# --------------------------------------------------------------------------- URLs and filesystems
+
+def is_url(path: Any) -> bool:
+    """True for a remote URL (``scheme://...`` other than ``file://``)."""
+    if not isinstance(path, str):
+        return False
+    scheme, sep, _ = path.partition("://")
+    return bool(sep) and scheme.lower() != "file" and scheme.replace("+", "").replace("-", "").isalnum()
+
+
+def local_path(path: str | os.PathLike) -> str:
+    """``path`` as a string, with a ``file://`` prefix removed (URLs are kept as they are)."""
+    text = os.fspath(path)
+    if text.lower().startswith("file://"):
+        return text[len("file://"):]
+    return text
+
+
+def filesystem(url: str) -> Tuple[Any, str]:
+    """``(fs, path)``: the fsspec filesystem of ``url`` and the path inside it."""
+    try:
+        import fsspec.core
+    except ImportError:  # pragma: no cover - fsspec ships with datasets
+        raise ImportError(f"{url}: remote paths need fsspec: pip install 'ube-stream[remote]'") from None
+    try:
+        return fsspec.core.url_to_fs(url)
+    except (ImportError, ValueError) as exc:
+        scheme = url.partition("://")[0]
+        extra = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "hf": "hf"}.get(scheme, "remote")
+        raise ImportError(f"{url}: cannot open {scheme}:// paths ({exc}); install the filesystem for it: "
+                          f"pip install 'ube-stream[{extra}]'") from None
+
+
+def join(base: str, *parts: str) -> str:
+    """``os.path.join`` for local paths, ``/``-joining for URLs."""
+    if is_url(base):
+        return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])
+    return os.path.join(base, *parts)
+
+
+def exists(path: str) -> bool:
+    if is_url(path):
+        fs, inner = filesystem(path)
+        return bool(fs.exists(inner))
+    return os.path.exists(path)
+
+
+def isfile(path: str) -> bool:
+    if is_url(path):
+        fs, inner = filesystem(path)
+        return bool(fs.isfile(inner))
+    return os.path.isfile(path)
+
+
+def read_bytes(path: str) -> bytes:
+    """The whole content of a local file or an object (FileNotFoundError when missing)."""
+    if is_url(path):
+        fs, inner = filesystem(path)
+        return bytes(fs.cat_file(inner))
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def file_size(path: str) -> int:
+    if is_url(path):
+        fs, inner = filesystem(path)
+        return int(fs.size(inner))
+    return os.path.getsize(path)
+
+
+def open_input(path: str) -> IO[bytes]:
+    """A binary reader of a local file or a remote object (streamed, seekable)."""
+    if is_url(path):
+        fs, inner = filesystem(path)
+        return fs.open(inner, "rb", block_size=1 << 22)
+    return open(path, "rb")
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+@contextlib.contextmanager
+def _remote_atomic_open(url: str, mode: str, encoding: str | None) -> Iterator[IO[Any]]:
+    fs, inner = filesystem(url)
+    fd, tmp = tempfile.mkstemp(prefix="ube-upload-", suffix=TMP_SUFFIX)
+    os.close(fd)
+    text = mode == "w"
+    try:
+        with open(tmp, mode, encoding=(encoding or "utf-8") if text else None,
+                  newline="\n" if text else None) as f:
+            yield f
+        fs.put_file(tmp, inner)   # one PUT: the commit point
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "wb", *, unique: bool = False,
                 encoding: str | None = None) -> Iterator[IO[Any]]:
     """Open a temporary file for ``path``; on a clean exit fsync it and rename it
-    over ``path``, on an exception remove it.  ``mode`` is ``"wb"`` or ``"w"``
+    over ``path``, on an exception remove it (a URL: see the module).  ``mode`` is ``"wb"`` or ``"w"``
     (text: UTF-8, ``\\n`` line ends)."""
     if mode not in ("wb", "w"):
         raise ValueError(f"atomic_open writes whole files: mode must be 'wb' or 'w', got {mode!r}")
-    path = os.fspath(path)
+    path = local_path(path)
+    if is_url(path):
+        with _remote_atomic_open(path, mode, encoding) as f:
+            yield f
+        return
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     tmp = temp_name(path, unique=unique)

@@ -8,11 +8,11 @@ import sys
 def _cmd_export_megatron(args: argparse.Namespace) -> int:
     from ..loader.megatron import export_megatron
 
-    def progress(name: str) -> None:
-        if not args.quiet:
-            print(f"  {name}", file=sys.stderr)
-
-    summary = export_megatron(args.directory, args.prefix, dtype=args.dtype, progress=progress)
+    try:
+        summary = export_megatron(args.directory, args.prefix, dtype=args.dtype, overwrite=args.overwrite)
+    except FileExistsError as exc:
+        print(f"ube export-megatron: error: {str(exc).replace('overwrite=True', '--overwrite')}", file=sys.stderr)
+        return 2
     if not args.quiet:
         print(f"wrote {summary['bin']} and {summary['idx']}: {summary['documents']} documents, "
               f"{summary['tokens']} tokens ({summary['dtype']}) from {summary['shards']} shards", file=sys.stderr)
@@ -31,5 +31,6 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--dtype", choices=("int32", "uint16"), default="int32",
                    help="token type in PREFIX.bin: int32 (default) or uint16 "
                         "(vocabularies below 65,536; half the size)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
+    p.add_argument("--overwrite", action="store_true", help="replace existing PREFIX.bin / PREFIX.idx")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     p.set_defaults(func=_cmd_export_megatron)

@@ -136,7 +136,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     out = sys.stdout
     lengths = ds.doc_lengths()
     totals = m["totals"]
-    out.write(f"{ds.directory}\n")
+    out.write(f"{ds.location}\n")
     out.write(f"documents   {len(ds):,}\n")
     out.write(f"tokens      {ds.num_tokens:,}\n")
     out.write(f"shards      {len(ds.shards):,}\n")

@@ -31,7 +31,8 @@ import numpy as np
 
 from ..errors import ShardFormatError
 from ..shards import TokenShards
-from ..storage import atomic_open
+from ..storage import atomic_open, is_url, local_path
+from ..storage import exists as storage_exists
 
 __all__ = ["export_megatron", "MEGATRON_INDEX_HEADER", "MEGATRON_DTYPE_CODES"]
 
@@ -44,7 +45,7 @@ _CHUNK_TOKENS = 1 << 22  # 16 MiB of uint32 per copy step
 
 
 def export_megatron(directory: str, prefix: str, *, dtype: str = "int32",
-                    progress: Optional[Any] = None) -> Dict[str, Any]:
+                    progress: Optional[Any] = None, overwrite: bool = False) -> Dict[str, Any]:
     """Write ``prefix + ".bin"`` and ``prefix + ".idx"`` from the shard directory.
 
     ``dtype``: ``"int32"`` (default) or ``"uint16"`` (half the size; what
@@ -53,19 +54,26 @@ def export_megatron(directory: str, prefix: str, *, dtype: str = "int32",
     Raises :class:`~ube_stream.errors.ShardFormatError` for a damaged
     directory and ``ValueError`` when a token id does not fit the dtype.
     ``progress``, if given, is called with each shard's name after its tokens
-    are written.
+    are written.  Existing ``prefix.bin`` / ``prefix.idx`` raise
+    ``FileExistsError`` unless ``overwrite=True``.  ``directory`` and
+    ``prefix`` may be URLs (``s3://...``): the files are then uploaded, each in
+    one PUT once complete.
     """
     if dtype not in _TOKEN_DTYPES:
         raise ValueError(f"dtype must be one of {sorted(_TOKEN_DTYPES)}, got {dtype!r}")
     token_dtype, max_id = _TOKEN_DTYPES[dtype]
     itemsize = np.dtype(token_dtype).itemsize
     directory = os.fspath(directory)
-    prefix = os.fspath(prefix)
+    prefix = local_path(prefix)
 
     shards = TokenShards(directory, verify="header").shards
     bin_path, idx_path = prefix + ".bin", prefix + ".idx"
-    parent = os.path.dirname(os.path.abspath(prefix))
-    os.makedirs(parent, exist_ok=True)
+    existing = [p for p in (bin_path, idx_path) if storage_exists(p)]
+    if existing and not overwrite:
+        raise FileExistsError(f"{' and '.join(existing)} already exist; pass overwrite=True to replace them, "
+                              f"or choose another prefix")
+    if not is_url(prefix):
+        os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     n_docs = sum(s.num_docs for s in shards)
     n_tokens = sum(s.num_tokens for s in shards)
     # both files are renamed into place only once both are complete (the index first)

@@ -12,6 +12,7 @@ import numpy as np
 from .batch import SKIP_HINT, Reporter, TextBatch
 from .formats import FEATHER_V1_MAGIC, magic_bytes
 from ..errors import InputError
+from ..storage import is_url, open_input
 
 
 def text_field_index(schema, column: str, path: str) -> int:
@@ -97,17 +98,34 @@ def _corrupt(path: str, fmt: str, exc: BaseException) -> InputError:
                       f"and count it", path=path, reason="corrupt_file")
 
 
+def _mapped(path: str):
+    """A pyarrow input over ``path``: memory-mapped when local, a streamed
+    (range-read) object through fsspec when it is a URL."""
+    import pyarrow as pa
+
+    if is_url(path):
+        return pa.PythonFile(open_input(path), mode="r")
+    return pa.memory_map(path)
+
+
+def _parquet_file(path: str):
+    import pyarrow.parquet as pq
+
+    if is_url(path):
+        return pq.ParquetFile(open_input(path))
+    return pq.ParquetFile(path, memory_map=True)
+
+
 def columnar_num_rows(path: str, fmt: str, column: str) -> int:
     """Row count of a columnar file from its metadata (Arrow streams: one
     memory-mapped pass over the batches of the text column); also checks the
     column.  Raises InputError."""
     import pyarrow as pa
     import pyarrow.ipc as ipc
-    import pyarrow.parquet as pq
 
     try:
         if fmt == "parquet":
-            meta = pq.ParquetFile(path).metadata
+            meta = _parquet_file(path).metadata
             text_field_index(meta.schema.to_arrow_schema(), column, path)
             return meta.num_rows
         if fmt == "feather" and magic_bytes(path).startswith(FEATHER_V1_MAGIC):
@@ -115,14 +133,14 @@ def columnar_num_rows(path: str, fmt: str, column: str) -> int:
             text_field_index(table.schema, column, path)
             return table.num_rows
         if fmt in ("arrow_file", "feather"):
-            with pa.memory_map(path) as source:
+            with _mapped(path) as source:
                 reader = ipc.open_file(source)
                 text_field_index(reader.schema, column, path)
                 return reader.count_rows()
-        with pa.memory_map(path) as source:
+        with _mapped(path) as source:
             reader = ipc.open_stream(source)
             index = text_field_index(reader.schema, column, path)
-        with pa.memory_map(path) as source:
+        with _mapped(path) as source:
             reader = ipc.open_stream(source, options=ipc.IpcReadOptions(included_fields=[index]))
             return sum(batch.num_rows for batch in reader)
     except InputError:
@@ -137,6 +155,9 @@ def _read_feather_v1(path: str):
     import pyarrow.feather as feather
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
+        if is_url(path):
+            with open_input(path) as f:
+                return feather.read_table(f)
         return feather.read_table(path, memory_map=True)
 
 
@@ -168,13 +189,11 @@ def read_columnar(unit, column: str, reporter: Reporter, batch_rows: int) -> Ite
 def _columnar_arrays(source, column: str, batch_rows: int, start: int, stop: int | None):
     """``(text array, row of its first element)`` for the batches that may
     overlap ``[start, stop)``, in row order."""
-    import pyarrow as pa
     import pyarrow.ipc as ipc
-    import pyarrow.parquet as pq
 
     path, fmt = source.path, source.format
     if fmt == "parquet":
-        pf = pq.ParquetFile(path, memory_map=True)
+        pf = _parquet_file(path)
         text_field_index(pf.schema_arrow, column, path)
         bounds = np.concatenate([[0], np.cumsum([pf.metadata.row_group(g).num_rows
                                                  for g in range(pf.metadata.num_row_groups)])])
@@ -194,14 +213,14 @@ def _columnar_arrays(source, column: str, batch_rows: int, start: int, stop: int
         text_field_index(table.schema, column, path)
         yield table.column(column), 0
         return
-    with pa.memory_map(path) as mapped:
+    with _mapped(path) as mapped:
         if fmt in ("arrow_file", "feather"):
             schema = ipc.open_file(mapped).schema
         else:
             schema = ipc.open_stream(mapped).schema
     index = text_field_index(schema, column, path)
     options = ipc.IpcReadOptions(included_fields=[index])
-    with pa.memory_map(path) as mapped:
+    with _mapped(path) as mapped:
         if fmt in ("arrow_file", "feather"):
             reader = ipc.open_file(mapped, options=options)
             batches = (reader.get_batch(i) for i in range(reader.num_record_batches))

@@ -14,6 +14,7 @@ import zlib
 import numpy as np
 
 from .batch import Reporter
+from ..storage import is_url, open_input
 
 BLOCK_BYTES = 1 << 20          # read size for line files: bounds memory per worker
 ZSTD_READ_BYTES = 1 << 16      # compressed bytes fed to the zstd decoder at a time
@@ -27,7 +28,7 @@ class _ZstdRaw(io.RawIOBase):
     def __init__(self, path: str):
         import zstandard
 
-        self._file = open(path, "rb")
+        self._file = open_input(path)
         self._dctx = zstandard.ZstdDecompressor()
         self._dobj = self._dctx.decompressobj()
         self._pending = b""
@@ -65,12 +66,26 @@ class _ZstdRaw(io.RawIOBase):
         super().close()
 
 
+class _RemoteGzip(gzip.GzipFile):
+    """A gzip reader over a remote object that closes the object with itself."""
+
+    def __init__(self, path: str):
+        self._raw = open_input(path)
+        super().__init__(fileobj=self._raw, mode="rb")
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
 def open_bytes(path: str, compression: str | None):
     """A buffered binary reader of the (decompressed) bytes of ``path``."""
     if compression is None:
-        return open(path, "rb")
+        return open_input(path)
     if compression == "gzip":
-        return gzip.open(path, "rb")
+        return _RemoteGzip(path) if is_url(path) else gzip.open(path, "rb")
     if compression == "zstd":
         return io.BufferedReader(_ZstdRaw(path), buffer_size=BLOCK_BYTES)
     raise ValueError(f"unknown compression {compression!r}")
@@ -95,7 +110,7 @@ def scan_line_starts(path: str, unit_rows: int) -> tuple[int, list[tuple[int, in
     with the byte offset where every ``unit_rows``-th row starts."""
     starts = [(0, 0)]
     next_row, lines, pos, last = unit_rows, 0, 0, b"\n"
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         while True:
             block = f.read(BLOCK_BYTES)
             if not block:

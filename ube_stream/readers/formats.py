@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from ..errors import InputError
+from ..storage import open_input
 
 COMPRESSION_SUFFIXES = {".zst": "zstd", ".zstd": "zstd", ".gz": "gzip"}
 FORMAT_SUFFIXES = {
@@ -16,6 +17,7 @@ FORMAT_SUFFIXES = {
     ".arrow": "arrow", ".arrows": "arrow", ".ipc": "arrow",   # file or stream: decided by the magic bytes
     ".feather": "feather",
     ".jsonl": "jsonl", ".ndjson": "jsonl",
+    ".json": "jsonl",   # JSON Lines under .json (Megatron's and HF's convention); a JSON array is refused
     ".txt": "text", ".text": "text",
 }
 FORMATS = ("parquet", "arrow_file", "arrow_stream", "feather", "jsonl", "text")
@@ -30,7 +32,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def magic_bytes(path: str, n: int = 8) -> bytes:
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         return f.read(n)
 
 
@@ -59,10 +61,16 @@ def detect_format(path: str, forced: str | None = None) -> tuple[str, str | None
         elif head.startswith(FEATHER_V1_MAGIC):
             fmt = "feather"
     if fmt is None:
-        known = ", ".join(sorted(set(FORMAT_SUFFIXES) | {f"{s}{c}" for s in (".jsonl", ".txt") for c in (".zst", ".gz")}))
+        known = ", ".join(sorted(set(FORMAT_SUFFIXES) | {f"{s}{c}" for s in (".jsonl", ".json", ".txt") for c in (".zst", ".gz")}))
         raise InputError(f"{path}: cannot recognise the file format from its name or first bytes {head[:4]!r}; "
                          f"name it with one of {known}, or pass format= with one of {', '.join(FORMATS)}",
                          path=path, reason="unknown_format")
+    if fmt == "jsonl" and forced is None and ext == ".json" and compression is None:
+        first = head.lstrip()[:1]
+        if first == b"[":
+            raise InputError(f"{path}: a JSON array, not JSON Lines (one object per line); convert it, e.g. "
+                             f"with jq -c '.[]', or read it with datasets and pass the Dataset",
+                             path=path, reason="unknown_format")
     if fmt == "arrow":
         fmt = "arrow_file" if head.startswith(ARROW_FILE_MAGIC) else "arrow_stream"
     if fmt not in FORMATS:

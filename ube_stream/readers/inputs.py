@@ -13,10 +13,13 @@ and the Python API calls ``iter_texts(inputs)`` with paths or in-memory data.
 **Formats.** Parquet (``.parquet``/``.pq``), Arrow IPC file and stream
 (``.arrow``/``.arrows``/``.ipc``: the magic bytes decide), Feather
 (``.feather``, v1 and v2), JSON Lines (``.jsonl``/``.ndjson``) and plain text
-(``.txt``/``.text``), the last two optionally ``.zst`` or ``.gz``.  A HF
+(``.txt``/``.text``), the last two optionally ``.zst`` or ``.gz``.  ``.json``
+files are read as JSON Lines (Megatron's and HF's convention); one whose
+content starts with ``[`` (a JSON array) is refused with a hint.  A HF
 ``datasets`` directory written by ``save_to_disk`` is read through the Arrow
-stream files its ``state.json`` lists (a ``DatasetDict`` directory gives every
-split, sorted by path).  Directories are walked recursively in sorted order and
+stream files its ``state.json`` lists; a ``DatasetDict`` directory (several
+splits) is refused with the list of its splits: name one split's folder, so
+that train and test are never mixed silently.  Directories are walked recursively in sorted order and
 keep only files with a known suffix (names starting with ``.`` or ``_`` are
 skipped); globs (``*``, ``?``, ``[``, ``**``) are expanded.
 
@@ -65,6 +68,7 @@ from .jsonl import read_jsonl
 from .text import read_text_file, read_text_lines
 from .batch import Reporter, SkipCounter, SkipExample, TextBatch, check_text_value
 from ..errors import InputError
+from ..storage import file_size, filesystem, is_url, local_path
 
 __all__ = [
     "Source", "WorkUnit", "TextBatch", "SkipCounter", "SkipExample",
@@ -140,10 +144,28 @@ def _dataset_dir_files(directory: str) -> list[str] | None:
     return files
 
 
+def _refuse_dataset_dict(root: str, dict_file: str, raw: bytes | None = None) -> None:
+    """A ``DatasetDict`` folder holds several splits (train, test, ...): reading
+    them all as one corpus would mix them silently, so one must be named."""
+    try:
+        if raw is None:
+            with open(dict_file, "rb") as f:
+                raw = f.read()
+        splits = [str(name) for name in json.loads(raw)["splits"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        splits = []
+    example = f"{root.rstrip('/')}/{splits[0]}" if splits else f"{root.rstrip('/')}/train"
+    raise InputError(f"{root}: a datasets DatasetDict folder with splits {splits or '(unreadable list)'}; "
+                     f"reading them all would mix them, so name one split's folder, e.g. {example}",
+                     path=root, reason="dataset_dict")
+
+
 def _walk(directory: str) -> list[str]:
     found: list[str] = []
     for root, dirs, files in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        if "dataset_dict.json" in files:
+            _refuse_dataset_dict(root, os.path.join(root, "dataset_dict.json"))
         listed = _dataset_dir_files(root)
         if listed is not None:
             found.extend(listed)
@@ -158,7 +180,64 @@ def _walk(directory: str) -> list[str]:
     return found
 
 
+def _remote_dataset_files(fs, directory: str, names: set[str]) -> list[str] | None:
+    if "state.json" not in names:
+        return None
+    try:
+        state = json.loads(fs.cat_file(f"{directory}/state.json"))
+        listed = [entry["filename"] for entry in state["_data_files"]]
+    except (ValueError, KeyError, TypeError, FileNotFoundError):
+        return None
+    missing = [name for name in listed if name not in names]
+    if missing:
+        url = fs.unstrip_protocol(f"{directory}/{missing[0]}")
+        raise InputError(f"{fs.unstrip_protocol(directory)}/state.json lists {url}, which does not exist; the "
+                         f"dataset directory is incomplete: save it again with save_to_disk", path=url,
+                         reason="missing_file")
+    return [f"{directory}/{name}" for name in listed]
+
+
+def _expand_url(item: str) -> list[str]:
+    """Objects behind a URL (an object, a prefix walked like a directory, or a
+    glob), as full URLs, in sorted order."""
+    fs, inner = filesystem(item)
+    if any(ch in inner for ch in _GLOB_CHARS):
+        matches = sorted(fs.glob(inner))
+        if not matches:
+            raise InputError(f"{item}: no object matches this pattern", path=item, reason="missing_file")
+        return [url for match in matches for url in _expand_url(fs.unstrip_protocol(match))]
+    if fs.isfile(inner):
+        return [fs.unstrip_protocol(inner)]
+    if not fs.isdir(inner):
+        raise InputError(f"{item}: no such object or prefix; check the URL and the store's credentials",
+                         path=item, reason="missing_file")
+    found: list[str] = []
+    datasets: list[str] = []
+    for root, _dirs, files in sorted(fs.walk(inner)):
+        if any(part.startswith((".", "_")) for part in root[len(inner.rstrip("/")):].split("/") if part):
+            continue
+        if any(root.startswith(d + "/") for d in datasets):
+            continue
+        if "dataset_dict.json" in files:
+            _refuse_dataset_dict(fs.unstrip_protocol(root), "", fs.cat_file(f"{root}/dataset_dict.json"))
+        listed = _remote_dataset_files(fs, root, set(files))
+        if listed is not None:
+            found.extend(listed)
+            datasets.append(root)
+            continue
+        found.extend(f"{root}/{name}" for name in sorted(files)
+                     if not name.startswith((".", "_")) and formats.is_known_suffix(name))
+    if not found:
+        raise InputError(f"{item}: no readable files under this prefix (looked for "
+                         f"{', '.join(sorted(formats.FORMAT_SUFFIXES))}, optionally .zst/.gz for JSONL and text, "
+                         f"and HF save_to_disk folders)", path=item, reason="no_files")
+    return [fs.unstrip_protocol(path) for path in found]
+
+
 def _expand(item: str) -> list[str]:
+    item = local_path(item)
+    if is_url(item):
+        return _expand_url(item)
     if os.path.isdir(item):
         return _walk(item)
     if os.path.isfile(item):
@@ -192,7 +271,8 @@ def resolve_inputs(inputs, *, column: str = "text", text_mode: str = "line", for
     items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     if not items:
         raise InputError("no inputs given: pass at least one file, directory or glob", reason="no_files")
-    paths = sorted({os.path.abspath(path) for item in items for path in _expand(os.fspath(item))})
+    paths = sorted({path if is_url(path) else os.path.abspath(path)
+                    for item in items for path in _expand(os.fspath(item))})
     sources = []
     for source_id, path in enumerate(paths):
         fmt, compression = formats.detect_format(path, format)
@@ -205,7 +285,7 @@ def resolve_inputs(inputs, *, column: str = "text", text_mode: str = "line", for
                     raise
         elif fmt == "text" and text_mode == "file":
             num_rows = 1
-        sources.append(Source(source_id, path, fmt, compression, os.path.getsize(path), num_rows))
+        sources.append(Source(source_id, path, fmt, compression, file_size(path), num_rows))
     return sources
 
 

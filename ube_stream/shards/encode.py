@@ -49,7 +49,9 @@ from typing import Any, Dict, List, Optional
 from .._version import __version__
 from . import index_format as fmt
 from ..tokenizer import as_tokenizer
-from ..storage import atomic_write_bytes, atomic_write_json, fsync_dir
+from ..storage import atomic_write_bytes, atomic_write_json, filesystem, fsync_dir, is_url, join, local_path
+from ..storage import exists as storage_exists
+from . import remote as remote_store
 from .locks import FileLock
 from .reader import Shard, TokenShards
 from .writer import committed_record, encode_unit, encode_unit_star
@@ -215,7 +217,12 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     if executor == "ray":
         import_ray()   # says how to install it, before anything is written
     workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
-    out = os.path.abspath(os.fspath(output))
+    out = local_path(output)
+    remote = is_url(out)
+    if remote:
+        out = out.rstrip("/")
+    else:
+        out = os.path.abspath(out)
 
     tok, tokenizer_bytes = _load_tokenizer(tokenizer)
     eos_name, eos_id, bos_name, bos_id = _special_ids(tok, eos, bos, eos_token, bos_token)
@@ -233,6 +240,12 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                     for s in sources],
     }
     summary.units_total = len(units)
+    if remote:
+        return _encode_remote(out, plan, units, tok, tokenizer_bytes, summary, started, executor=executor,
+                              workers=workers, ray_address=ray_address, show_progress=show_progress, rank=rank,
+                              world_size=world_size, finalize=finalize,
+                              task_options=dict(column=column, text_mode=text_mode, on_error=on_error,
+                                                shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id))
 
     _check_output_dir(out)
     manifest_path = os.path.join(out, fmt.MANIFEST_NAME)
@@ -255,23 +268,30 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                       tokenizer_path=os.path.join(out, fmt.TOKENIZER_NAME), dispatched=dispatched)
                  for u in pending]
 
-        def add(record: Dict[str, Any]) -> None:
-            summary.units_done += 1
-            summary.bytes_read += record["bytes"]
-            summary.documents += record["documents"]
-            summary.tokens += record["tokens"]
-            summary.shards += len(record["shards"])
-            for reason, n in record["skipped"].items():
-                summary.skipped[reason] = summary.skipped.get(reason, 0) + n
-            summary.skip_examples = sorted(set(summary.skip_examples) | set(record["skip_examples"]))[:5]
-            for text, n in record.get("special_text", {}).items():
-                summary.special_text[text] = summary.special_text.get(text, 0) + n
-
-        _run_units(tasks, tok, executor, workers, ray_address, show_progress, add)
+        _run_units(tasks, tok, executor, workers, ray_address, show_progress, _adder(summary))
     summary.wall_seconds = time.perf_counter() - started
     if world_size is not None and not finalize:
         return {}
-    manifest = _finalize(out, plan, units, world_size)
+    return _finished(_finalize(out, plan, units, world_size), summary, started)
+
+
+def _adder(summary: EncodeSummary):
+    """The callback that adds a finished unit's record to ``summary``."""
+    def add(record: Dict[str, Any]) -> None:
+        summary.units_done += 1
+        summary.bytes_read += record["bytes"]
+        summary.documents += record["documents"]
+        summary.tokens += record["tokens"]
+        summary.shards += len(record["shards"])
+        for reason, n in record["skipped"].items():
+            summary.skipped[reason] = summary.skipped.get(reason, 0) + n
+        summary.skip_examples = sorted(set(summary.skip_examples) | set(record["skip_examples"]))[:5]
+        for text, n in record.get("special_text", {}).items():
+            summary.special_text[text] = summary.special_text.get(text, 0) + n
+    return add
+
+
+def _finished(manifest: Dict[str, Any], summary: EncodeSummary, started: float) -> Dict[str, Any]:
     summary.finalized = True
     totals = manifest["totals"]
     summary.documents, summary.tokens, summary.shards = totals["documents"], totals["tokens"], totals["shards"]
@@ -279,6 +299,72 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     summary.special_text = dict(totals.get("special_text", {}))
     summary.wall_seconds = time.perf_counter() - started
     return manifest
+
+
+def _encode_remote(out: str, plan: Dict[str, Any], units, tok, tokenizer_bytes: bytes, summary: EncodeSummary,
+                   started: float, *, executor, workers: int, ray_address: Optional[str], show_progress: bool,
+                   rank: Optional[int], world_size: Optional[int], finalize: bool,
+                   task_options: Dict[str, Any]) -> Dict[str, Any]:
+    """:func:`encode_corpus` into an object-store URL (the protocol: :mod:`ube_stream.shards.remote`)."""
+    names = remote_store.remote_entries(out) or []
+    foreign = sorted(n for n in set(names) - _KNOWN_ENTRIES if not n.startswith(_TEMP_PREFIXES))
+    if foreign:
+        raise ShardFormatError(f"{out}: not a shard directory (it holds {', '.join(foreign[:5])}"
+                               f"{', ...' if len(foreign) > 5 else ''}); choose a new or empty output")
+    manifest_url = join(out, fmt.MANIFEST_NAME)
+    if fmt.MANIFEST_NAME in names:
+        return _already_complete(out, manifest_url, plan, summary, show_progress)
+    _check_or_write_plan(out, dict(plan, units=[u.unit_id for u in units]), tokenizer_bytes)
+    mine = [u for i, u in enumerate(units) if world_size is None or i % world_size == rank]
+    committed = remote_store.remote_committed_records(out, [u.unit_id for u in mine])
+    pending = [u for u in mine if u.unit_id not in committed]
+    summary.units_skipped = len(mine) - len(pending)
+    tasks = [dict(task_options, unit=u, out_dir=out, fingerprint=tok.fingerprint,
+                  tokenizer_path=join(out, fmt.TOKENIZER_NAME), dispatched=False) for u in pending]
+    _run_units(tasks, tok, executor, workers, ray_address, show_progress, _adder(summary),
+               fn=remote_store.encode_unit_remote)
+    summary.wall_seconds = time.perf_counter() - started
+    if world_size is not None and not finalize:
+        return {}
+    return _finished(_finalize_remote(out, plan, units, world_size), summary, started)
+
+
+def _finalize_remote(out: str, plan: Dict[str, Any], units, world_size: Optional[int]) -> Dict[str, Any]:
+    """MANIFEST.json for an object-store output: every unit committed, unlisted
+    objects under shards/ deleted, MANIFEST PUT last, then units/ removed."""
+    fs, inner = filesystem(out)
+    manifest_url = join(out, fmt.MANIFEST_NAME)
+    committed = remote_store.remote_committed_records(out, [u.unit_id for u in units])
+    missing = [f"{u.unit_id} ({u.source.path} rows {u.row_start}..." + (f", rank {i % world_size}" if world_size
+                                                                          else "") + ")"
+               for i, u in enumerate(units) if u.unit_id not in committed]
+    if missing:
+        shown = "; ".join(missing[:20]) + (f"; and {len(missing) - 20} more" if len(missing) > 20 else "")
+        raise ShardFormatError(f"{out}: cannot finalize: {len(missing)} of {len(units)} units are not committed: "
+                               f"{shown}. Run the missing ranks (the same command with their --rank), then "
+                               f"--finalize again")
+    manifest = build_manifest(plan, [committed[u.unit_id] for u in units])
+    listed = {os.path.basename(s[f]) for s in manifest["shards"] for f in ("tokens_file", "index_file")}
+    try:
+        present = fs.ls(f"{inner}/{fmt.SHARDS_DIR}", detail=False, refresh=True)
+    except FileNotFoundError:
+        present = []
+    leftovers = [p for p in present if str(p).rsplit("/", 1)[-1] not in listed]
+    if leftovers:
+        fs.rm(leftovers)
+    atomic_write_json(manifest_url, manifest)   # the directory's commit point
+    _cleanup_finished_remote(out)
+    return manifest
+
+
+def _cleanup_finished_remote(out: str) -> None:
+    fs, inner = filesystem(out)
+    for sub in (fmt.UNITS_DIR, fmt.LOCKS_DIR):
+        try:
+            fs.rm(f"{inner}/{sub}", recursive=True)
+        except FileNotFoundError:
+            pass
+    fs.invalidate_cache(inner)
 
 
 def _already_complete(out: str, manifest_path: str, plan: Dict[str, Any], summary: EncodeSummary,
@@ -292,7 +378,10 @@ def _already_complete(out: str, manifest_path: str, plan: Dict[str, Any], summar
             f"{out}: is a finished shard directory made with other settings ({', '.join(different)} differ: "
             f"another tokenizer, other options or other inputs); write to a new output directory, or delete {out} "
             f"to re-encode")
-    _cleanup_finished(out)   # a run killed after MANIFEST.json but before the cleanup
+    if is_url(out):
+        _cleanup_finished_remote(out)
+    else:
+        _cleanup_finished(out)   # a run killed after MANIFEST.json but before the cleanup
     totals = manifest["totals"]
     summary.already_complete = summary.finalized = True
     summary.documents, summary.tokens, summary.shards = totals["documents"], totals["tokens"], totals["shards"]
@@ -304,9 +393,9 @@ def _already_complete(out: str, manifest_path: str, plan: Dict[str, Any], summar
 
 
 def _check_or_write_plan(out: str, plan: Dict[str, Any], tokenizer_bytes: bytes) -> None:
-    plan_path = os.path.join(out, fmt.UNITS_DIR, fmt.PLAN_NAME)
-    tokenizer_path = os.path.join(out, fmt.TOKENIZER_NAME)
-    if os.path.exists(plan_path):
+    plan_path = join(out, fmt.UNITS_DIR, fmt.PLAN_NAME)
+    tokenizer_path = join(out, fmt.TOKENIZER_NAME)
+    if storage_exists(plan_path):
         recorded = fmt.read_json(plan_path, "run plan")
         different = _differences(recorded, plan)
         if different:
@@ -314,7 +403,7 @@ def _check_or_write_plan(out: str, plan: Dict[str, Any], tokenizer_bytes: bytes)
                 f"{out}: holds an unfinished encoding run with other settings ({', '.join(different)} differ: "
                 f"another tokenizer, other options or other inputs); rerun it with its own settings, or write to "
                 f"a new output directory (or delete {out})")
-        if not os.path.exists(tokenizer_path):
+        if not storage_exists(tokenizer_path):
             atomic_write_bytes(tokenizer_path, tokenizer_bytes, unique=True)
         return
     atomic_write_bytes(tokenizer_path, tokenizer_bytes, unique=True)
@@ -322,7 +411,7 @@ def _check_or_write_plan(out: str, plan: Dict[str, Any], tokenizer_bytes: bytes)
 
 
 def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], show_progress: bool,
-               add) -> None:
+               add, fn=encode_unit_star) -> None:
     """Run the unit tasks on the executor, calling ``add(record)`` as units
     finish (order does not matter: names come from unit ids)."""
     from ..progress import progress_bar
@@ -349,7 +438,7 @@ def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], s
     bar = progress_bar(total=sum(weight.values()), desc="encoding", unit="B", unit_scale=True,
                        enabled=show_progress)
     try:
-        runner.map(encode_unit_star, tasks, on_result=on_result)
+        runner.map(fn, tasks, on_result=on_result)
     finally:
         bar.close()
         if runner is not executor:

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import ShardFormatError
 from ..storage import TMP_SUFFIX  # noqa: F401  (temp names inside shard directories)
+from ..storage import read_bytes
 
 MAGIC = b"UBESHRD1"
 FORMAT_VERSION = 1
@@ -171,8 +172,7 @@ def sha256_file(path: str) -> str:
 
 def read_json(path: str, what: str):
     try:
-        with open(path, "rb") as f:
-            return json.loads(f.read().decode("utf-8"))
+        return json.loads(read_bytes(path).decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ShardFormatError(f"{path}: {what} is not valid JSON ({exc}); the file is corrupt. "
                                f"Re-encode the directory") from None

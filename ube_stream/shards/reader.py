@@ -14,6 +14,7 @@ import numpy as np
 
 from . import index_format as fmt
 from ..errors import ShardFormatError
+from ..storage import is_url, local_path
 
 VERIFY_LEVELS = ("none", "header", "full")
 
@@ -106,12 +107,24 @@ class TokenShards:
     (BOS/EOS included as encoded); ``decode_doc(i)`` the text without them;
     ``source(i)`` the ``(path, row)`` it came from; ``shards`` the per-shard
     objects (``tokens``, ``doc_offsets``, ``rows``, ``source_ids``, ``name``).
+
+    ``directory`` may be a URL (``s3://bucket/shards``): the directory is then
+    downloaded once into a local cache and the copy is mapped
+    (:func:`ube_stream.shards.remote.cached_directory`); ``location`` is what
+    was opened (the URL), ``directory`` the local path read.
     """
 
     def __init__(self, directory: str | os.PathLike, *, verify: str = "header"):
         if verify not in VERIFY_LEVELS:
             raise ValueError(f"verify must be one of {VERIFY_LEVELS}, got {verify!r}")
-        self.directory = os.path.abspath(os.fspath(directory))
+        location = local_path(directory)
+        if is_url(location):
+            from .remote import cached_directory
+
+            self.location = location.rstrip("/")
+            self.directory = cached_directory(self.location)
+        else:
+            self.directory = self.location = os.path.abspath(location)
         manifest_path = os.path.join(self.directory, fmt.MANIFEST_NAME)
         if not os.path.exists(manifest_path):
             if not os.path.isdir(self.directory):
@@ -208,7 +221,7 @@ class TokenShards:
         return int(self._doc_starts[-1])
 
     def __repr__(self) -> str:
-        return f"TokenShards({self.directory!r}, documents={len(self)}, tokens={self.num_tokens}, shards={len(self.shards)})"
+        return f"TokenShards({self.location!r}, documents={len(self)}, tokens={self.num_tokens}, shards={len(self.shards)})"
 
     def _locate(self, i: int) -> Tuple[Shard, int]:
         n = len(self)

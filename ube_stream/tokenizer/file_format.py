@@ -36,6 +36,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from .._version import __version__
 from ..errors import TokenizerFormatError
+from ..storage import local_path, read_bytes
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "canonical", "fingerprint", "dumps", "parse",
            "check_recorded", "read_text"]
@@ -136,9 +137,8 @@ def check_recorded(doc: Mapping[str, Any], *, pattern: str, fingerprint: str, vo
 
 def read_text(path: str | os.PathLike) -> str:
     """The text of a tokenizer file, with the fix when it does not exist."""
-    path = os.fspath(path)
+    path = local_path(path)
     try:
-        with open(path, "r", encoding="utf-8") as f:
-            return f.read()
+        return read_bytes(path).decode("utf-8")
     except FileNotFoundError:
         raise TokenizerFormatError(f"{path}: no such tokenizer file; train one with `ube train`") from None

@@ -276,7 +276,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         "text_mode": text_mode,
         "unit_rows": unit_rows,
         "on_error": on_error,
-        "inputs": sorted({os.path.basename(s.path) for s in sources if s.path} - {"in-memory.arrow"}),
+        # full paths (or URLs) of the files read; in-memory inputs (spilled to a temporary file) are not files
+        "inputs": sorted(s.path for s in sources if s.path and not s.path.startswith(tmp)),
         "documents": summary.documents,
         "bytes": summary.bytes,
         "chunks": summary.chunks,

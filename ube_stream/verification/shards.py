@@ -19,6 +19,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..errors import TokenizerFormatError
+from ..storage import is_url, local_path
+from ..storage import isfile as storage_isfile
 from ..tokenizer import as_tokenizer
 from .report import Mismatch, VerifyReport, default_workers, run_tasks
 from .shard_files import ShardData, check_shard, read_manifest
@@ -198,7 +200,7 @@ def _sources(manifest: Dict[str, Any], report: VerifyReport):
     for record in manifest["sources"]:
         path, sid = record["path"], int(record["source_id"])
         report.count("sources", 1)
-        if not os.path.isfile(path):
+        if not (storage_isfile(path)):
             report.fail(Mismatch("sources", path, "-", "source file is missing: its documents cannot be "
                                  "compared (restore it at this path)"))
             continue
@@ -312,7 +314,11 @@ def verify_shards(directory, *, tokenizer=None, workers: Optional[int] = None, s
     encoding added, and re-encoding the row must give exactly the stored tokens.
     ``tokenizer`` overrides ``DIR/tokenizer.json``.
     """
-    directory = os.fspath(directory)
+    directory = local_path(directory)
+    if is_url(directory):   # checked on the local copy TokenShards reads (downloaded bytes, sha256 and all)
+        from ..shards.remote import cached_directory
+
+        directory = cached_directory(directory)
     tokenizer = None if tokenizer is None else as_tokenizer(tokenizer)
     if sample is not None and sample < 0:
         raise ValueError(f"sample must be a non-negative number of documents, got {sample}")

@@ -1,0 +1,281 @@
+"""Object storage through fsspec, against a real S3-compatible server (moto's
+server mode, started here on 127.0.0.1: no network): train, encode with 2
+workers, a worker killed between its shard uploads and its marker, rerun,
+ranks + finalize, inspect, verify, TokenShards, TokenDataset and
+export-megatron on ``s3://`` give the same bytes as the same run on local disk."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from _helpers import tree
+
+pytest.importorskip("s3fs")
+pytest.importorskip("moto")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUCKET = "ube-test"
+OPTIONS = dict(unit_rows=40, shard_tokens=3000, show_progress=False)
+KILLED_UNIT = "00002-000000000040"
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """A moto S3 server on a free local port; the environment points fsspec/s3fs at it
+    (inherited by spawned workers and subprocesses).  Yields the s3fs filesystem."""
+    from moto.server import ThreadedMotoServer
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+           "AWS_DEFAULT_REGION": "us-east-1", "FSSPEC_S3_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+           "UBE_STREAM_CACHE": str(tmp_path_factory.mktemp("cache"))}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    import fsspec
+    import fsspec.config
+
+    fsspec.config.set_conf_env(fsspec.config.conf)
+    fsspec.filesystem("s3").clear_instance_cache()
+    fs = fsspec.filesystem("s3", endpoint_url=env["FSSPEC_S3_ENDPOINT_URL"])
+    fs.mkdir(BUCKET)
+    try:
+        yield fs
+    finally:
+        server.stop()
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        fsspec.config.conf.pop("s3", None)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, multilingual_lines, s3):
+    """The same small corpus (JSONL, gzip text, Parquet) on local disk and under s3://BUCKET/corpus/."""
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    local = tmp_path_factory.mktemp("corpus")
+    lines = [line for line in multilingual_lines if line.strip()][:240]
+    with open(local / "a.jsonl", "w", encoding="utf-8") as f:
+        for line in lines[:100]:
+            f.write(json.dumps({"text": line}, ensure_ascii=False) + "\n")
+    with gzip.open(local / "b.txt.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(lines[100:160]) + "\n")
+    pq.write_table(pa.table({"text": lines[160:]}), local / "c.parquet", row_group_size=30)
+    (local / "_skipped.jsonl").write_text('{"text": "not read"}\n')
+    for name in ("a.jsonl", "b.txt.gz", "c.parquet", "_skipped.jsonl"):
+        s3.put_file(str(local / name), f"{BUCKET}/corpus/{name}")
+    return str(local), f"s3://{BUCKET}/corpus"
+
+
+def s3_tree(fs, prefix):
+    """relative key -> bytes of every object under ``prefix``."""
+    fs.invalidate_cache()
+    return {key[len(prefix) + 1:]: fs.cat_file(key) for key in fs.find(prefix)}
+
+
+def without_source_paths(manifest_bytes):
+    doc = json.loads(manifest_bytes)
+    for s in doc["sources"]:
+        s["path"] = os.path.basename(s["path"])
+    return doc
+
+
+def without_training_inputs(tokenizer_bytes):
+    doc = json.loads(tokenizer_bytes)
+    doc["training"].pop("inputs")
+    return doc
+
+
+def same_shard_dirs(local_dir, remote):
+    """Every file equal, except the input paths (local paths vs URLs) in
+    MANIFEST's sources and tokenizer.json's training record."""
+    local = {k: v for k, v in tree(local_dir).items() if v is not None}
+    assert sorted(local) == sorted(remote)
+    for key in local:
+        if key == "MANIFEST.json":
+            assert without_source_paths(local[key]) == without_source_paths(remote[key])
+        elif key == "tokenizer.json":
+            assert without_training_inputs(local[key]) == without_training_inputs(remote[key])
+        else:
+            assert local[key] == remote[key], key
+
+
+@pytest.fixture(scope="module")
+def trained(corpus, s3, tmp_path_factory):
+    from ube_stream.training.trainer import train
+
+    local_dir, url = corpus
+    out = tmp_path_factory.mktemp("tok")
+    local_tok = train(local_dir, vocab_size=600, workers=1, show_progress=False, unit_rows=40)
+    local_tok.save(out / "tok.json")
+    remote_tok = train(url, vocab_size=600, workers=1, show_progress=False, unit_rows=40)
+    remote_tok.save(f"s3://{BUCKET}/tok.json")
+    return str(out / "tok.json"), f"s3://{BUCKET}/tok.json"
+
+
+def test_train_on_s3_matches_local(trained, corpus, s3):
+    local_path, url = trained
+    local = json.loads(open(local_path, "rb").read())
+    remote = json.loads(s3.cat_file(url))
+    assert remote["fingerprint"] == local["fingerprint"]
+    # full paths / URLs recorded, the directory walk skipped _skipped.jsonl in both
+    assert remote["training"].pop("inputs") == [f"{corpus[1]}/{n}" for n in ("a.jsonl", "b.txt.gz", "c.parquet")]
+    assert local["training"].pop("inputs") == [os.path.join(corpus[0], n) for n in ("a.jsonl", "b.txt.gz",
+                                                                                      "c.parquet")]
+    assert remote == local
+
+
+@pytest.fixture(scope="module")
+def local_shards(corpus, trained, tmp_path_factory):
+    from ube_stream.shards import encode_corpus
+
+    out = str(tmp_path_factory.mktemp("local") / "shards")
+    encode_corpus(corpus[0], tokenizer=trained[0], output=out, workers=2, **OPTIONS)
+    return out
+
+
+def _markers(fs, prefix):
+    fs.invalidate_cache()
+    try:
+        return [k for k in fs.ls(f"{prefix}/units", detail=False, refresh=True) if not k.endswith("_plan.json")]
+    except FileNotFoundError:
+        return []
+
+
+def test_encode_killed_then_rerun_on_s3_is_byte_identical(corpus, trained, local_shards, s3, tmp_path):
+    from ube_stream.shards import EncodeSummary, encode_corpus
+
+    url = f"s3://{BUCKET}/shards"
+    killed = str(tmp_path / "killed-once")
+    code = (f"from ube_stream.shards import encode_corpus; "
+            f"encode_corpus({corpus[1]!r}, tokenizer={trained[1]!r}, output={url!r}, workers=2, **{OPTIONS!r})")
+    env = dict(os.environ, UBE_TEST_KILL_UNIT=f"{url}|{KILLED_UNIT}|{killed}")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, start_new_session=True, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline and proc.poll() is None and not os.path.exists(killed):
+            time.sleep(0.05)
+        time.sleep(1.0)   # let the other worker commit what it is doing
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, err = proc.communicate()
+    assert os.path.exists(killed), err.decode()[-3000:]
+    prefix = f"{BUCKET}/shards"
+    objects = s3_tree(s3, prefix)
+    assert "MANIFEST.json" not in objects
+    # the killed worker had uploaded its shard files, but not its marker: the unit is not committed
+    assert any(k.startswith(f"shards/{KILLED_UNIT}-") for k in objects)
+    assert f"units/{KILLED_UNIT}.json" not in objects
+
+    summary = EncodeSummary()
+    manifest = encode_corpus(corpus[1], tokenizer=trained[1], output=url, workers=2, summary=summary, **OPTIONS)
+    assert summary.finalized and summary.units_done >= 1
+    assert summary.units_done + summary.units_skipped == summary.units_total
+    assert manifest["sources"][0]["path"] == f"{corpus[1]}/a.jsonl"
+    same_shard_dirs(local_shards, s3_tree(s3, prefix))
+    # a rerun on the finished directory does nothing
+    again = EncodeSummary()
+    encode_corpus(corpus[1], tokenizer=trained[1], output=url, workers=1, summary=again, **OPTIONS)
+    assert again.already_complete
+
+
+def test_ranks_then_finalize_on_s3(corpus, trained, local_shards, s3):
+    from ube_stream.errors import ShardFormatError
+    from ube_stream.shards import encode_corpus
+
+    url = f"s3://{BUCKET}/ranked"
+    assert encode_corpus(corpus[1], tokenizer=trained[1], output=url, workers=1, rank=0, world_size=2,
+                         **OPTIONS) == {}
+    with pytest.raises(ShardFormatError, match="cannot finalize: .* units are not committed"):
+        encode_corpus(corpus[1], tokenizer=trained[1], output=url, workers=1, rank=0, world_size=2,
+                      finalize=True, **OPTIONS)
+    encode_corpus(corpus[1], tokenizer=trained[1], output=url, workers=1, rank=1, world_size=2, finalize=True,
+                  **OPTIONS)
+    same_shard_dirs(local_shards, s3_tree(s3, f"{BUCKET}/ranked"))
+
+
+def test_read_inspect_verify_dataset_export_on_s3(corpus, trained, local_shards, s3, capsys, tmp_path):
+    from ube_stream.cli import main
+    from ube_stream.loader import TokenDataset, export_megatron
+    from ube_stream.shards import TokenShards, encode_corpus
+    from ube_stream.verification import verify_shards
+
+    url = f"s3://{BUCKET}/read"
+    encode_corpus(corpus[1], tokenizer=trained[1], output=url, workers=1, **OPTIONS)
+    local, remote = TokenShards(local_shards, verify="full"), TokenShards(url, verify="full")
+    assert remote.location == url and remote.directory.startswith(os.environ["UBE_STREAM_CACHE"])
+    assert len(remote) == len(local) > 0
+    for i in range(len(local)):
+        assert np.array_equal(remote.doc(i), local.doc(i))
+        assert remote.source(i) == (f"{corpus[1]}/{os.path.basename(local.source(i)[0])}", local.source(i)[1])
+    assert TokenShards(url).directory == remote.directory    # cached: downloaded once
+
+    report = verify_shards(url, workers=1, show_progress=False)
+    assert report.ok, report.format()
+
+    assert main(["inspect", url]) == 0
+    remote_text = capsys.readouterr().out
+    assert main(["inspect", local_shards]) == 0
+    local_text = capsys.readouterr().out
+    assert remote_text.splitlines()[0] == url
+    assert remote_text.replace(corpus[1] + "/", "").splitlines()[1:] == \
+        local_text.replace(corpus[0] + "/", "").splitlines()[1:]
+
+    a = TokenDataset(url, 16, seed=3, world_size=2, rank=1)
+    b = TokenDataset(local_shards, 16, seed=3, world_size=2, rank=1)
+    assert len(a) == len(b) > 0
+    assert all(np.array_equal(a[k], b[k]) for k in range(len(b)))
+
+    export_megatron(local_shards, str(tmp_path / "m"))
+    export_megatron(url, f"s3://{BUCKET}/megatron/m")
+    for ext in (".bin", ".idx"):
+        assert s3.cat_file(f"{BUCKET}/megatron/m{ext}") == (tmp_path / f"m{ext}").read_bytes()
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        export_megatron(url, f"s3://{BUCKET}/megatron/m")
+
+
+def test_missing_and_unfinished_urls_are_clear(s3, corpus):
+    from ube_stream.errors import InputError, ShardFormatError
+    from ube_stream.readers import iter_texts, resolve_inputs
+    from ube_stream.shards import TokenShards
+
+    with pytest.raises(InputError, match="no such object or prefix"):
+        resolve_inputs(f"s3://{BUCKET}/nothing-here/")
+    with pytest.raises(InputError, match="no object matches"):
+        resolve_inputs(f"s3://{BUCKET}/corpus/*.feather")
+    globbed = resolve_inputs(f"s3://{BUCKET}/corpus/*.jsonl")
+    assert [s.path for s in globbed] == [f"{corpus[1]}/_skipped.jsonl", f"{corpus[1]}/a.jsonl"]
+    local_texts = list(iter_texts(os.path.join(corpus[0], "b.txt.gz")))
+    assert list(iter_texts(f"{corpus[1]}/b.txt.gz")) == local_texts
+    s3.pipe(f"{BUCKET}/unfinished/units/_plan.json", b"{}")
+    with pytest.raises(ShardFormatError, match="unfinished"):
+        TokenShards(f"s3://{BUCKET}/unfinished")
+    with pytest.raises(ShardFormatError, match="no such shard directory"):
+        TokenShards(f"s3://{BUCKET}/none")
+    # file:// URLs are local paths
+    assert [s.path for s in resolve_inputs("file://" + corpus[0])] == \
+        [os.path.join(corpus[0], n) for n in ("a.jsonl", "b.txt.gz", "c.parquet")]
