@@ -8,7 +8,8 @@ import os
 import numpy as np
 import pytest
 
-transformers = pytest.importorskip("transformers")
+import bpe_openai
+import transformers
 
 from ube_stream import Tokenizer, train  # noqa: E402
 from ube_stream.sample import sample_paths  # noqa: E402
@@ -118,7 +119,7 @@ def test_save_pretrained_and_auto_tokenizer(toks, texts, tmp_path):
 
 
 def test_datasets_map_batched(toks, texts):
-    datasets = pytest.importorskip("datasets")
+    import datasets
     tok = toks["ube"]
     hf = _ube(tok)
     ds = datasets.Dataset.from_dict({"text": texts})
@@ -295,7 +296,7 @@ def _openai_ranks(name):
     import base64
     import gzip
 
-    path = os.path.join(os.path.dirname(pytest.importorskip("bpe_openai").__file__), "data", f"{name}.tiktoken.gz")
+    path = os.path.join(os.path.dirname(bpe_openai.__file__), "data", f"{name}.tiktoken.gz")
     if not os.path.isfile(path):
         pytest.skip(f"bpe-openai has no {name} rank file")
     ranks = {}
@@ -332,7 +333,7 @@ def _check_openai(name, texts, tmp_path, monkeypatch, with_hf):
     with pytest.raises(ValueError, match="special token '<\\|endoftext\\|>'"):
         tok.encode(sample[-2])
     if with_hf:   # an HF tokenizer.json from the same ranks, loaded by HF tokenizers itself
-        tokenizers = pytest.importorskip("tokenizers")
+        import tokenizers
         hf_path = tmp_path / "tokenizer.json"
         tok.export_hf(hf_path)
         hf = tokenizers.Tokenizer.from_file(str(hf_path))

@@ -16,8 +16,8 @@ import pytest
 
 from _helpers import tree
 
-pytest.importorskip("s3fs")
-pytest.importorskip("moto")
+import moto  # noqa: F401,E402  (test dependencies: the local S3 server and its client)
+import s3fs  # noqa: F401,E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKET = "ube-test"

@@ -96,6 +96,13 @@ def isfile(path: str) -> bool:
     return os.path.isfile(path)
 
 
+def isdir(path: str) -> bool:
+    if is_url(path):
+        fs, inner = filesystem(path)
+        return bool(fs.isdir(inner))
+    return os.path.isdir(path)
+
+
 def read_bytes(path: str) -> bytes:
     """The whole content of a local file or an object (FileNotFoundError when missing)."""
     if is_url(path):

@@ -2,7 +2,7 @@
 
 ``ube eval --tokenizer A.json [--tokenizer B.json ...] --parallel FILE``
     token premium per language, Gini, wins; ``--json``/``--csv``/``--plot``.
-``ube compare CORPUS... --parallel FILE --vocab-size 8000 [--vocab-size 32000]``
+``ube compare CORPUS... --parallel FILE --vocab-size 8000 [32000 ...]``
     trains ``ube``, ``utf8`` (BBPE) and ``utf16`` (BBPE16) tokenizers on the
     same corpus at each vocabulary size and evaluates them (the main table and
     the vocabulary-size ablation), split into languages SEEN in the corpus and
@@ -16,6 +16,8 @@ import argparse
 import os
 import sys
 from typing import List, Optional
+
+from .options import add_workers_option, positive_int
 
 __all__ = ["register"]
 
@@ -52,10 +54,11 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("compare", help="train ube / utf8 / utf16 on one corpus and evaluate them")
     p.add_argument("inputs", nargs="+", metavar="CORPUS", help="training corpus: files, directories or globs")
-    p.add_argument("--vocab-size", type=int, action="append", default=None, metavar="N",
-                   help="vocabulary size (repeat for an ablation; default 8000)")
-    p.add_argument("--substrates", default=",".join(_SUBSTRATES),
-                   help="comma-separated substrates to train (default: ube,utf8,utf16)")
+    p.add_argument("--vocab-size", type=positive_int, nargs="+", action="extend", default=None, metavar="N",
+                   help="vocabulary sizes, e.g. --vocab-size 8000 32000 (an ablation; default 8000)")
+    p.add_argument("--substrates", nargs="+", action="extend", default=None, metavar="S",
+                   help="substrates to train, e.g. --substrates ube utf8 (default: ube utf8 utf16; "
+                        "commas also separate)")
     p.add_argument("--column", default="text", help="text field of the corpus (default: text)")
     p.add_argument("--lang-field", default="lang",
                    help="corpus field naming each document's language, for the seen/unseen split "
@@ -66,7 +69,7 @@ def register(subparsers) -> None:
     split.add_argument("--no-split", action="store_true", help="no seen / unseen split")
     p.add_argument("--min-frequency", type=int, default=2)
     p.add_argument("--max-bytes", type=int, default=None, help="train on about this many bytes of the corpus")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    add_workers_option(p)
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write tokenizers (<substrate>-<vocab>.json), compare.json, compare-<vocab>.csv "
                         "and, with matplotlib, compare-<vocab>.png here")
@@ -147,7 +150,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     if _plot_missing(args, "compare"):
         return 1
-    substrates = [s.strip() for s in args.substrates.split(",") if s.strip()]
+    substrates = [s.strip() for item in (args.substrates or _SUBSTRATES) for s in item.split(",") if s.strip()]
     for s in substrates:
         if s not in _SUBSTRATES:
             raise ValueError(f"--substrates: unknown substrate {s!r}; choose from {', '.join(_SUBSTRATES)}")

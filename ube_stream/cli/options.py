@@ -36,7 +36,8 @@ def byte_size(text: str) -> int:
     return int(value)
 
 
-def add_input_options(p: argparse.ArgumentParser, *, positional: bool = True, prefix: str = "") -> None:
+def add_input_options(p: argparse.ArgumentParser, *, positional: bool = True, prefix: str = "",
+                      workers_help: str = "worker processes (default: all cores)") -> None:
     """``INPUT...`` (when ``positional``), ``--column``, ``--text-mode``, ``--unit-rows``,
     ``--on-error`` and ``--workers``; ``prefix`` starts each help text (e.g. ``"--corpus: "``)."""
     if positional:
@@ -49,7 +50,7 @@ def add_input_options(p: argparse.ArgumentParser, *, positional: bool = True, pr
     p.add_argument("--on-error", choices=("raise", "skip"), default="raise",
                    help=f"{prefix}bad rows: stop with an error naming file, row and offset (default), "
                         "or skip and count them")
-    add_workers_option(p)
+    add_workers_option(p, help=workers_help)
 
 
 def add_workers_option(p: argparse.ArgumentParser, help: str = "worker processes (default: all cores)") -> None:

@@ -2,23 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import List
 
 import numpy as np
 
-from .options import in_flag_terms
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(float(text)) if "e" in text.lower() else int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r} (examples: 100000, 1e8)") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return value
+from .options import add_input_options, add_tokenizer_options, in_flag_terms, positive_int
 
 
 def register(subparsers) -> None:
@@ -29,16 +18,10 @@ def register(subparsers) -> None:
                               description="Encode documents into a token shard directory: uint32 token files "
                                           "with a memory-mapped index and MANIFEST.json. Rerun the same command "
                                           "after a crash to resume.")
-    p.add_argument("inputs", nargs="+", metavar="INPUT",
-                   help="files, directories or globs: Parquet, Arrow IPC/Feather, JSONL, text (plain, .zst or .gz), "
-                        "HF datasets save_to_disk directories")
-    from .options import add_tokenizer_options
-
+    add_input_options(p, workers_help="worker processes (default: all cores; with --executor ray: the CPUs of a "
+                                      "Ray started here); the output does not depend on it")
     add_tokenizer_options(p)
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="shard directory to write (or resume)")
-    p.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
-                   help="worker processes (default: all cores; with --executor ray: the CPUs of a Ray started "
-                        "here); the output does not depend on it")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local process pool (default) or a Ray cluster, each unit a Ray task writing straight to "
                         "--output, which must be shared storage every node sees (pip install \"ube-stream[ray]\")")
@@ -52,19 +35,12 @@ def register(subparsers) -> None:
                    help="special token used as EOS (default: <|endoftext|>)")
     p.add_argument("--bos", action="store_true", help="prepend a BOS token to every document (needs --bos-token)")
     p.add_argument("--bos-token", default=None, metavar="TOK", help="special token used as BOS")
-    p.add_argument("--shard-tokens", type=_positive_int, default=DEFAULT_SHARD_TOKENS, metavar="N",
+    p.add_argument("--shard-tokens", type=positive_int, default=DEFAULT_SHARD_TOKENS, metavar="N",
                    help=f"start a new shard once one holds N tokens (default {DEFAULT_SHARD_TOKENS:,}); "
                         f"documents are never split")
-    p.add_argument("--unit-rows", type=_positive_int, default=None, metavar="N",
-                   help="rows per work unit (default: the readers' default); fixes the output layout")
-    p.add_argument("--column", default="text", help="text column / JSON field (default: text)")
-    p.add_argument("--text-mode", choices=("line", "file"), default="line",
-                   help="plain text: one document per line (default) or per file")
-    p.add_argument("--on-error", choices=("raise", "skip"), default="raise",
-                   help="bad rows: stop with an error naming file and row (default), or skip and count them")
     p.add_argument("--rank", type=int, default=None, metavar="R",
                    help="encode only units with index %% N == R (with --world-size N)")
-    p.add_argument("--world-size", type=_positive_int, default=None, metavar="N", help="number of ranks")
+    p.add_argument("--world-size", type=positive_int, default=None, metavar="N", help="number of ranks")
     p.add_argument("--finalize", action="store_true",
                    help="with --rank: write MANIFEST.json once every unit of every rank is committed")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")

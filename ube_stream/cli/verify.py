@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 
@@ -64,24 +63,17 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     mode.add_argument("--corpus", nargs="+", metavar="INPUT",
                       help="files, directories or globs (formats as for `ube train`)")
     mode.add_argument("--shards", metavar="DIR", help="a finished shard directory (with MANIFEST.json)")
-    from .options import TOKENIZER_HELP, add_tokenizer_options
+    from .options import TOKENIZER_HELP, add_input_options, add_tokenizer_options
 
     add_tokenizer_options(p, required=False,
                           help=TOKENIZER_HELP + " (--unicode: also encode -> decode; --corpus: required; "
                                                 "--shards: instead of DIR/tokenizer.json)")
     p.add_argument("--substrate", action="append", choices=("ube", "utf8", "utf16"),
                    help="--unicode: substrates to check (repeat; default all three)")
-    p.add_argument("--column", default="text", help="--corpus: text column / JSON field (default: text)")
-    p.add_argument("--text-mode", choices=("line", "file"), default="line",
-                   help="--corpus: plain text, one document per line (default) or per file")
-    p.add_argument("--on-error", choices=("raise", "skip"), default="raise",
-                   help="--corpus: bad rows stop with an error (default) or are skipped and counted")
-    p.add_argument("--unit-rows", type=int, default=None, help="--corpus: rows per work unit")
+    add_input_options(p, positional=False, prefix="--corpus: ")
     p.add_argument("--sample", type=int, default=None, metavar="N",
                    help="--shards: compare the content of a deterministic sample of N documents "
                         "(headers, checksums and accounting are still checked in full)")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                   help="worker processes (default: all cores)")
     p.add_argument("--max-examples", type=int, default=10, help="mismatches to show (default 10)")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Seque
 import numpy as np
 
 from . import export, file_format
-from .. import _encode
+from .. import _encode, storage
 from ..errors import (InvalidTextError, SpecialTokenError, SymbolDecodeError, TokenizerFormatError,
                       TokenizerOptionError)
 from ..storage import atomic_write_text
@@ -685,8 +685,8 @@ def as_tokenizer(source: "Tokenizer | str | os.PathLike[str]", *, pattern: Optio
         return source
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"expected a Tokenizer or the path of a tokenizer file, got {type(source).__name__}")
-    path = os.fspath(source)
-    if not os.path.exists(path) and pretrained.known_tiktoken_name(path) == path:
+    path = storage.local_path(source)
+    if not storage.exists(path) and pretrained.known_tiktoken_name(path) == path:
         found = pretrained.find_tiktoken_file(path)
         if found is None:
             raise TokenizerFormatError(
@@ -694,13 +694,13 @@ def as_tokenizer(source: "Tokenizer | str | os.PathLike[str]", *, pattern: Optio
                 f"bpe-openai package nor tiktoken's cache has it); download "
                 f"{pretrained._TIKTOKEN_URL.format(name=path)} and pass its path")
         return _from_ranks(found, pretrained.load_tiktoken_ranks(found), path, pattern, special_tokens)
-    if os.path.isdir(path):
+    if storage.isdir(path):
         for name in ("ube_tokenizer.json", "tokenizer.json"):
-            if os.path.isfile(os.path.join(path, name)):
-                return as_tokenizer(os.path.join(path, name), pattern=pattern, special_tokens=special_tokens)
+            if storage.isfile(storage.join(path, name)):
+                return as_tokenizer(storage.join(path, name), pattern=pattern, special_tokens=special_tokens)
         raise TokenizerFormatError(f"{path}: a folder without tokenizer.json or ube_tokenizer.json; pass a "
                                    "tokenizer file, or a HF tokenizer folder")
-    if not os.path.exists(path):
+    if not storage.exists(path):
         file_format.read_text(path)  # raises, with the fix
     data = pretrained.read_maybe_gzip(path)
     if data.lstrip()[:1] == b"{":

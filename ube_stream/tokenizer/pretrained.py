@@ -24,6 +24,7 @@ import os
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from ..errors import TokenizerFormatError
+from ..storage import read_bytes
 from ..substrate import gpt2_byte_chars
 
 
@@ -162,8 +163,7 @@ def read_maybe_gzip(path) -> bytes:
     """The bytes of a file, gunzipped when it starts with the gzip magic."""
     import gzip
 
-    with open(os.fspath(path), "rb") as f:
-        data = f.read()
+    data = read_bytes(os.fspath(path))
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
