@@ -106,7 +106,7 @@ def skip_if_broken(unit, reporter: Reporter) -> bool:
     try:
         with open_bytes(unit.source.path, compression) as stream:
             while True:
-                block = stream.read(BLOCK_BYTES)
+                block = stream.read1(BLOCK_BYTES)   # read1: what was decoded before an error is counted
                 if not block:
                     return False
                 rows += block.count(b"\n")
