@@ -303,3 +303,40 @@ def test_unguarded_main_script_fails_once_with_the_guard(tmp_path):
     assert 'if __name__ == "__main__":' in proc.stderr
     assert "WorkerDiedError" in proc.stderr
     assert len(proc.stderr.splitlines()) < 200, proc.stderr[-2000:]
+
+
+# ---------------------------------------------------------------- ranks racing with different options
+
+def test_racing_plans_with_different_options_never_both_pass(tmp_path):
+    """Many rounds of two ranks checking their run plans at the same instant: exactly one passes."""
+    import threading
+
+    from ube_stream.errors import ShardFormatError
+    from ube_stream.shards.encode import _check_or_write_plan
+
+    for round_ in range(30):
+        out = tmp_path / f"out{round_}"
+        (out / "units").mkdir(parents=True)
+        barrier = threading.Barrier(2)
+        outcome = {}
+
+        def rank(name, eos):
+            barrier.wait()
+            try:
+                _check_or_write_plan(str(out), {"options": {"eos_token": eos}, "units": ["u0", "u1"]}, b"{}")
+                outcome[name] = "ok"
+            except ShardFormatError as exc:
+                assert "options.eos_token differ" in str(exc)
+                outcome[name] = "refused"
+
+        threads = [threading.Thread(target=rank, args=("a", "<|endoftext|>")),
+                   threading.Thread(target=rank, args=("b", None))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(outcome.values()) == ["ok", "refused"], (round_, outcome)
+        recorded = json.loads((out / "units" / "_plan.json").read_text())
+        winner = "a" if outcome["a"] == "ok" else "b"
+        assert recorded["options"]["eos_token"] == {"a": "<|endoftext|>", "b": None}[winner]
+        assert [p.name for p in (out / "units").iterdir()] == ["_plan.json"]   # no temp files left

@@ -14,10 +14,11 @@ import contextlib
 import json
 import os
 import socket
+import threading
 from typing import IO, Any, Iterator
 
 __all__ = ["TMP_SUFFIX", "atomic_open", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
-           "dumps_json", "fsync_dir"]
+           "create_exclusive", "dumps_json", "fsync_dir"]
 
 TMP_SUFFIX = ".tmp"
 
@@ -72,6 +73,26 @@ def dumps_json(doc: Any) -> str:
 
 def atomic_write_json(path: str | os.PathLike, doc: Any, *, unique: bool = False) -> None:
     atomic_write_bytes(path, dumps_json(doc).encode("utf-8"), unique=unique)
+
+
+def create_exclusive(path: str | os.PathLike, data: bytes) -> bool:
+    """Create ``path`` holding ``data`` only if it does not exist yet, atomically:
+    of several processes (on several hosts) racing, exactly one creates it and
+    every other sees the whole file.  The bytes go to a unique temporary file
+    that is hard-linked to ``path`` (``link`` fails when ``path`` exists).
+    Returns ``True`` when this call created the file."""
+    path = os.fspath(path)
+    tmp = f"{temp_name(path, unique=True)}.{threading.get_ident()}"
+    with atomic_open(tmp, "wb") as f:
+        f.write(data)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
 
 
 def fsync_dir(path: str) -> None:

@@ -49,7 +49,7 @@ from typing import Any, Dict, List, Optional
 from .._version import __version__
 from . import index_format as fmt
 from ..tokenizer import as_tokenizer
-from ..storage import atomic_write_bytes, atomic_write_json, fsync_dir
+from ..storage import atomic_write_bytes, atomic_write_json, create_exclusive, dumps_json, fsync_dir
 from .locks import FileLock
 from .reader import Shard, TokenShards
 from .writer import committed_record, encode_unit, encode_unit_star
@@ -293,21 +293,22 @@ def _already_complete(out: str, manifest_path: str, plan: Dict[str, Any], summar
 
 
 def _check_or_write_plan(out: str, plan: Dict[str, Any], tokenizer_bytes: bytes) -> None:
+    """One run plan for all ranks: created exclusively (the first rank's call
+    wins, atomically, even across hosts), then compared by every rank,
+    including the one that created it, so ranks started together with
+    different options can never both write."""
     plan_path = os.path.join(out, fmt.UNITS_DIR, fmt.PLAN_NAME)
     tokenizer_path = os.path.join(out, fmt.TOKENIZER_NAME)
-    if os.path.exists(plan_path):
-        recorded = fmt.read_json(plan_path, "run plan")
-        different = _differences(recorded, plan)
-        if different:
-            raise ShardFormatError(
-                f"{out}: holds an unfinished encoding run with other settings ({', '.join(different)} differ: "
-                f"another tokenizer, other options or other inputs); rerun it with its own settings, or write to "
-                f"a new --output (or delete {out})")
-        if not os.path.exists(tokenizer_path):
-            atomic_write_bytes(tokenizer_path, tokenizer_bytes, unique=True)
-        return
-    atomic_write_bytes(tokenizer_path, tokenizer_bytes, unique=True)
-    atomic_write_json(plan_path, plan, unique=True)
+    create_exclusive(plan_path, dumps_json(plan).encode("utf-8"))
+    recorded = fmt.read_json(plan_path, "run plan")
+    different = _differences(recorded, plan)
+    if different:
+        raise ShardFormatError(
+            f"{out}: holds an unfinished encoding run with other settings ({', '.join(different)} differ: "
+            f"another tokenizer, other options or other inputs); rerun it with its own settings, or write to "
+            f"a new --output (or delete {out})")
+    if not os.path.exists(tokenizer_path):
+        atomic_write_bytes(tokenizer_path, tokenizer_bytes, unique=True)
 
 
 def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], show_progress: bool,
