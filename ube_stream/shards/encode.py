@@ -216,7 +216,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     unit_rows = unit_rows or readers.DEFAULT_UNIT_ROWS
     units = readers.plan_units(sources, unit_rows=unit_rows)
     plan = {
-        "format": fmt.MANIFEST_FORMAT, "version": fmt.FORMAT_VERSION,
+        "format": fmt.MANIFEST_FORMAT, "version": fmt.MANIFEST_VERSION,
         "tokenizer": {"file": fmt.TOKENIZER_NAME, "fingerprint": tok.fingerprint, "substrate": tok.substrate,
                       "vocab_size": tok.vocab_size},
         "special_ids": {"eos": eos_id, "bos": bos_id},
@@ -401,6 +401,6 @@ def build_manifest(plan: Dict[str, Any], records: List[Dict[str, Any]]) -> Dict[
         src["skipped"] = dict(sorted(src["skipped"].items()))
     totals["skipped"] = dict(sorted(totals["skipped"].items()))
     totals["shards"] = len(shards)
-    return {"format": fmt.MANIFEST_FORMAT, "version": fmt.FORMAT_VERSION, "ube_stream_version": __version__,
+    return {"format": fmt.MANIFEST_FORMAT, "version": fmt.MANIFEST_VERSION, "ube_stream_version": __version__,
             "dtype": "uint32", "tokenizer": plan["tokenizer"], "special_ids": plan["special_ids"],
             "options": plan["options"], "sources": sources, "shards": shards, "totals": totals}

@@ -68,6 +68,7 @@ class _UnitShards:
         self.file = open(self.tokens_path + self.tmp_suffix, "wb")
         self.digest = hashlib.sha256()
         self.n_tokens = 0
+        self.token_bound = 0
         self.lengths: List[np.ndarray] = []
         self.rows: List[np.ndarray] = []
 
@@ -88,6 +89,8 @@ class _UnitShards:
             chunk = np.ascontiguousarray(tokens[doc_offsets[start]:doc_offsets[stop]], dtype="<u4")
             self.file.write(chunk.data)
             self.digest.update(chunk.data)
+            if len(chunk):
+                self.token_bound = max(self.token_bound, int(chunk.max()) + 1)
             self.n_tokens += len(chunk)
             self.lengths.append(np.diff(doc_offsets[start:stop + 1]))
             self.rows.append(np.asarray(rows[start:stop], dtype=np.uint64))
@@ -101,7 +104,8 @@ class _UnitShards:
         lengths = np.concatenate(self.lengths)
         doc_offsets = np.zeros(len(lengths) + 1, dtype=np.uint64)
         np.cumsum(lengths, out=doc_offsets[1:])
-        header = fmt.IndexHeader(len(lengths), self.n_tokens, self.digest.digest(), self.fingerprint)
+        header = fmt.IndexHeader(len(lengths), self.n_tokens, self.digest.digest(), self.fingerprint,
+                                 token_bound=self.token_bound)
         index_path = os.path.join(self.shards_dir, self.name + ".idx")
         fmt.write_index(index_path + self.tmp_suffix, header, doc_offsets, np.concatenate(self.rows),
                         np.full(len(lengths), self.source_id, dtype=np.uint32))
