@@ -340,3 +340,151 @@ def test_racing_plans_with_different_options_never_both_pass(tmp_path):
         winner = "a" if outcome["a"] == "ok" else "b"
         assert recorded["options"]["eos_token"] == {"a": "<|endoftext|>", "b": None}[winner]
         assert [p.name for p in (out / "units").iterdir()] == ["_plan.json"]   # no temp files left
+
+
+# ---------------------------------------------------------------- corrupt shard directories
+
+@pytest.fixture(scope="module")
+def shard_dir(tmp_path_factory):
+    from ube_stream import encode_corpus, train
+
+    root = tmp_path_factory.mktemp("shards")
+    corpus = root / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"document {i} h\u00e9llo w\u00f6rld \u4e16\u754c " * (1 + i % 5)}) + "\n"
+                              for i in range(200)))
+    tok = train(str(corpus), vocab_size=700, workers=1, show_progress=False)
+    out = root / "out"
+    encode_corpus(str(corpus), tokenizer=tok, output=str(out), workers=1, unit_rows=50, show_progress=False)
+    return str(out)
+
+
+def _copy(src, tmp_path):
+    import shutil
+
+    dst = str(tmp_path / "copy")
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _index_of(d, k=1):
+    manifest = json.load(open(os.path.join(d, "MANIFEST.json")))
+    entry = manifest["shards"][k]
+    return manifest, entry, os.path.join(d, entry["index_file"]), os.path.join(d, entry["tokens_file"])
+
+
+def _poke(path, offset, array):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(array.tobytes())
+
+
+def _middle_offset_decreases(d):
+    import numpy as np
+
+    _, entry, idx, _ = _index_of(d)
+    _poke(idx, 128 + 8 * 3, np.array([1], "<u8"))
+    return "doc_offsets decrease at document 2"
+
+
+def _rows_repeat(d):
+    import numpy as np
+
+    _, entry, idx, _ = _index_of(d)
+    n = entry["documents"]
+    _poke(idx, 128 + 8 * (n + 1) + 8 * 4, np.array([0], "<u8"))
+    return "rows are not increasing"
+
+
+def _source_id_out_of_range(d):
+    import numpy as np
+
+    _, entry, idx, _ = _index_of(d)
+    n = entry["documents"]
+    _poke(idx, 128 + 16 * n + 8 + 4 * 2, np.array([7], "<u4"))
+    return "source id 7"
+
+
+def _bound_beyond_vocab(d):
+    import numpy as np
+
+    _, _, idx, _ = _index_of(d)
+    _poke(idx, 96, np.array([0xFFFFFFFF + 1], "<u8"))
+    return "token ids up to 4294967295"
+
+
+def _path_outside(relative):
+    def corrupt(d):
+        manifest, _, _, _ = _index_of(d)
+        manifest["shards"][1]["tokens_file"] = relative
+        json.dump(manifest, open(os.path.join(d, "MANIFEST.json"), "w"))
+        return "is outside the directory"
+    corrupt.__name__ = f"path_{relative}"
+    return corrupt
+
+
+def _documents_not_int(d):
+    manifest, _, _, _ = _index_of(d)
+    manifest["shards"][0]["documents"] = "12"
+    json.dump(manifest, open(os.path.join(d, "MANIFEST.json"), "w"))
+    return r"field 'shards\[0\]\.documents' must be a non-negative integer"
+
+
+def _shards_not_list(d):
+    manifest, _, _, _ = _index_of(d)
+    manifest["shards"] = {"a": 1}
+    json.dump(manifest, open(os.path.join(d, "MANIFEST.json"), "w"))
+    return "field 'shards' must be a list"
+
+
+@pytest.mark.parametrize("corrupt", [_middle_offset_decreases, _rows_repeat, _source_id_out_of_range,
+                                     _bound_beyond_vocab, _path_outside("../../etc/passwd"),
+                                     _path_outside("/etc/passwd"), _documents_not_int, _shards_not_list],
+                         ids=lambda f: f.__name__)
+def test_corrupt_index_is_rejected_at_verify_header(shard_dir, tmp_path, corrupt):
+    from ube_stream.errors import ShardFormatError
+    from ube_stream.shards import TokenShards
+
+    d = _copy(shard_dir, tmp_path)
+    TokenShards(d)   # the copy is fine before the damage
+    words = corrupt(d)
+    with pytest.raises(ShardFormatError, match=words):
+        TokenShards(d, verify="header")
+
+
+def test_ids_beyond_vocab_with_consistent_checksums_rejected(shard_dir, tmp_path):
+    """A token file rewritten with id 2**32-1 and every checksum updated to match."""
+    import hashlib
+
+    import numpy as np
+
+    from ube_stream.errors import ShardFormatError
+    from ube_stream.shards import TokenShards
+
+    d = _copy(shard_dir, tmp_path)
+    manifest, entry, idx, tokens_path = _index_of(d)
+    _poke(tokens_path, 4 * 5, np.array([0xFFFFFFFF], "<u4"))
+    digest = hashlib.sha256(open(tokens_path, "rb").read()).digest()
+    _poke(idx, 32, np.frombuffer(digest, np.uint8))
+    manifest["shards"][1]["sha256"] = digest.hex()
+    json.dump(manifest, open(os.path.join(d, "MANIFEST.json"), "w"))
+    TokenShards(d, verify="header")          # the header's bound is still honest: cheap check passes
+    with pytest.raises(ShardFormatError, match="holds token id 4294967295"):
+        TokenShards(d, verify="full")
+    _poke(idx, 96, np.array([0xFFFFFFFF + 1], "<u8"))   # a header that tells the truth is refused cheaply
+    with pytest.raises(ShardFormatError, match="token ids up to 4294967295"):
+        TokenShards(d, verify="header")
+
+
+def test_version_1_indexes_are_still_read(shard_dir, tmp_path):
+    import numpy as np
+
+    from ube_stream.shards import TokenShards
+
+    d = _copy(shard_dir, tmp_path)
+    manifest = json.load(open(os.path.join(d, "MANIFEST.json")))
+    for entry in manifest["shards"]:
+        idx = os.path.join(d, entry["index_file"])
+        _poke(idx, 8, np.array([1], "<u4"))
+        _poke(idx, 96, np.zeros(8, np.uint8))
+    new, old = TokenShards(d, verify="full"), TokenShards(shard_dir)
+    assert len(new) == len(old) and all(np.array_equal(new.doc(i), old.doc(i)) for i in range(len(old)))

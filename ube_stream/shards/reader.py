@@ -190,11 +190,16 @@ class TokenShards:
         if not all(isinstance(src, dict) and isinstance(src.get("path"), str) for src in m["sources"]):
             raise ShardFormatError(f"{path}: every entry of field 'sources' must be an object with a 'path'; "
                                    f"the manifest is corrupt. Re-encode")
-        if not all(isinstance(s, dict) for s in m["shards"]):
-            raise ShardFormatError(f"{path}: every entry of field 'shards' must be an object; the manifest is "
-                                   f"corrupt. Re-encode")
-        docs = sum(s.get("documents") if type(s.get("documents")) is int else 0 for s in m["shards"])
-        tokens = sum(s.get("tokens") if type(s.get("tokens")) is int else 0 for s in m["shards"])
+        for i, entry in enumerate(m["shards"]):
+            if not isinstance(entry, dict):
+                raise ShardFormatError(f"{path}: field 'shards[{i}]' must be an object; the manifest is corrupt. "
+                                       f"Re-encode")
+            for key in ("documents", "tokens"):
+                if type(entry.get(key)) is not int or not 0 <= entry[key] < 1 << 63:
+                    raise ShardFormatError(f"{path}: field 'shards[{i}].{key}' must be a non-negative integer, "
+                                           f"found {entry.get(key)!r:.60}; the manifest is corrupt. Re-encode")
+        docs = sum(s["documents"] for s in m["shards"])
+        tokens = sum(s["tokens"] for s in m["shards"])
         if (docs, tokens, len(m["shards"])) != (m["totals"]["documents"], m["totals"]["tokens"], m["totals"]["shards"]):
             raise ShardFormatError(f"{path}: totals ({m['totals']['documents']} documents, {m['totals']['tokens']} "
                                    f"tokens, {m['totals']['shards']} shards) disagree with its shard list ({docs}, "
