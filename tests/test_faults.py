@@ -488,3 +488,53 @@ def test_version_1_indexes_are_still_read(shard_dir, tmp_path):
         _poke(idx, 96, np.zeros(8, np.uint8))
     new, old = TokenShards(d, verify="full"), TokenShards(shard_dir)
     assert len(new) == len(old) and all(np.array_equal(new.doc(i), old.doc(i)) for i in range(len(old)))
+
+
+# ---------------------------------------------------------------- disk full
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 256 KiB tmpfs (needs root: mount); skipped with the reason otherwise."""
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs for the disk-full test needs root")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_disk_full_names_path_free_space_and_keeps_committed_files(tiny_disk):
+    from ube_stream.errors import StorageError
+
+    tok = Tokenizer(substrate="ube", merges=[(97, 98)])
+    target = tiny_disk / "tok.json"
+    tok.save(target)
+    before = target.read_bytes()
+    (tiny_disk / "filler").write_bytes(b"x" * (256 * 1024 - len(before) - 4096 * 2))
+    big = Tokenizer(substrate="ube", merges=[(a, b) for a in range(100) for b in range(200)])
+    with pytest.raises(StorageError) as info:
+        big.save(target)
+    message = str(info.value)
+    assert str(target) in message and "No space left on device" in message
+    assert "free on that file system" in message and "free space" in message
+    assert isinstance(info.value, OSError) and info.value.errno == 28
+    assert target.read_bytes() == before                      # the committed file is untouched
+    assert sorted(p.name for p in tiny_disk.iterdir()) == ["filler", "tok.json"]   # no temp file left
+
+
+def test_encode_onto_a_full_disk_is_a_storage_error(tiny_disk, tmp_path):
+    from ube_stream import encode_corpus
+    from ube_stream.errors import StorageError
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"line {i} abcdefghijklmnopqrstuvwxyz\n" for i in range(20000)))
+    tok = Tokenizer(substrate="ube", merges=[(97, 98)])
+    with pytest.raises(StorageError, match=r"No space left on device .* free on that file system"):
+        encode_corpus(str(corpus), tokenizer=tok, output=str(tiny_disk / "out"), workers=1, unit_rows=5000,
+                      show_progress=False)

@@ -11,13 +11,16 @@ umask (0644 under 022), like any ``open``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import socket
 import threading
 from typing import IO, Any, Iterator
 
-__all__ = ["TMP_SUFFIX", "atomic_open", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
+from .errors import StorageError
+
+__all__ = ["TMP_SUFFIX", "storage_error", "atomic_open", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
            "create_exclusive", "dumps_json", "fsync_dir"]
 
 TMP_SUFFIX = ".tmp"
@@ -30,6 +33,44 @@ def temp_name(path: str, *, unique: bool = False) -> str:
     return f"{tmp}.{socket.gethostname()}.{os.getpid()}" if unique else tmp
 
 
+#: errors of the file system an output lives on (not of the data): translated by :func:`storage_error`
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+
+
+def _free_space(path: str) -> str:
+    directory = os.path.dirname(os.path.abspath(path))
+    while directory and not os.path.isdir(directory):
+        directory = os.path.dirname(directory)
+    try:
+        st = os.statvfs(directory or ".")
+    except OSError:
+        return "free space unknown"
+    free = st.f_bavail * st.f_frsize
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if free < 1024 or unit == "TiB":
+            return f"{free:,.0f} {unit} free" if unit == "B" else f"{free:,.1f} {unit} free"
+        free /= 1024
+    return ""
+
+
+def storage_error(exc: OSError, path: str) -> OSError:
+    """``exc`` as a :class:`StorageError` naming ``path``, the free space and
+    the fix, when it is a file-system problem (disk full, quota, read-only,
+    permission); other errors are returned as they are."""
+    if isinstance(exc, StorageError) or exc.errno not in _STORAGE_ERRNOS:
+        return exc
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        fix = "free space (or raise the quota) there, or write to another output path, then rerun"
+    elif exc.errno == errno.EIO:
+        fix = "check the disk or the network file system, then rerun"
+    else:
+        fix = "make the directory writable for this user, or write to another output path, then rerun"
+    error = StorageError(exc.errno, f"{path}: cannot write: {exc.strerror} ({_free_space(path)} on that file "
+                                    f"system); {fix}. Files already committed are unchanged, and a rerun "
+                                    f"resumes", path)
+    return error
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "wb", *, unique: bool = False,
                 encoding: str | None = None) -> Iterator[IO[Any]]:
@@ -40,16 +81,23 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb", *, unique: bool = Fal
         raise ValueError(f"atomic_open writes whole files: mode must be 'wb' or 'w', got {mode!r}")
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
     tmp = temp_name(path, unique=unique)
     text = mode == "w"
     try:
+        os.makedirs(directory, exist_ok=True)
         with open(tmp, mode, encoding=(encoding or "utf-8") if text else None,
                   newline="\n" if text else None) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        translated = storage_error(exc, path)
+        if translated is exc:
+            raise
+        raise translated from exc
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

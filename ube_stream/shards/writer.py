@@ -29,7 +29,7 @@ import numpy as np
 
 from . import index_format as fmt
 from ..executors import worker_state
-from ..storage import atomic_write_json
+from ..storage import atomic_write_json, storage_error
 from .locks import _HOST, FileLock, read_holder
 from ..errors import InvalidTextError, LockError, ShardFormatError
 
@@ -125,8 +125,15 @@ class _UnitShards:
 
     def abort(self) -> None:
         if self.file is not None:
-            self.file.close()
+            try:
+                self.file.close()
+            except OSError:
+                pass
             self.file = None
+            try:   # give the space back at once (a full disk); a rerun would remove it anyway
+                os.unlink(self.tokens_path + self.tmp_suffix)
+            except OSError:
+                pass
 
 
 def with_special_tokens(ids: np.ndarray, token_offsets: np.ndarray, bos_id: Optional[int],
@@ -244,6 +251,14 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
                 tokens += int(token_offsets[-1])
                 nbytes += int(offsets[-1] - offsets[0])
             shard_records = shards.finish()
+        except OSError as exc:   # disk full, quota, read-only output: say where and what to do
+            where = getattr(exc, "filename", None)
+            if where is not None and not os.path.abspath(where).startswith(os.path.abspath(out_dir)):
+                raise                # an input file's error, not the output's
+            translated = storage_error(exc, where or os.path.join(out_dir, fmt.SHARDS_DIR))
+            if translated is exc:
+                raise
+            raise translated from None
         finally:
             shards.abort()
         record = {
