@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -30,7 +31,7 @@ def _child_env():
 
 def run_mutations(fmt, cases, seed, tmp_path):
     proc = subprocess.run([sys.executable, CHILD, fmt, str(cases), str(seed), str(tmp_path)],
-                          capture_output=True, text=True, timeout=600, env=_child_env(), cwd=ROOT)
+                          check=False, capture_output=True, text=True, timeout=600, env=_child_env(), cwd=ROOT)
     assert proc.returncode == 0, f"the reader crashed the process (rc {proc.returncode}):\n{proc.stderr[-3000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -59,17 +60,17 @@ def test_mutated_files_never_crash(fmt, tmp_path):
 def _arrow_with_bad_offsets(path):
     """An Arrow IPC file whose string offsets point far past the data buffer."""
     import pyarrow as pa
-    import pyarrow.ipc as ipc
+    from pyarrow import ipc
 
     table = pa.table({"text": ["alpha", "beta", "gamma", "delta"]})
     with ipc.new_file(path, table.schema) as w:
         w.write_table(table)
-    raw = bytearray(open(path, "rb").read())
+    raw = bytearray(Path(path).read_bytes())
     # the offsets buffer holds int32 0,5,9,14,19: make the third one huge
     needle = (0).to_bytes(4, "little") + (5).to_bytes(4, "little") + (9).to_bytes(4, "little")
     at = raw.index(needle)
     raw[at + 8:at + 12] = (0x7FFFFF00).to_bytes(4, "little")
-    open(path, "wb").write(bytes(raw))
+    Path(path).write_bytes(bytes(raw))
 
 
 @pytest.mark.parametrize("on_error", ["raise", "skip"])
@@ -86,7 +87,7 @@ def test_arrow_offsets_beyond_data_are_a_corrupt_file(tmp_path, on_error):
         except InputError as exc:
             print("InputError", exc.reason, str(exc)[:300])
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120,
                           env=_child_env(), cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     if on_error == "raise":
@@ -251,18 +252,17 @@ def test_worker_killed_twice_stops_the_run_fast_naming_task_and_signal(tmp_path)
     from ube_stream.executors import LocalExecutor, WorkerDiedError
 
     t0 = time.perf_counter()
-    with pytest.warns(RuntimeWarning):
-        with pytest.raises(WorkerDiedError, match=r"running task \(.*, 3, True\) died \(it was killed by SIGKILL"):
-            LocalExecutor(2).map(die_once, [(str(tmp_path / "m"), x, True) for x in range(8)])
+    with pytest.warns(RuntimeWarning), \
+            pytest.raises(WorkerDiedError, match=r"running task \(.*, 3, True\) died \(it was killed by SIGKILL"):
+        LocalExecutor(2).map(die_once, [(str(tmp_path / "m"), x, True) for x in range(8)])
     assert time.perf_counter() - t0 < 60
 
 
 def test_worker_exit_code_is_named():
     from ube_stream.executors import LocalExecutor, WorkerDiedError
 
-    with pytest.warns(RuntimeWarning):
-        with pytest.raises(WorkerDiedError, match="task 2 died .it exited with code 3"):
-            LocalExecutor(2).map(exit_with_code, range(4))
+    with pytest.warns(RuntimeWarning), pytest.raises(WorkerDiedError, match="task 2 died .it exited with code 3"):
+        LocalExecutor(2).map(exit_with_code, range(4))
 
 
 def test_encode_with_a_sigkilled_worker_is_byte_identical(tmp_path, monkeypatch, docs_rows):
@@ -297,7 +297,7 @@ def test_unguarded_main_script_fails_once_with_the_guard(tmp_path):
         tok = ube_stream.train({str(corpus)!r}, vocab_size=600, workers=2, unit_rows=100, show_progress=False)
         print("trained", tok.vocab_size)
     """))
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+    proc = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=120,
                           env=_child_env(), cwd=str(tmp_path))
     assert proc.returncode != 0
     assert 'if __name__ == "__main__":' in proc.stderr
@@ -320,7 +320,7 @@ def test_racing_plans_with_different_options_never_both_pass(tmp_path):
         barrier = threading.Barrier(2)
         outcome = {}
 
-        def rank(name, eos):
+        def rank(name, eos, out=out, barrier=barrier, outcome=outcome):
             barrier.wait()
             try:
                 _check_or_write_plan(str(out), {"options": {"eos_token": eos}, "units": ["u0", "u1"]}, b"{}")
@@ -367,7 +367,7 @@ def _copy(src, tmp_path):
 
 
 def _index_of(d, k=1):
-    manifest = json.load(open(os.path.join(d, "MANIFEST.json")))
+    manifest = json.loads(Path(os.path.join(d, "MANIFEST.json")).read_text())
     entry = manifest["shards"][k]
     return manifest, entry, os.path.join(d, entry["index_file"]), os.path.join(d, entry["tokens_file"])
 
@@ -381,7 +381,7 @@ def _poke(path, offset, array):
 def _middle_offset_decreases(d):
     import numpy as np
 
-    _, entry, idx, _ = _index_of(d)
+    _, _, idx, _ = _index_of(d)
     _poke(idx, 128 + 8 * 3, np.array([1], "<u8"))
     return "doc_offsets decrease at document 2"
 
@@ -416,7 +416,7 @@ def _path_outside(relative):
     def corrupt(d):
         manifest, _, _, _ = _index_of(d)
         manifest["shards"][1]["tokens_file"] = relative
-        json.dump(manifest, open(os.path.join(d, "MANIFEST.json"), "w"))
+        Path(os.path.join(d, "MANIFEST.json")).write_text(json.dumps(manifest))
         return "is outside the directory"
     corrupt.__name__ = f"path_{relative}"
     return corrupt
@@ -425,14 +425,14 @@ def _path_outside(relative):
 def _documents_not_int(d):
     manifest, _, _, _ = _index_of(d)
     manifest["shards"][0]["documents"] = "12"
-    json.dump(manifest, open(os.path.join(d, "MANIFEST.json"), "w"))
+    Path(os.path.join(d, "MANIFEST.json")).write_text(json.dumps(manifest))
     return r"field 'shards\[0\]\.documents' must be a non-negative integer"
 
 
 def _shards_not_list(d):
     manifest, _, _, _ = _index_of(d)
     manifest["shards"] = {"a": 1}
-    json.dump(manifest, open(os.path.join(d, "MANIFEST.json"), "w"))
+    Path(os.path.join(d, "MANIFEST.json")).write_text(json.dumps(manifest))
     return "field 'shards' must be a list"
 
 
@@ -461,12 +461,12 @@ def test_ids_beyond_vocab_with_consistent_checksums_rejected(shard_dir, tmp_path
     from ube_stream.shards import TokenShards
 
     d = _copy(shard_dir, tmp_path)
-    manifest, entry, idx, tokens_path = _index_of(d)
+    manifest, _, idx, tokens_path = _index_of(d)
     _poke(tokens_path, 4 * 5, np.array([0xFFFFFFFF], "<u4"))
-    digest = hashlib.sha256(open(tokens_path, "rb").read()).digest()
+    digest = hashlib.sha256(Path(tokens_path).read_bytes()).digest()
     _poke(idx, 32, np.frombuffer(digest, np.uint8))
     manifest["shards"][1]["sha256"] = digest.hex()
-    json.dump(manifest, open(os.path.join(d, "MANIFEST.json"), "w"))
+    Path(os.path.join(d, "MANIFEST.json")).write_text(json.dumps(manifest))
     TokenShards(d, verify="header")          # the header's bound is still honest: cheap check passes
     with pytest.raises(ShardFormatError, match="holds token id 4294967295"):
         TokenShards(d, verify="full")
@@ -481,7 +481,7 @@ def test_version_1_indexes_are_still_read(shard_dir, tmp_path):
     from ube_stream.shards import TokenShards
 
     d = _copy(shard_dir, tmp_path)
-    manifest = json.load(open(os.path.join(d, "MANIFEST.json")))
+    manifest = json.loads(Path(os.path.join(d, "MANIFEST.json")).read_text())
     for entry in manifest["shards"]:
         idx = os.path.join(d, entry["index_file"])
         _poke(idx, 8, np.array([1], "<u4"))
@@ -500,7 +500,7 @@ def tiny_disk(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs for the disk-full test needs root")
     proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     try:

@@ -45,7 +45,7 @@ def _free_space(path: str) -> str:
         st = os.statvfs(directory or ".")
     except OSError:
         return "free space unknown"
-    free = st.f_bavail * st.f_frsize
+    free = float(st.f_bavail * st.f_frsize)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if free < 1024 or unit == "TiB":
             return f"{free:,.0f} {unit} free" if unit == "B" else f"{free:,.1f} {unit} free"

@@ -1,68 +1,81 @@
 """Fault injection child (run by tests/test_faults.py): write a clean file of one
 format, mutate random bytes (fixed seed), read every mutant with on_error="skip"
 and "raise", print a JSON tally of how each read ended.  A crash kills this
-process, which is what the test looks for."""
-import json, os, random, sys, gzip, io
-import numpy as np
+process, which is what the test looks for.
 
-import faulthandler; faulthandler.enable()
-fmt, n_cases, seed, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    python tests/faults/mutate_inputs.py FORMAT CASES SEED WORKDIR
+"""
+import faulthandler
+import gzip
+import json
+import os
+import random
+import sys
+from pathlib import Path
+
 from ube_stream import readers
 from ube_stream.errors import InputError
 
+faulthandler.enable()
+fmt, n_cases, seed, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 texts = [f"doc {i} h\u00e9llo \u4e16\u754c " * (1 + i % 7) for i in range(60)]
+SUFFIXES = {"parquet": ".parquet", "feather": ".feather", "arrow": ".arrow", "arrows": ".arrows"}
+
 
 def make(path):
-    import pyarrow as pa, pyarrow.parquet as pq, pyarrow.feather as feather, pyarrow.ipc as ipc
+    import pyarrow as pa
+    from pyarrow import feather, ipc
+    from pyarrow import parquet as pq
+
     table = pa.table({"text": texts, "n": list(range(len(texts)))})
     if fmt == "parquet":
         pq.write_table(table, path, row_group_size=16)
     elif fmt == "feather":
         feather.write_feather(table, path, compression="uncompressed", chunksize=16)
-    elif fmt == "arrow":
-        with ipc.new_file(path, table.schema) as w:
-            for b in table.to_batches(max_chunksize=16): w.write_batch(b)
-    elif fmt == "arrows":
-        with ipc.new_stream(path, table.schema) as w:
-            for b in table.to_batches(max_chunksize=16): w.write_batch(b)
+    elif fmt in ("arrow", "arrows"):
+        new = ipc.new_file if fmt == "arrow" else ipc.new_stream
+        with new(path, table.schema) as w:
+            for b in table.to_batches(max_chunksize=16):
+                w.write_batch(b)
     else:
         data = "".join(json.dumps({"text": t}) + "\n" for t in texts).encode()
         if fmt == "jsonl.gz":
             data = gzip.compress(data)
-        elif fmt == "jsonl.zst":
-            import zstandard; data = zstandard.ZstdCompressor(write_checksum=True).compress(data)
-        open(path, "wb").write(data)
+        elif fmt == "jsonl.zst":   # with a content checksum, as the zstd CLI writes by default
+            import zstandard
 
-suffix = {"parquet": ".parquet", "feather": ".feather", "arrow": ".arrow", "arrows": ".arrows"}.get(fmt, "." + fmt)
+            data = zstandard.ZstdCompressor(write_checksum=True).compress(data)
+        Path(path).write_bytes(data)
+
+
+suffix = SUFFIXES.get(fmt, "." + fmt)
 clean = os.path.join(workdir, "clean" + suffix)
 make(clean)
-raw = open(clean, "rb").read()
+raw = Path(clean).read_bytes()
 rng = random.Random(seed)
-tally = {}
+tally: dict = {}
 bad = []
 for case in range(n_cases):
     data = bytearray(raw)
     for _ in range(rng.choice([1, 1, 2, 4, 16])):
-        pos = rng.randrange(len(data))
-        data[pos] = rng.randrange(256)
+        data[rng.randrange(len(data))] = rng.randrange(256)
     if rng.random() < 0.1:
         data = data[:rng.randrange(len(data))]
     path = os.path.join(workdir, f"case{case}" + suffix)
-    open(path, "wb").write(bytes(data))
+    Path(path).write_bytes(bytes(data))
     for on_error in ("skip", "raise"):
         skips = readers.SkipCounter()
         try:
             got = list(readers.iter_texts(path, on_error=on_error, skips=skips))
             kind = "ok_clean" if got == texts and skips.total == 0 else "ok_skipped"
-            if fmt in ("jsonl.gz", "jsonl.zst") and on_error == "skip":
-                # a stream that fails its checksum is discarded whole: never mangled documents
-                if got != texts and got:
-                    bad.append((case, on_error, "mangled documents kept", len(got)))
+            # a compressed stream that fails its checksum is discarded whole: never mangled documents
+            if fmt in ("jsonl.gz", "jsonl.zst") and on_error == "skip" and got and got != texts:
+                bad.append((case, on_error, "mangled documents kept", len(got)))
         except InputError as exc:
             kind = "input_error:" + exc.reason
             if path not in str(exc):
                 bad.append((case, on_error, "message lacks the path", str(exc)[:200]))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - anything else is a finding
             kind = "OTHER:" + type(exc).__name__
             bad.append((case, on_error, repr(exc)[:300]))
         key = f"{on_error}/{kind}"

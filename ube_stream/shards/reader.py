@@ -40,7 +40,7 @@ class Shard:
         for key, kind in (("name", str), ("unit_id", str), ("tokens_file", str), ("index_file", str),
                           ("documents", int), ("tokens", int), ("sha256", str)):
             value = entry.get(key)
-            if type(value) is not kind or (kind is int and not 0 <= value < 1 << 63):
+            if type(value) is not kind or (isinstance(value, int) and not 0 <= value < 1 << 63):
                 raise ShardFormatError(f"{where}: shard field {key!r} must be "
                                        f"{'a non-negative integer' if kind is int else 'a string'}, found "
                                        f"{value!r:.60}; the manifest is corrupt. Re-encode")
