@@ -292,11 +292,13 @@ def test_index_readable_with_numpy_alone(encoded):
         tokens = np.memmap(tokens_file, "<u4", "r")
         raw = hdr.tobytes()
         assert raw[:8] == b"UBESHRD1"
-        assert np.frombuffer(raw[8:16], "<u4").tolist() == [1, 4]
+        assert np.frombuffer(raw[8:16], "<u4").tolist() == [2, 4]
         assert n_docs == entry["documents"] and int(np.frombuffer(raw[24:32], "<u8")[0]) == entry["tokens"]
         with open(tokens_file, "rb") as f:
             assert raw[32:64] == hashlib.sha256(f.read()).digest() == bytes.fromhex(entry["sha256"])
-        assert raw[64:96] == fingerprint and raw[96:128] == bytes(32)
+        # version 2: bytes 96..104 hold the largest token id + 1, the rest is reserved
+        assert raw[64:96] == fingerprint and raw[104:128] == bytes(24)
+        assert int(np.frombuffer(raw[96:104], "<u8")[0]) == (int(tokens.max()) + 1 if len(tokens) else 0)
         assert os.path.getsize(idx) == 128 + 8 * (n_docs + 1) + 8 * n_docs + 4 * n_docs
         assert doc_offsets[0] == 0 and doc_offsets[-1] == len(tokens) == entry["tokens"]
         assert np.array_equal(doc_offsets, shard.doc_offsets) and np.array_equal(rows, shard.rows)
@@ -348,8 +350,8 @@ def _wrong_version(d):
     path = _first(d, ".idx")
     with open(path, "r+b") as f:
         f.seek(8)
-        f.write(np.array([2], "<u4").tobytes())
-    return path, "version 2"
+        f.write(np.array([3], "<u4").tobytes())
+    return path, "version 3"
 
 
 def _manifest_count(d):

@@ -19,6 +19,7 @@ __all__ = [
     "TokenizerOptionError",
     "ShardFormatError",
     "LockError",
+    "StorageError",
 ]
 
 
@@ -109,3 +110,9 @@ class ShardFormatError(UbeError, ValueError):
 
 class LockError(UbeError, RuntimeError):
     """Another live process holds the lock of an output unit or rank."""
+
+
+class StorageError(UbeError, OSError):
+    """Writing an output failed (disk full, quota, read-only file system, no
+    permission).  The message names the path, the free space and what to do;
+    ``errno`` is the original one.  Nothing committed was changed."""

@@ -27,7 +27,9 @@ import abc
 import os
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Type
 
-__all__ = ["Executor", "LocalExecutor", "RayExecutor", "EXECUTORS", "executor_class", "get_executor", "worker_state"]
+from .errors import UbeError
+
+__all__ = ["Executor", "LocalExecutor", "WorkerDiedError", "RayExecutor", "EXECUTORS", "executor_class", "get_executor", "worker_state"]
 
 _WORKER_STATE: Dict[Tuple[Any, ...], Any] = {}
 
@@ -66,42 +68,225 @@ class Executor(abc.ABC):
         self.close()
 
 
+class WorkerDiedError(UbeError, RuntimeError):
+    """A local worker process died (a signal such as SIGKILL from the OOM
+    killer, or an exit) while it ran a task, twice for the same task."""
+
+
+_GUARD_HINT = ('Under the "spawn" start method every worker imports the main script again, so a script that '
+               'calls ube-stream must keep its calls under a guard:\n\n    if __name__ == "__main__":\n'
+               '        main()\n\nor pass workers=1 (--workers 1) to run in this process')
+
+
 class LocalExecutor(Executor):
-    """A ``spawn`` process pool of ``workers`` processes (in-process for one)."""
+    """A ``spawn`` process pool of ``workers`` processes (in-process for one).
+
+    Each worker runs one task at a time; the driver watches every worker's
+    process handle, so a worker that dies (killed, out of memory, a crash in a
+    kernel) is noticed at once: its task is run again once in a fresh worker
+    (like Ray retries), and if it dies again the run stops with a
+    :class:`WorkerDiedError` naming the task and the cause (signal or exit
+    code).  The driver never waits on a dead worker.  Application errors are
+    re-raised as themselves, never retried.
+    """
 
     name = "local"
+    #: runs of one task, all told, when its worker dies (1 retry)
+    max_attempts = 2
 
-    def __init__(self, workers: Optional[int] = None):
+    def __init__(self, workers: int | None = None):
         self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
 
     def map(self, fn: Callable[[Any], Any], tasks: Sequence[Any], *,
-            on_result: Optional[Callable[[Any], None]] = None) -> List[Any]:
+            on_result: Callable[[Any], None] | None = None) -> list[Any]:
+        check_main_guarded()
         tasks = list(tasks)
-        results: List[Any] = [None] * len(tasks)
+        results: list[Any] = [None] * len(tasks)
         if self.workers == 1 or len(tasks) <= 1:
             for i, task in enumerate(tasks):
                 results[i] = fn(task)
                 if on_result is not None:
                     on_result(results[i])
             return results
-        import multiprocessing
-
-        ctx = multiprocessing.get_context("spawn")
-        with ctx.Pool(min(self.workers, len(tasks))) as pool:
-            try:
-                for i, result in pool.imap_unordered(_indexed_call, [(fn, i, t) for i, t in enumerate(tasks)]):
-                    results[i] = result
-                    if on_result is not None:
-                        on_result(result)
-            except BaseException:
-                pool.terminate()
-                raise
+        _Pool(fn, tasks, min(self.workers, len(tasks)), self.max_attempts).run(results, on_result)
         return results
 
 
-def _indexed_call(item: Tuple[Callable[[Any], Any], int, Any]) -> Tuple[int, Any]:
-    fn, index, task = item
-    return index, fn(task)
+def check_main_guarded() -> None:
+    """Refuse to start workers from a process that is itself a spawn worker
+    still importing the main script (a script without the ``__main__`` guard):
+    without this every worker would start workers of its own, forever."""
+    import multiprocessing
+
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise RuntimeError("ube-stream was called while a worker process imported the main script. "
+                           + _GUARD_HINT)
+
+
+def _describe(task: Any) -> str:
+    """A task as a person reads it: the unit id and file of a unit task."""
+    unit = task.get("unit") if isinstance(task, dict) else None
+    if unit is not None and hasattr(unit, "unit_id"):
+        stop = "end" if unit.row_stop is None else unit.row_stop
+        return f"unit {unit.unit_id} ({unit.source.path} rows {unit.row_start}..{stop})"
+    shown = repr(task)
+    return "task " + (shown if len(shown) <= 200 else shown[:197] + "...")
+
+
+def _cause(exitcode: int | None) -> str:
+    import signal
+
+    if exitcode is None:
+        return "it vanished"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        hint = " (SIGKILL: often the out-of-memory killer; check dmesg)" if name == "SIGKILL" else ""
+        return f"it was killed by {name}{hint}"
+    return f"it exited with code {exitcode}"
+
+
+class _Pool:
+    """The driver's side of the local pool: one pipe and one process handle per worker."""
+
+    def __init__(self, fn: Callable[[Any], Any], tasks: list[Any], size: int, max_attempts: int):
+        import multiprocessing
+
+        self.ctx = multiprocessing.get_context("spawn")
+        self.fn, self.tasks, self.size, self.max_attempts = fn, tasks, size, max_attempts
+        self.workers: list[Any] = []   # [process, connection, index of its task or None, ready]
+
+    def _start(self) -> None:
+        parent, child = self.ctx.Pipe()
+        process = self.ctx.Process(target=_worker_main, args=(child,), daemon=True)
+        process.start()
+        child.close()
+        self.workers.append([process, parent, None, False])
+
+    def run(self, results: list[Any], on_result: Callable[[Any], None] | None) -> None:
+        from multiprocessing.connection import wait
+
+        todo = list(range(len(self.tasks)))[::-1]       # a stack: pop() gives task order
+        attempts = [0] * len(self.tasks)
+        left = len(self.tasks)
+        try:
+            for _ in range(self.size):
+                self._start()
+            while left:
+                for worker in self.workers:
+                    if worker[2] is None and worker[3] and todo:
+                        index = todo.pop()
+                        attempts[index] += 1
+                        worker[2] = index
+                        worker[1].send((self.fn, self.tasks[index]))
+                handles = {w[1]: w for w in self.workers}
+                handles.update({w[0].sentinel: w for w in self.workers})
+                for ready in wait(list(handles)):
+                    worker = handles[ready]
+                    if worker not in self.workers:
+                        continue
+                    process, conn, index, _ = worker
+                    message = None
+                    try:
+                        if conn.poll():
+                            message = conn.recv()
+                    except (EOFError, OSError):
+                        message = None
+                    if message is None:
+                        if process.is_alive() and ready is not process.sentinel:
+                            continue
+                        process.join(5)
+                        self._died(worker, index, attempts, todo)
+                        continue
+                    kind, payload = message
+                    if kind == "ready":
+                        worker[3] = True
+                    elif kind == "ok":
+                        worker[2] = None
+                        results[index] = payload
+                        left -= 1
+                        if on_result is not None:
+                            on_result(payload)
+                    else:
+                        raise _remote_error(payload)
+        finally:
+            self._stop()
+
+    def _died(self, worker: list[Any], index: int | None, attempts: list[int], todo: list[int]) -> None:
+        process, conn, _, ready = worker
+        conn.close()
+        self.workers.remove(worker)
+        cause = _cause(process.exitcode)
+        if not ready:
+            raise WorkerDiedError(f"a worker process died while starting ({cause}). If this was run from a "
+                                  f"script: " + _GUARD_HINT)
+        if index is None:
+            self._start()
+            return
+        what = _describe(self.tasks[index])
+        if attempts[index] >= self.max_attempts:
+            raise WorkerDiedError(
+                f"the worker running {what} died ({cause}), {attempts[index]} times; the run is stopped. "
+                f"Find the cause (memory: fewer workers or smaller units; a crash: report it with this unit), "
+                f"then rerun: committed work is kept")
+        import warnings
+
+        warnings.warn(f"the worker running {what} died ({cause}); running it again in a new worker",
+                      RuntimeWarning, stacklevel=2)
+        todo.append(index)
+        self._start()
+
+    def _stop(self) -> None:
+        for process, conn, _, _ in self.workers:
+            try:
+                conn.send(None)
+            except (OSError, ValueError):
+                pass
+        for process, conn, index, _ in self.workers:
+            if index is not None:
+                process.terminate()
+        for process, conn, _, _ in self.workers:
+            process.join(5)
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+            conn.close()
+        self.workers = []
+
+
+def _worker_main(conn: Any) -> None:
+    """A worker: say it is ready, then run ``(fn, task)`` messages until ``None``."""
+    import signal
+    import traceback
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the driver decides; Ctrl-C reaches it
+    conn.send(("ready", None))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        fn, task = message
+        try:
+            reply: tuple[str, Any] = ("ok", fn(task))
+        except BaseException as exc:  # noqa: BLE001 - sent to the driver, raised there
+            reply = ("error", (exc, traceback.format_exc()))
+        try:
+            conn.send(reply)
+        except Exception as exc:  # noqa: BLE001 - an unpicklable result or exception
+            conn.send(("error", (RuntimeError(f"{type(exc).__name__}: {exc} (while sending the result of a "
+                                              f"task back)"), traceback.format_exc())))
+
+
+def _remote_error(payload: tuple[BaseException, str]) -> BaseException:
+    exc, text = payload
+    if hasattr(exc, "add_note"):
+        exc.add_note("in the worker process:\n" + text.rstrip())
+    return exc
 
 
 class RayExecutor(Executor):

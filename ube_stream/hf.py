@@ -124,7 +124,7 @@ class UbeTokenizer(PreTrainedTokenizer):
         new = [str(t) for t in new_tokens if str(t) not in known]
         if new:
             raise ValueError(f"UbeTokenizer cannot add tokens ({new[:5]}): its vocabulary is the ube-stream "
-                             "tokenizer's; train one with these special tokens (--special-token)")
+                             "tokenizer's; train one with these special tokens (special_tokens=[...])")
         return 0
 
     def _convert_token_to_id(self, token: str) -> int:

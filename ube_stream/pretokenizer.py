@@ -113,8 +113,22 @@ def chunk_bounds(data: BytesLike, pattern: str = "gpt2") -> np.ndarray:
     return _regex_byte_ends(array, _compiled(pattern), document=None)
 
 
+#: time budget of an untrusted custom pattern on one document: base seconds + seconds per character
+PATTERN_TIME_BASE = 0.1
+PATTERN_TIME_PER_CHAR = 1e-6
+
+
+class PatternTimeout(ValueError):
+    """A custom pattern ran past its time budget on one document (internal:
+    the tokenizer turns it into a TokenizerFormatError naming the pattern)."""
+
+    def __init__(self, document: int | None, chars: int, budget: float):
+        super().__init__(f"document {document}: {chars} characters, budget {budget:.3g} s")
+        self.document, self.chars, self.budget = document, chars, budget
+
+
 def chunk_bounds_batch(data: BytesLike, doc_offsets: Sequence[int] | np.ndarray,
-                       pattern: str = "gpt2") -> Tuple[np.ndarray, np.ndarray]:
+                       pattern: str = "gpt2", *, time_limit: bool = False) -> Tuple[np.ndarray, np.ndarray]:
     """Chunk many documents concatenated in one UTF-8 buffer.
 
     Document ``d`` is ``data[doc_offsets[d]:doc_offsets[d + 1]]``.  Returns
@@ -126,6 +140,11 @@ def chunk_bounds_batch(data: BytesLike, doc_offsets: Sequence[int] | np.ndarray,
     Raises :class:`~ube_stream.errors.InvalidTextError` naming the document and
     the byte offset (``offset`` is relative to that document; the error also
     carries ``document``).
+
+    ``time_limit``: run a custom pattern under the ``regex`` module's timeout,
+    :data:`PATTERN_TIME_BASE` + :data:`PATTERN_TIME_PER_CHAR` per character
+    of each document (for patterns read from files, which may backtrack
+    catastrophically); :class:`PatternTimeout` when a document runs past it.
     """
     array = as_uint8(data)
     offsets = np.ascontiguousarray(doc_offsets, dtype=np.int64)
@@ -151,7 +170,8 @@ def chunk_bounds_batch(data: BytesLike, doc_offsets: Sequence[int] | np.ndarray,
     doc_chunk_offsets = np.zeros(ndocs + 1, dtype=np.int64)
     for d in range(ndocs):
         start, stop = int(offsets[d]), int(offsets[d + 1])
-        doc_ends = _regex_byte_ends(array[start:stop], compiled, document=d, doc_start=start) + start
+        doc_ends = _regex_byte_ends(array[start:stop], compiled, document=d, doc_start=start,
+                                    time_limit=time_limit) + start
         pieces.append(doc_ends)
         doc_chunk_offsets[d + 1] = doc_chunk_offsets[d] + doc_ends.shape[0]
     ends = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
@@ -218,12 +238,12 @@ def _utf8_error(array: np.ndarray, position: int, *, document: int | None = None
         offset=position, unit="byte", document=document)
 
 
-def _regex_char_ends(text: str, compiled: "regex.Pattern") -> List[int]:
+def _regex_char_ends(text: str, compiled: "regex.Pattern", timeout: float | None = None) -> List[int]:
     """End character offsets of the matches of ``compiled``; unmatched characters
     become one-character chunks and empty matches are dropped."""
     ends: List[int] = []
     previous = 0
-    for match in compiled.finditer(text):
+    for match in compiled.finditer(text, timeout=timeout):
         start, end = match.span()
         if end == start:
             continue
@@ -237,14 +257,18 @@ def _regex_char_ends(text: str, compiled: "regex.Pattern") -> List[int]:
 
 
 def _regex_byte_ends(array: np.ndarray, compiled: "regex.Pattern", *,
-                     document: int | None, doc_start: int = 0) -> np.ndarray:
+                     document: int | None, doc_start: int = 0, time_limit: bool = False) -> np.ndarray:
     """Chunk end byte offsets of ``array`` (one document) by a ``regex`` pattern;
     ``doc_start`` only places the document in a batch for error messages."""
     try:
         text = array.tobytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _utf8_error(array, exc.start, document=document, doc_start=doc_start) from None
-    char_ends = np.asarray(_regex_char_ends(text, compiled), dtype=np.int64)
+    budget = PATTERN_TIME_BASE + PATTERN_TIME_PER_CHAR * len(text) if time_limit else None
+    try:
+        char_ends = np.asarray(_regex_char_ends(text, compiled, budget), dtype=np.int64)
+    except TimeoutError:
+        raise PatternTimeout(document, len(text), budget or 0.0) from None
     if char_ends.shape[0] == 0 or array.shape[0] == len(text):
         return char_ends
     codepoints = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")

@@ -22,15 +22,19 @@ failure uploads nothing.  ``file://`` URLs are plain local paths.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import socket
 import tempfile
+import threading
 from typing import IO, Any, Iterator, Tuple
 
-__all__ = ["TMP_SUFFIX", "atomic_open", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
-           "dumps_json", "fsync_dir", "is_url", "local_path", "filesystem", "join", "exists", "read_bytes",
-           "open_input", "file_size", "isfile"]
+from .errors import StorageError
+
+__all__ = ["TMP_SUFFIX", "storage_error", "atomic_open", "atomic_write_bytes", "atomic_write_text",
+           "atomic_write_json", "create_exclusive", "dumps_json", "fsync_dir", "is_url", "local_path",
+           "filesystem", "join", "exists", "isfile", "isdir", "read_bytes", "open_input", "file_size"]
 
 TMP_SUFFIX = ".tmp"
 
@@ -145,6 +149,44 @@ def _remote_atomic_open(url: str, mode: str, encoding: str | None) -> Iterator[I
             os.unlink(tmp)
 
 
+#: errors of the file system an output lives on (not of the data): translated by :func:`storage_error`
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+
+
+def _free_space(path: str) -> str:
+    directory = os.path.dirname(os.path.abspath(path))
+    while directory and not os.path.isdir(directory):
+        directory = os.path.dirname(directory)
+    try:
+        st = os.statvfs(directory or ".")
+    except OSError:
+        return "free space unknown"
+    free = float(st.f_bavail * st.f_frsize)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if free < 1024 or unit == "TiB":
+            return f"{free:,.0f} {unit} free" if unit == "B" else f"{free:,.1f} {unit} free"
+        free /= 1024
+    return ""
+
+
+def storage_error(exc: OSError, path: str) -> OSError:
+    """``exc`` as a :class:`StorageError` naming ``path``, the free space and
+    the fix, when it is a file-system problem (disk full, quota, read-only,
+    permission); other errors are returned as they are."""
+    if isinstance(exc, StorageError) or exc.errno not in _STORAGE_ERRNOS:
+        return exc
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        fix = "free space (or raise the quota) there, or write to another output path, then rerun"
+    elif exc.errno == errno.EIO:
+        fix = "check the disk or the network file system, then rerun"
+    else:
+        fix = "make the directory writable for this user, or write to another output path, then rerun"
+    error = StorageError(exc.errno, f"{path}: cannot write: {exc.strerror} ({_free_space(path)} on that file "
+                                    f"system); {fix}. Files already committed are unchanged, and a rerun "
+                                    f"resumes", path)
+    return error
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "wb", *, unique: bool = False,
                 encoding: str | None = None) -> Iterator[IO[Any]]:
@@ -159,16 +201,23 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb", *, unique: bool = Fal
             yield f
         return
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
     tmp = temp_name(path, unique=unique)
     text = mode == "w"
     try:
+        os.makedirs(directory, exist_ok=True)
         with open(tmp, mode, encoding=(encoding or "utf-8") if text else None,
                   newline="\n" if text else None) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        translated = storage_error(exc, path)
+        if translated is exc:
+            raise
+        raise translated from exc
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -192,6 +241,26 @@ def dumps_json(doc: Any) -> str:
 
 def atomic_write_json(path: str | os.PathLike, doc: Any, *, unique: bool = False) -> None:
     atomic_write_bytes(path, dumps_json(doc).encode("utf-8"), unique=unique)
+
+
+def create_exclusive(path: str | os.PathLike, data: bytes) -> bool:
+    """Create ``path`` holding ``data`` only if it does not exist yet, atomically:
+    of several processes (on several hosts) racing, exactly one creates it and
+    every other sees the whole file.  The bytes go to a unique temporary file
+    that is hard-linked to ``path`` (``link`` fails when ``path`` exists).
+    Returns ``True`` when this call created the file."""
+    path = os.fspath(path)
+    tmp = f"{temp_name(path, unique=True)}.{threading.get_ident()}"
+    with atomic_open(tmp, "wb") as f:
+        f.write(data)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
 
 
 def fsync_dir(path: str) -> None:

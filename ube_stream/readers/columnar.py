@@ -47,6 +47,11 @@ def arrow_text_batches(array, first_row: int, source_id: int, reporter: Reporter
             yield from arrow_text_batches(chunk, first_row, source_id, reporter, batch_rows)
             first_row += len(chunk)
         return
+    # Nothing may touch the values of a damaged array (a corrupt IPC/Feather
+    # file gives offsets beyond the data buffer: reading them crashes the
+    # process), so the structure is validated first; only UTF-8 is left to the
+    # per-row check.  ArrowInvalid from here is a corrupt file.
+    utf8_ok = _check_structure(array)
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
     if pa.types.is_null(array.type):
@@ -61,15 +66,48 @@ def arrow_text_batches(array, first_row: int, source_id: int, reporter: Reporter
         good = array.is_valid().to_numpy(zero_copy_only=False)
         nulls = rows[~good]
         reporter.null(int(nulls[0]), count=len(nulls))
-    try:
-        array.validate(full=True)
-    except pa.ArrowInvalid:
+    if not utf8_ok:
         good = _check_rows_utf8(array, rows, good, reporter)
     if good is not None:
         array = array.filter(pa.array(good))
         rows = rows[good]
     for i in range(0, len(rows), batch_rows):
         yield TextBatch(array.slice(i, batch_rows), rows[i:i + batch_rows], source_id)
+
+
+def _check_structure(array) -> bool:
+    """Validate an Arrow text (or dictionary-of-text) array before any value is
+    read: raises ``pa.ArrowInvalid`` when its buffers are inconsistent (offsets
+    out of order or beyond the data, dictionary indices out of range); returns
+    whether the text is also valid UTF-8 (``False``: check it row by row)."""
+    import pyarrow as pa
+
+    try:
+        array.validate(full=True)
+        return True
+    except pa.ArrowInvalid:
+        pass
+    array.validate()   # buffer sizes: raises on a damaged layout
+    if pa.types.is_dictionary(array.type):
+        array.indices.validate(full=True)
+        dictionary = array.dictionary
+        if len(array.indices) - array.indices.null_count:
+            import pyarrow.compute as pc
+
+            bounds = pc.min_max(array.indices)
+            low, high = bounds["min"].as_py(), bounds["max"].as_py()
+            if low is not None and (low < 0 or high >= len(dictionary)):
+                raise pa.ArrowInvalid(f"dictionary index {high if high >= len(dictionary) else low} is out of "
+                                      f"range for a dictionary of {len(dictionary)} values")
+        return _check_structure(dictionary)
+    if pa.types.is_null(array.type):
+        return True
+    if pa.types.is_string_view(array.type):
+        raise pa.ArrowInvalid("string_view array failed validation")
+    # the same buffers seen as binary: full validation checks offsets, not UTF-8
+    binary = pa.Array.from_buffers(_binary_of(array.type), len(array), array.buffers(), offset=array.offset)
+    binary.validate(full=True)
+    return False
 
 
 def _check_rows_utf8(array, rows, good, reporter: Reporter):

@@ -101,8 +101,41 @@ def report_broken(reporter: Reporter, exc: BaseException, compression: str | Non
     what = "is truncated" if reason == "truncated_file" else "is corrupt"
     reporter.problem(reason, f"{reporter.path}: the {compression or 'file'} stream {what} at decompressed byte "
                              f"offset {pos} (line {row + 1}): {exc}. Re-download or re-compress the file, "
-                             f"or read with on_error='skip' to keep the rows before this point",
+                             f"or read with on_error='skip' to skip the whole file and count its rows",
                      row=row, offset=pos)
+
+
+def skip_if_broken(unit, reporter: Reporter) -> bool:
+    """Under ``on_error="skip"``, check a compressed unit's whole stream before
+    anything is yielded: gzip (and a zstd frame's optional checksum) is checked
+    only at the end of the stream, so rows read before the damage may already
+    be garbage.  A broken stream is discarded whole: counted as
+    ``corrupt_file``/``truncated_file`` with its row count (the lines decoded
+    before the damage, at least 1), and ``True`` is returned.  Costs one more
+    decompression of the file, only in skip mode."""
+    compression = unit.source.compression
+    if compression is None or reporter.raise_errors:
+        return False
+    rows = pos = 0
+    last = b"\n"
+    try:
+        with open_bytes(unit.source.path, compression) as stream:
+            while True:
+                block = stream.read1(BLOCK_BYTES)   # read1: what was decoded before an error is counted
+                if not block:
+                    return False
+                rows += block.count(b"\n")
+                pos += len(block)
+                last = block[-1:]
+    except broken_errors() as exc:
+        reason = "truncated_file" if isinstance(exc, EOFError) else "corrupt_file"
+        what = "is truncated" if reason == "truncated_file" else "is corrupt"
+        count = max(1, rows + (last != b"\n"))
+        reporter.skips.add(reason, path=reporter.path, row=0, offset=pos, count=count,
+                           message=f"{reporter.path}: the {compression} stream {what} at decompressed byte offset "
+                                   f"{pos}: {exc}; the whole file ({count} rows decoded before the damage) was "
+                                   f"skipped. Re-download or re-compress it")
+        return True
 
 
 def scan_line_starts(path: str, unit_rows: int) -> tuple[int, list[tuple[int, int]]]:

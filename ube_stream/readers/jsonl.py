@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import json
 import json.scanner
+import sys
 from typing import Iterator
 
 import numpy as np
 
 from .batch import SKIP_HINT, Reporter, TextBatch, check_text_value
 from ..substrate import find_lone_surrogate
-from .compression import broken_errors, open_at, report_broken
+from .compression import broken_errors, open_at, report_broken, skip_if_broken
 
 _JSON_SPACE = " \t\r\n"
 _scan_json = json.scanner.make_scanner(json.JSONDecoder())   # the C scanner: (value, end index)
@@ -20,6 +21,8 @@ def read_jsonl(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterat
     line is skipped and counted (``blank_line``); it keeps its row number."""
     source = unit.source
     start, stop = unit.row_start, unit.row_stop
+    if skip_if_broken(unit, reporter):
+        return
     broken = broken_errors()
     texts: list[str] = []
     rows: list[int] = []
@@ -41,7 +44,7 @@ def read_jsonl(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterat
                 try:
                     decoded = line.decode("utf-8").strip(_JSON_SPACE)
                     record, end = _scan_json(decoded, 0)
-                except (UnicodeDecodeError, StopIteration, ValueError):
+                except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
                     pass
                 text = record.get(column) if end == len(decoded) and type(record) is dict else None
                 # a lone surrogate can only come from a \u escape (invalid UTF-8 fails to decode)
@@ -76,6 +79,17 @@ def _json_text(line: bytes, column: str, reporter: Reporter, row: int, pos: int)
     except json.JSONDecodeError as exc:
         reporter.problem("invalid_json", f"{where}: invalid JSON at column {exc.colno}: {exc.msg}; "
                                          f"fix the line {SKIP_HINT}", row=row, offset=pos)
+        return None
+    except RecursionError:
+        # the C scanner bounds nesting by the recursion limit (about 1000 levels)
+        reporter.problem("invalid_json", f"{where}: JSON nested deeper than Python's recursion limit "
+                                         f"({sys.getrecursionlimit()} levels); flatten the record or fix the "
+                                         f"line {SKIP_HINT}", row=row, offset=pos)
+        return None
+    except ValueError as exc:
+        # e.g. an integer longer than sys.get_int_max_str_digits() digits
+        reporter.problem("invalid_json", f"{where}: a JSON value cannot be parsed ({exc}); fix the line "
+                                         f"{SKIP_HINT}", row=row, offset=pos)
         return None
     if not isinstance(record, dict):
         reporter.problem("not_object", f"{where}: expected a JSON object with a {column!r} field, found a "

@@ -8,7 +8,7 @@ import numpy as np
 
 from .batch import SKIP_HINT, Reporter, TextBatch
 from . import compression
-from .compression import broken_errors, open_at, open_bytes, report_broken
+from .compression import broken_errors, open_at, open_bytes, report_broken, skip_if_broken
 
 def read_text_lines(unit, reporter: Reporter, batch_rows: int) -> Iterator[TextBatch]:
     """Plain text, one document per line: split on ``\\n`` only, one trailing
@@ -16,6 +16,8 @@ def read_text_lines(unit, reporter: Reporter, batch_rows: int) -> Iterator[TextB
     it).  Lines are cut and checked a block at a time with numpy, and each
     batch is a zero-copy Arrow large_string array over the block's bytes."""
     source = unit.source
+    if skip_if_broken(unit, reporter):
+        return
     broken = broken_errors()
     stop = unit.row_stop
     stream, row, pos = open_at(unit, source.compression)

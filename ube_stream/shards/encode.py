@@ -49,7 +49,8 @@ from typing import Any, Dict, List, Optional
 from .._version import __version__
 from . import index_format as fmt
 from ..tokenizer import as_tokenizer
-from ..storage import atomic_write_bytes, atomic_write_json, filesystem, fsync_dir, is_url, join, local_path
+from ..storage import (atomic_write_bytes, atomic_write_json, create_exclusive, dumps_json, filesystem, fsync_dir,
+                       is_url, join, local_path)
 from ..storage import exists as storage_exists
 from . import remote as remote_store
 from .locks import FileLock
@@ -230,7 +231,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     unit_rows = unit_rows or readers.DEFAULT_UNIT_ROWS
     units = readers.plan_units(sources, unit_rows=unit_rows)
     plan = {
-        "format": fmt.MANIFEST_FORMAT, "version": fmt.FORMAT_VERSION,
+        "format": fmt.MANIFEST_FORMAT, "version": fmt.MANIFEST_VERSION,
         "tokenizer": {"file": fmt.TOKENIZER_NAME, "fingerprint": tok.fingerprint, "substrate": tok.substrate,
                       "vocab_size": tok.vocab_size},
         "special_ids": {"eos": eos_id, "bos": bos_id},
@@ -341,8 +342,8 @@ def _finalize_remote(out: str, plan: Dict[str, Any], units, world_size: Optional
     if missing:
         shown = "; ".join(missing[:20]) + (f"; and {len(missing) - 20} more" if len(missing) > 20 else "")
         raise ShardFormatError(f"{out}: cannot finalize: {len(missing)} of {len(units)} units are not committed: "
-                               f"{shown}. Run the missing ranks (the same command with their --rank), then "
-                               f"--finalize again")
+                               f"{shown}. Run the missing ranks (the same call with their rank), then "
+                               f"finalize=True again")
     manifest = build_manifest(plan, [committed[u.unit_id] for u in units])
     listed = {os.path.basename(s[f]) for s in manifest["shards"] for f in ("tokens_file", "index_file")}
     try:
@@ -393,21 +394,27 @@ def _already_complete(out: str, manifest_path: str, plan: Dict[str, Any], summar
 
 
 def _check_or_write_plan(out: str, plan: Dict[str, Any], tokenizer_bytes: bytes) -> None:
+    """One run plan for all ranks: created exclusively (the first rank's call
+    wins, atomically, even across hosts), then compared by every rank,
+    including the one that created it, so ranks started together with
+    different options can never both write.  An object store has no exclusive
+    create: there the first plan uploaded stands and later ranks compare with it."""
     plan_path = join(out, fmt.UNITS_DIR, fmt.PLAN_NAME)
     tokenizer_path = join(out, fmt.TOKENIZER_NAME)
-    if storage_exists(plan_path):
-        recorded = fmt.read_json(plan_path, "run plan")
-        different = _differences(recorded, plan)
-        if different:
-            raise ShardFormatError(
-                f"{out}: holds an unfinished encoding run with other settings ({', '.join(different)} differ: "
-                f"another tokenizer, other options or other inputs); rerun it with its own settings, or write to "
-                f"a new output directory (or delete {out})")
-        if not storage_exists(tokenizer_path):
-            atomic_write_bytes(tokenizer_path, tokenizer_bytes, unique=True)
-        return
-    atomic_write_bytes(tokenizer_path, tokenizer_bytes, unique=True)
-    atomic_write_json(plan_path, plan, unique=True)
+    if is_url(out):
+        if not storage_exists(plan_path):
+            atomic_write_json(plan_path, plan, unique=True)
+    else:
+        create_exclusive(plan_path, dumps_json(plan).encode("utf-8"))
+    recorded = fmt.read_json(plan_path, "run plan")
+    different = _differences(recorded, plan)
+    if different:
+        raise ShardFormatError(
+            f"{out}: holds an unfinished encoding run with other settings ({', '.join(different)} differ: "
+            f"another tokenizer, other options or other inputs); rerun it with its own settings, or write to "
+            f"a new output directory (or delete {out})")
+    if not storage_exists(tokenizer_path):
+        atomic_write_bytes(tokenizer_path, tokenizer_bytes, unique=True)
 
 
 def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], show_progress: bool,
@@ -503,6 +510,6 @@ def build_manifest(plan: Dict[str, Any], records: List[Dict[str, Any]]) -> Dict[
     totals["skipped"] = dict(sorted(totals["skipped"].items()))
     totals["special_text"] = dict(sorted(totals["special_text"].items()))
     totals["shards"] = len(shards)
-    return {"format": fmt.MANIFEST_FORMAT, "version": fmt.FORMAT_VERSION, "ube_stream_version": __version__,
+    return {"format": fmt.MANIFEST_FORMAT, "version": fmt.MANIFEST_VERSION, "ube_stream_version": __version__,
             "dtype": "uint32", "tokenizer": plan["tokenizer"], "special_ids": plan["special_ids"],
             "options": plan["options"], "sources": sources, "shards": shards, "totals": totals}

@@ -1,4 +1,4 @@
-"""The token shard directory format, version 1: index header, index files,
+"""The token shard directory format, version 2: index header, index files,
 manifest checks and atomic writes.  Internal; the public face is
 :mod:`ube_stream.shards`.
 
@@ -6,13 +6,15 @@ Index file (``.idx``), little-endian::
 
     offset  size  field
     0       8     magic b"UBESHRD1"
-    8       4     uint32 format version = 1
+    8       4     uint32 format version = 2 (1 is still read)
     12      4     uint32 token width in bytes = 4
     16      8     uint64 n_docs
     24      8     uint64 n_tokens
     32      32    sha256 digest of the .tokens file (raw bytes)
     64      32    tokenizer fingerprint (raw bytes of the hex in "sha256:<hex>")
-    96      32    reserved, zero
+    96      8     uint64 token bound: the largest token id in the .tokens file + 1 (0: no tokens);
+                  version 2 only (zero in version 1, whose readers ignored the field)
+    104     24    reserved, zero
     128     8*(n_docs+1)   uint64 doc_offsets (doc_offsets[0] = 0, doc_offsets[n_docs] = n_tokens)
     ...     8*n_docs       uint64 rows (row of the document inside its source file)
     ...     4*n_docs       uint32 source_ids (index into MANIFEST "sources")
@@ -34,7 +36,9 @@ from ..storage import TMP_SUFFIX  # noqa: F401  (temp names inside shard directo
 from ..storage import read_bytes
 
 MAGIC = b"UBESHRD1"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)             # version 1: the same layout without the token bound
+MANIFEST_VERSION = 1               # MANIFEST.json (unchanged by index version 2)
 TOKEN_WIDTH = 4
 HEADER_SIZE = 128
 MANIFEST_NAME = "MANIFEST.json"
@@ -44,7 +48,7 @@ UNITS_DIR = "units"
 SHARDS_DIR = "shards"
 LOCKS_DIR = "locks"
 PLAN_NAME = "_plan.json"          # units/_plan.json: the options of an unfinished run (removed with units/)
-_HEADER = struct.Struct("<8sIIQQ32s32s32s")
+_HEADER = struct.Struct("<8sIIQQ32s32sQ24s")
 assert _HEADER.size == HEADER_SIZE
 _READ_BLOCK = 1 << 22
 
@@ -77,10 +81,11 @@ class IndexHeader:
     fingerprint: bytes
     version: int = FORMAT_VERSION
     width: int = TOKEN_WIDTH
+    token_bound: int = 0        # largest id + 1 (version 2); 0 when unknown (version 1) or no tokens
 
     def pack(self) -> bytes:
         return _HEADER.pack(MAGIC, self.version, self.width, self.n_docs, self.n_tokens,
-                            self.tokens_sha256, self.fingerprint, b"\0" * 32)
+                            self.tokens_sha256, self.fingerprint, self.token_bound, b"\0" * 24)
 
 
 def unpack_header(raw: bytes, path: str) -> IndexHeader:
@@ -88,17 +93,17 @@ def unpack_header(raw: bytes, path: str) -> IndexHeader:
     if len(raw) < HEADER_SIZE:
         raise ShardFormatError(f"{path}: index file is {len(raw)} bytes, shorter than its {HEADER_SIZE}-byte "
                                f"header; the file is truncated. Re-encode the directory")
-    magic, version, width, n_docs, n_tokens, digest, fingerprint, _ = _HEADER.unpack(raw[:HEADER_SIZE])
+    magic, version, width, n_docs, n_tokens, digest, fingerprint, bound, _ = _HEADER.unpack(raw[:HEADER_SIZE])
     if magic != MAGIC:
         raise ShardFormatError(f"{path}: bad magic {magic!r}, expected {MAGIC!r}; this is not an ube-stream "
                                f"shard index (or it is corrupt). Re-encode the directory")
-    if version != FORMAT_VERSION:
-        raise ShardFormatError(f"{path}: index format version {version}, this ube-stream reads version "
-                               f"{FORMAT_VERSION}; upgrade ube-stream or re-encode")
+    if version not in READ_VERSIONS:
+        raise ShardFormatError(f"{path}: index format version {version}, this ube-stream reads versions "
+                               f"{', '.join(map(str, READ_VERSIONS))}; upgrade ube-stream or re-encode")
     if width != TOKEN_WIDTH:
         raise ShardFormatError(f"{path}: token width {width} bytes, expected {TOKEN_WIDTH} (uint32); "
                                f"the header is corrupt. Re-encode the directory")
-    return IndexHeader(n_docs, n_tokens, digest, fingerprint, version, width)
+    return IndexHeader(n_docs, n_tokens, digest, fingerprint, version, width, bound if version >= 2 else 0)
 
 
 def read_header(path: str) -> IndexHeader:

@@ -19,15 +19,36 @@ from ..storage import is_url, local_path
 VERIFY_LEVELS = ("none", "header", "full")
 
 
+def _inside(directory: str, relative: str, where: str) -> str:
+    """``directory/relative``, refused unless it stays inside ``directory``
+    (no absolute paths, no ``..``, no symlink out)."""
+    path = os.path.join(directory, relative)
+    real_dir = os.path.realpath(directory)
+    if os.path.isabs(relative) or os.path.commonpath([real_dir, os.path.realpath(path)]) != real_dir:
+        raise ShardFormatError(f"{where}: shard file {relative!r} is outside the directory {directory}; "
+                               f"shard files must lie inside it. The manifest is corrupt or hostile: re-encode")
+    return path
+
+
 class Shard:
     """One shard: ``tokens`` (uint32 memmap), ``doc_offsets`` (uint64, n+1),
     ``rows`` (uint64), ``source_ids`` (uint32), all mapped on first use."""
 
-    def __init__(self, directory: str, entry: Dict[str, Any]):
+    def __init__(self, directory: str, entry: Dict[str, Any], where: str = "MANIFEST.json"):
+        if not isinstance(entry, dict):
+            raise ShardFormatError(f"{where}: a shard entry must be an object, found {type(entry).__name__}; "
+                                   f"the manifest is corrupt. Re-encode")
+        for key, kind in (("name", str), ("unit_id", str), ("tokens_file", str), ("index_file", str),
+                          ("documents", int), ("tokens", int), ("sha256", str)):
+            value = entry.get(key)
+            if type(value) is not kind or (isinstance(value, int) and not 0 <= value < 1 << 63):
+                raise ShardFormatError(f"{where}: shard field {key!r} must be "
+                                       f"{'a non-negative integer' if kind is int else 'a string'}, found "
+                                       f"{value!r:.60}; the manifest is corrupt. Re-encode")
         self.name: str = entry["name"]
         self.unit_id: str = entry["unit_id"]
-        self.tokens_path = os.path.join(directory, entry["tokens_file"])
-        self.index_path = os.path.join(directory, entry["index_file"])
+        self.tokens_path = _inside(directory, entry["tokens_file"], where)
+        self.index_path = _inside(directory, entry["index_file"], where)
         self.num_docs: int = int(entry["documents"])
         self.num_tokens: int = int(entry["tokens"])
         self.sha256: str = entry["sha256"]
@@ -140,7 +161,7 @@ class TokenShards:
         m = self.manifest
         self.special_ids: Dict[str, Optional[int]] = dict(m["special_ids"])
         self.sources: List[Dict[str, Any]] = list(m["sources"])
-        self.shards: List[Shard] = [Shard(self.directory, entry) for entry in m["shards"]]
+        self.shards: List[Shard] = [Shard(self.directory, entry, manifest_path) for entry in m["shards"]]
         counts = np.array([s.num_docs for s in self.shards], dtype=np.int64)
         self._doc_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self.num_tokens: int = int(m["totals"]["tokens"])
@@ -155,16 +176,43 @@ class TokenShards:
             found = m.get("format") if isinstance(m, dict) else type(m).__name__
             raise ShardFormatError(f"{path}: format is {found!r}, expected {fmt.MANIFEST_FORMAT!r}; this is not an "
                                    f"ube-stream shard manifest")
-        if m.get("version") != fmt.FORMAT_VERSION:
+        if m.get("version") != fmt.MANIFEST_VERSION:
             raise ShardFormatError(f"{path}: shard format version {m.get('version')!r}; this ube-stream reads "
-                                   f"version {fmt.FORMAT_VERSION}. Upgrade ube-stream or re-encode")
+                                   f"version {fmt.MANIFEST_VERSION}. Upgrade ube-stream or re-encode")
         if m.get("dtype") != "uint32":
             raise ShardFormatError(f"{path}: dtype {m.get('dtype')!r}, expected 'uint32'; the manifest is corrupt")
         missing = [k for k in ("tokenizer", "special_ids", "options", "sources", "shards", "totals") if k not in m]
         if missing:
             raise ShardFormatError(f"{path}: missing fields {missing}; the manifest is corrupt. Re-encode")
-        docs = sum(int(s["documents"]) for s in m["shards"])
-        tokens = sum(int(s["tokens"]) for s in m["shards"])
+        for key, kind in (("tokenizer", dict), ("special_ids", dict), ("options", dict), ("sources", list),
+                          ("shards", list), ("totals", dict)):
+            if not isinstance(m[key], kind):
+                raise ShardFormatError(f"{path}: field {key!r} must be a{'n object' if kind is dict else ' list'}, "
+                                       f"found {type(m[key]).__name__}; the manifest is corrupt. Re-encode")
+        for key in ("documents", "tokens", "shards"):
+            if type(m["totals"].get(key)) is not int:
+                raise ShardFormatError(f"{path}: field 'totals.{key}' must be an integer, found "
+                                       f"{m['totals'].get(key)!r:.60}; the manifest is corrupt. Re-encode")
+        if not isinstance(m["tokenizer"].get("fingerprint"), str):
+            raise ShardFormatError(f"{path}: field 'tokenizer.fingerprint' is missing or not a string; the "
+                                   f"manifest is corrupt. Re-encode")
+        for key, value in m["special_ids"].items():
+            if value is not None and type(value) is not int:
+                raise ShardFormatError(f"{path}: field 'special_ids.{key}' must be an integer or null, found "
+                                       f"{value!r:.60}; the manifest is corrupt. Re-encode")
+        if not all(isinstance(src, dict) and isinstance(src.get("path"), str) for src in m["sources"]):
+            raise ShardFormatError(f"{path}: every entry of field 'sources' must be an object with a 'path'; "
+                                   f"the manifest is corrupt. Re-encode")
+        for i, entry in enumerate(m["shards"]):
+            if not isinstance(entry, dict):
+                raise ShardFormatError(f"{path}: field 'shards[{i}]' must be an object; the manifest is corrupt. "
+                                       f"Re-encode")
+            for key in ("documents", "tokens"):
+                if type(entry.get(key)) is not int or not 0 <= entry[key] < 1 << 63:
+                    raise ShardFormatError(f"{path}: field 'shards[{i}].{key}' must be a non-negative integer, "
+                                           f"found {entry.get(key)!r:.60}; the manifest is corrupt. Re-encode")
+        docs = sum(s["documents"] for s in m["shards"])
+        tokens = sum(s["tokens"] for s in m["shards"])
         if (docs, tokens, len(m["shards"])) != (m["totals"]["documents"], m["totals"]["tokens"], m["totals"]["shards"]):
             raise ShardFormatError(f"{path}: totals ({m['totals']['documents']} documents, {m['totals']['tokens']} "
                                    f"tokens, {m['totals']['shards']} shards) disagree with its shard list ({docs}, "
@@ -179,18 +227,44 @@ class TokenShards:
                 f"MANIFEST.json records {fingerprint}; the tokenizer file was replaced. Restore the tokenizer "
                 f"the shards were encoded with, or re-encode")
         n_sources = len(self.sources)
+        vocab_size = tok.vocab_size
+        fix = "the index is corrupt. Re-encode the directory (or restore the file)"
         for shard in self.shards:
             header = fmt.read_header(shard.index_path)
             fmt.check_index(shard.index_path, shard.tokens_path, header, n_docs=shard.num_docs,
                             n_tokens=shard.num_tokens, tokens_sha256=shard.sha256, fingerprint=fingerprint)
+            # cheap, vectorised checks of the whole index: a reader never serves a
+            # document outside the token file, a row or source that does not exist,
+            # or (version 2 headers) an id outside the vocabulary
             offsets = shard.doc_offsets
             if shard.num_docs and (int(offsets[0]) != 0 or int(offsets[-1]) != shard.num_tokens):
                 raise ShardFormatError(f"{shard.index_path}: doc_offsets run {int(offsets[0])}..{int(offsets[-1])}, "
-                                       f"expected 0..{shard.num_tokens}; the index is corrupt. Re-encode")
+                                       f"expected 0..{shard.num_tokens}; {fix}")
+            if shard.num_docs > 1:
+                down = np.flatnonzero(offsets[1:] < offsets[:-1])
+                if len(down):
+                    d = int(down[0])
+                    raise ShardFormatError(f"{shard.index_path}: doc_offsets decrease at document {d} "
+                                           f"({int(offsets[d])} then {int(offsets[d + 1])}); {fix}")
+                rows = shard.rows
+                if np.any(rows[1:] <= rows[:-1]):
+                    d = int(np.flatnonzero(rows[1:] <= rows[:-1])[0])
+                    raise ShardFormatError(f"{shard.index_path}: rows are not increasing at document {d + 1} "
+                                           f"(row {int(rows[d])} then {int(rows[d + 1])}); {fix}")
+            if shard.num_docs and (int(shard.source_ids.max()) >= n_sources or int(shard.rows.max()) >= 1 << 63):
+                raise ShardFormatError(f"{shard.index_path}: source id {int(shard.source_ids.max())} or row "
+                                       f"{int(shard.rows.max())} is out of range (MANIFEST lists {n_sources} "
+                                       f"sources); {fix}")
+            if header.version >= 2 and (header.token_bound > vocab_size
+                                        or (shard.num_tokens > 0) != (header.token_bound > 0)):
+                raise ShardFormatError(f"{shard.index_path}: header records token ids up to "
+                                       f"{header.token_bound - 1}, but the vocabulary has {vocab_size} ids; {fix}")
             if level == "full":
-                if np.any(np.diff(offsets.astype(np.int64)) < 0) or np.any(shard.source_ids >= n_sources):
-                    raise ShardFormatError(f"{shard.index_path}: doc_offsets decrease or a source id is out of "
-                                           f"range; the index is corrupt. Re-encode")
+                largest = int(shard.tokens.max()) if shard.num_tokens else -1
+                if largest >= vocab_size or (header.version >= 2 and largest + 1 != header.token_bound):
+                    raise ShardFormatError(f"{shard.tokens_path}: holds token id {largest} (the index header "
+                                           f"records a bound of {header.token_bound}), the vocabulary has "
+                                           f"{vocab_size} ids; the token file is corrupt. Re-encode the directory")
                 digest = fmt.sha256_file(shard.tokens_path)
                 if digest != shard.sha256:
                     raise ShardFormatError(f"{shard.tokens_path}: sha256 is {digest}, MANIFEST.json and the index "

@@ -29,7 +29,7 @@ import numpy as np
 
 from . import index_format as fmt
 from ..executors import worker_state
-from ..storage import atomic_write_json
+from ..storage import atomic_write_json, storage_error
 from .locks import _HOST, FileLock, read_holder
 from ..errors import InvalidTextError, LockError, ShardFormatError
 
@@ -68,6 +68,7 @@ class _UnitShards:
         self.file = open(self.tokens_path + self.tmp_suffix, "wb")
         self.digest = hashlib.sha256()
         self.n_tokens = 0
+        self.token_bound = 0
         self.lengths: List[np.ndarray] = []
         self.rows: List[np.ndarray] = []
 
@@ -88,6 +89,8 @@ class _UnitShards:
             chunk = np.ascontiguousarray(tokens[doc_offsets[start]:doc_offsets[stop]], dtype="<u4")
             self.file.write(chunk.data)
             self.digest.update(chunk.data)
+            if len(chunk):
+                self.token_bound = max(self.token_bound, int(chunk.max()) + 1)
             self.n_tokens += len(chunk)
             self.lengths.append(np.diff(doc_offsets[start:stop + 1]))
             self.rows.append(np.asarray(rows[start:stop], dtype=np.uint64))
@@ -101,7 +104,8 @@ class _UnitShards:
         lengths = np.concatenate(self.lengths)
         doc_offsets = np.zeros(len(lengths) + 1, dtype=np.uint64)
         np.cumsum(lengths, out=doc_offsets[1:])
-        header = fmt.IndexHeader(len(lengths), self.n_tokens, self.digest.digest(), self.fingerprint)
+        header = fmt.IndexHeader(len(lengths), self.n_tokens, self.digest.digest(), self.fingerprint,
+                                 token_bound=self.token_bound)
         index_path = os.path.join(self.shards_dir, self.name + ".idx")
         fmt.write_index(index_path + self.tmp_suffix, header, doc_offsets, np.concatenate(self.rows),
                         np.full(len(lengths), self.source_id, dtype=np.uint32))
@@ -121,8 +125,15 @@ class _UnitShards:
 
     def abort(self) -> None:
         if self.file is not None:
-            self.file.close()
+            try:
+                self.file.close()
+            except OSError:
+                pass
             self.file = None
+            try:   # give the space back at once (a full disk); a rerun would remove it anyway
+                os.unlink(self.tokens_path + self.tmp_suffix)
+            except OSError:
+                pass
 
 
 def with_special_tokens(ids: np.ndarray, token_offsets: np.ndarray, bos_id: Optional[int],
@@ -274,6 +285,14 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
                 tokens += int(token_offsets[-1])
                 nbytes += int(offsets[-1] - offsets[0])
             shard_records = shards.finish()
+        except OSError as exc:   # disk full, quota, read-only output: say where and what to do
+            where = getattr(exc, "filename", None)
+            if where is not None and not os.path.abspath(where).startswith(os.path.abspath(out_dir)):
+                raise                # an input file's error, not the output's
+            translated = storage_error(exc, where or os.path.join(out_dir, fmt.SHARDS_DIR))
+            if translated is exc:
+                raise
+            raise translated from None
         finally:
             shards.abort()
         record = {

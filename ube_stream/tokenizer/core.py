@@ -25,6 +25,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stream_decoder import StreamDecoder
 
 
+#: the longest token, in base symbols, a tokenizer may hold (2**16: 64 KiB of UTF-8 for ube/utf8)
+MAX_TOKEN_SYMBOLS = 1 << 16
+#: the most base symbols all token expansions together may hold (bounds loading memory)
+MAX_TOTAL_SYMBOLS = 1 << 26
+
+
 def derive_tokens(merges: Sequence[Tuple[int, int]], base_size: int) -> Tuple[List[int], List[Tuple[int, ...]]]:
     """Result id of every merge and the base-symbol expansion of every token.
 
@@ -35,12 +41,25 @@ def derive_tokens(merges: Sequence[Tuple[int, int]], base_size: int) -> Tuple[Li
     expansions: List[Tuple[int, ...]] = [(i,) for i in range(base_size)]
     id_of: Dict[Tuple[int, ...], int] = {}
     results: List[int] = []
+    total = base_size
     for rank, (left, right) in enumerate(merges):
         if not (0 <= left < len(expansions) and 0 <= right < len(expansions)):
             raise TokenizerFormatError(
                 f"merge {rank} joins ids ({left}, {right}) but only ids 0..{len(expansions) - 1} exist "
                 "at that rank; the merge list is corrupt or out of order"
             )
+        # lengths are checked before the expansion is built: a few doubling merges
+        # ([97, 97], [512, 512], ...) would otherwise ask for 2**40 symbols
+        length = len(expansions[left]) + len(expansions[right])
+        if length > MAX_TOKEN_SYMBOLS:
+            raise TokenizerFormatError(
+                f"merge {rank} ({left}, {right}) makes a token of {length} base symbols; tokens are limited to "
+                f"{MAX_TOKEN_SYMBOLS} (MAX_TOKEN_SYMBOLS). The merge list is corrupt or hostile")
+        total += length
+        if total > MAX_TOTAL_SYMBOLS:
+            raise TokenizerFormatError(
+                f"merges up to {rank} expand to more than {MAX_TOTAL_SYMBOLS} base symbols in all "
+                f"(MAX_TOTAL_SYMBOLS); the merge list is corrupt or hostile")
         expansion = expansions[left] + expansions[right]
         token = id_of.get(expansion)
         if token is None:
@@ -90,6 +109,8 @@ class Tokenizer:
         # internal ids: base symbols, merged tokens, special tokens (the file's numbering)
         self._special_internal: Dict[str, int] = dict(sorted(specials.items(), key=lambda kv: kv[1]))
         self.training = dict(training or {})
+        #: run a custom pattern without a time budget (False for patterns read from files)
+        self.trust_pattern = True
         self._set_id_map(id_map)
 
     def _set_id_map(self, id_map: Optional[Sequence[int]]) -> None:
@@ -147,18 +168,28 @@ class Tokenizer:
         atomic_write_text(os.fspath(path), self.to_json())
 
     @classmethod
-    def from_json(cls, text: str, *, source: str = "<string>") -> "Tokenizer":
-        """A tokenizer from a file's text, checked (format, version, pattern, fingerprint, size)."""
+    def from_json(cls, text: str, *, source: str = "<string>", trust_pattern: bool = False) -> "Tokenizer":
+        """A tokenizer from a file's text, checked (format, version, fields, pattern, fingerprint, size).
+
+        Loading is bounded by the vocabulary: a token may expand to at most
+        :data:`MAX_TOKEN_SYMBOLS` base symbols.  A custom pattern runs under a
+        time budget per document unless ``trust_pattern=True``."""
         doc, kwargs = file_format.parse(text, source=source)
-        tok = cls(**kwargs)
+        try:
+            tok = cls(**kwargs)
+        except TokenizerFormatError as exc:
+            raise TokenizerFormatError(f"{source}: {exc}") from None
+        except (ValueError, TypeError) as exc:
+            raise TokenizerFormatError(f"{source}: {exc}; the file is corrupt or was edited") from None
         file_format.check_recorded(doc, pattern=tok.pattern, fingerprint=tok.fingerprint,
                                    vocab_size=tok.vocab_size, source=source)
+        tok.trust_pattern = bool(trust_pattern)
         return tok
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Tokenizer":
-        """Read and check a tokenizer file (format, version, fingerprint)."""
-        return cls.from_json(file_format.read_text(path), source=os.fspath(path))
+    def load(cls, path: str | os.PathLike, *, trust_pattern: bool = False) -> "Tokenizer":
+        """Read and check a tokenizer file (format, version, fields, fingerprint); see :meth:`from_json`."""
+        return cls.from_json(file_format.read_text(path), source=os.fspath(path), trust_pattern=trust_pattern)
 
     # ------------------------------------------------------------------ exports
     def vocab(self) -> Dict[str, int]:
@@ -293,14 +324,21 @@ class Tokenizer:
             if self.pattern_name == "gpt2":
                 ids, token_offsets, bad = encoder.encode_utf8(data, offsets, slot)
             else:
-                from ..pretokenizer import chunk_bounds_batch
+                from ..pretokenizer import PatternTimeout, chunk_bounds_batch
 
                 try:
-                    ends, doc_chunks = chunk_bounds_batch(data, offsets, self.pattern)
+                    ends, doc_chunks = chunk_bounds_batch(data, offsets, self.pattern,
+                                                          time_limit=not self.trust_pattern)
                 except InvalidTextError as exc:
                     if exc.document is not None:
                         exc.document += first_doc
                     raise
+                except PatternTimeout as exc:
+                    raise TokenizerFormatError(
+                        f"the tokenizer's custom pattern {self.pattern!r} ran past its time budget "
+                        f"({exc.budget:.3g} s) on document {(exc.document or 0) + first_doc} ({exc.chars} "
+                        f"characters): it backtracks catastrophically. Fix the pattern, or, if you trust the "
+                        f"file, load it with trust_pattern=True to run it without a limit") from None
                 ids, token_offsets, bad = encoder.encode_chunks(data, offsets, ends, doc_chunks, slot)
         finally:
             slots.put(slot)

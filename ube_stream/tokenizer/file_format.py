@@ -95,6 +95,10 @@ def parse(text: str, *, source: str = "<string>") -> Tuple[Dict[str, Any], Dict[
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TokenizerFormatError(f"{source}: not a JSON file ({exc}); expected an ube-stream tokenizer file") from exc
+    except RecursionError:
+        raise TokenizerFormatError(f"{source}: JSON nested too deeply; not an ube-stream tokenizer file") from None
+    except ValueError as exc:   # e.g. an integer of more than 4300 digits
+        raise TokenizerFormatError(f"{source}: not a readable JSON file ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
         found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
         hint = (" It looks like a HF tokenizer.json: load it with Tokenizer.from_hf()."
@@ -108,6 +112,7 @@ def parse(text: str, *, source: str = "<string>") -> Tuple[Dict[str, Any], Dict[
     missing = [k for k in ("substrate", "pattern", "merges", "special_tokens", "fingerprint") if k not in doc]
     if missing:
         raise TokenizerFormatError(f"{source}: missing fields {missing}")
+    check_fields(doc, source)
     pattern = doc["pattern"]
     kwargs = dict(substrate=doc["substrate"], merges=doc["merges"],
                   special_tokens={s["text"]: int(s["id"]) for s in doc["special_tokens"]},
@@ -115,6 +120,55 @@ def parse(text: str, *, source: str = "<string>") -> Tuple[Dict[str, Any], Dict[
                   normalization=doc.get("normalization", "none"), training=doc.get("training"),
                   id_map=doc.get("id_map"))
     return doc, kwargs
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int   # not bool, not float
+
+
+def check_fields(doc: Mapping[str, Any], source: str) -> None:
+    """The type and range of every field, before anything is built from them:
+    :class:`TokenizerFormatError` naming the field."""
+    from ..substrate import SUBSTRATES, base_size
+
+    def bad(field: str, expected: str, found: Any) -> TokenizerFormatError:
+        shown = repr(found)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        return TokenizerFormatError(f"{source}: field {field!r} must be {expected}, found {shown}; the file is "
+                                    f"corrupt or was edited. Restore it or re-train")
+
+    substrate = doc["substrate"]
+    if substrate not in SUBSTRATES:
+        raise bad("substrate", f"one of {list(SUBSTRATES)}", substrate)
+    pattern = doc["pattern"]
+    if not isinstance(pattern, dict) or not isinstance(pattern.get("name"), str) \
+            or not isinstance(pattern.get("regex"), str):
+        raise bad("pattern", 'an object {"name": str, "regex": str}', pattern)
+    if "base_size" in doc and doc["base_size"] != base_size(substrate):
+        raise bad("base_size", f"{base_size(substrate)} for substrate {substrate!r}", doc["base_size"])
+    if "vocab_size" in doc and not (_is_int(doc["vocab_size"]) and 0 < doc["vocab_size"] < 1 << 32):
+        raise bad("vocab_size", "an integer in 1..2**32-1", doc["vocab_size"])
+    if doc.get("normalization", "none") != "none":
+        raise bad("normalization", "'none'", doc.get("normalization"))
+    merges = doc["merges"]
+    if not isinstance(merges, list):
+        raise bad("merges", "a list of [left, right] id pairs", merges)
+    for rank, merge in enumerate(merges):
+        if not (isinstance(merge, list) and len(merge) == 2 and _is_int(merge[0]) and _is_int(merge[1])):
+            raise bad(f"merges[{rank}]", "a pair of integer ids [left, right]", merge)
+    specials = doc["special_tokens"]
+    if not isinstance(specials, list):
+        raise bad("special_tokens", 'a list of {"id": int, "text": str}', specials)
+    for i, special in enumerate(specials):
+        if not (isinstance(special, dict) and _is_int(special.get("id")) and isinstance(special.get("text"), str)):
+            raise bad(f"special_tokens[{i}]", 'an object {"id": int, "text": str}', special)
+    id_map = doc.get("id_map")
+    if id_map is not None and not (isinstance(id_map, list) and all(_is_int(i) for i in id_map)):
+        raise bad("id_map", "a list of integer model ids", id_map)
+    if doc.get("training") is not None and not isinstance(doc["training"], dict):
+        raise bad("training", "an object", doc["training"])
+    if not isinstance(doc["fingerprint"], str):
+        raise bad("fingerprint", "a 'sha256:<hex>' string", doc["fingerprint"])
 
 
 def check_recorded(doc: Mapping[str, Any], *, pattern: str, fingerprint: str, vocab_size: int,

@@ -1,8 +1,9 @@
 """Structural checks of one shard directory's files, read from the format spec with numpy.
 
-Index file: 128-byte header (magic ``UBESHRD1``, version 1, token width 4,
-``n_docs``, ``n_tokens``, sha256 of the token file, tokenizer fingerprint, 32
-reserved zero bytes), then ``uint64 doc_offsets[n_docs + 1]``, ``uint64
+Index file: 128-byte header (magic ``UBESHRD1``, version 2 (or 1), token width 4,
+``n_docs``, ``n_tokens``, sha256 of the token file, tokenizer fingerprint,
+uint64 token bound (largest id + 1; version 2, zero in version 1), 24 reserved
+zero bytes), then ``uint64 doc_offsets[n_docs + 1]``, ``uint64
 rows[n_docs]``, ``uint32 source_ids[n_docs]``.  Every problem is reported (not
 raised), so one run lists them all.
 """
@@ -88,9 +89,10 @@ def check_shard(directory: str, record: Dict[str, Any], fingerprint: str, n_sour
         return None
     version, width = np.frombuffer(header[8:16], "<u4").tolist()
     head_docs, head_tokens = np.frombuffer(header[16:32], "<u8").tolist()
-    if (version, width) != (1, 4):
-        fail("index", f"format version {version}, token width {width}; expected version 1, width 4")
+    if version not in (1, 2) or width != 4:
+        fail("index", f"format version {version}, token width {width}; expected version 1 or 2, width 4")
         return None
+    token_bound = int(np.frombuffer(header[96:104], "<u8")[0]) if version == 2 else None
     if (head_docs, head_tokens) != (n_docs, n_tokens):
         fail("index", f"header says {head_docs} documents / {head_tokens} tokens, MANIFEST says "
                       f"{n_docs} / {n_tokens}")
@@ -110,8 +112,8 @@ def check_shard(directory: str, record: Dict[str, Any], fingerprint: str, n_sour
     report.count("checksums", 1)
     if header[64:96] != _fingerprint_bytes(fingerprint):
         fail("fingerprint", f"index header records tokenizer sha256:{header[64:96].hex()}, MANIFEST {fingerprint}")
-    if any(header[96:128]):
-        fail("index", "reserved header bytes 96..127 are not zero")
+    if any(header[104:128]) or (version == 1 and any(header[96:104])):
+        fail("index", f"reserved header bytes {96 if version == 1 else 104}..127 are not zero")
     doc_offsets = np.fromfile(index_path, dtype="<u8", count=n_docs + 1, offset=HEADER_BYTES).astype(np.int64)
     rows = np.fromfile(index_path, dtype="<u8", count=n_docs, offset=HEADER_BYTES + 8 * (n_docs + 1))
     source_ids = np.fromfile(index_path, dtype="<u4", count=n_docs, offset=HEADER_BYTES + 16 * n_docs + 8)
@@ -124,9 +126,12 @@ def check_shard(directory: str, record: Dict[str, Any], fingerprint: str, n_sour
         return None
     tokens = (np.memmap(tokens_path, dtype="<u4", mode="r", shape=(n_tokens,)) if n_tokens
               else np.zeros(0, dtype="<u4"))
-    if vocab_size is not None and n_tokens and int(tokens.max()) >= vocab_size:
+    largest = int(tokens.max()) if n_tokens else -1
+    if vocab_size is not None and n_tokens and largest >= vocab_size:
         at = int(np.flatnonzero(tokens >= vocab_size)[0])
         fail("tokens", f"token id {int(tokens[at])} at offset {at} is outside the vocabulary (0..{vocab_size - 1})")
+    if token_bound is not None and token_bound != largest + 1:
+        fail("index", f"header records token bound {token_bound}, the tokens' largest id + 1 is {largest + 1}")
     return ShardData(name, tokens, doc_offsets, rows.astype(np.int64), source_ids.astype(np.int64),
                      int(record.get("_first_doc", 0)))
 
