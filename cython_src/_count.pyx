@@ -22,18 +22,19 @@ touching the arena.  All memory comes from malloc/calloc/realloc so it can grow
 inside ``nogil``; a failed allocation leaves the table consistent (holding the
 chunks counted so far) and raises MemoryError once the GIL is back.
 
-The hash is xxHash64's short-input path (8-byte lanes with the XXH64 round,
-then 4-byte and 1-byte tails, then the XXH64 avalanche), applied to keys of
-any length.  It reads native-endian words; the hash never leaves the table
-(export is sorted by key bytes), so results are the same on every platform.
+The hash is ``_hash.hash_bytes`` (xxHash64's short-input path).  It reads
+native-endian words; the hash never leaves the table (export is sorted by key
+bytes), so results are the same on every platform.
 
 One table must not be used from two threads at once; a call that finds the
 table busy raises RuntimeError instead of corrupting it.
 """
 cimport cython
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t, INT64_MAX
+from libc.stdint cimport int64_t, uint8_t, uint64_t, INT64_MAX
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy
+
+from _hash cimport hash_bytes, prefetch
 
 import numpy as np
 
@@ -80,18 +81,7 @@ cdef extern from *:
     void ube_sort_entries(ube_count_entry* first, int64_t n, const uint8_t* arena) noexcept nogil
 
 
-cdef extern from *:
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define UBE_COUNT_PREFETCH(p) __builtin_prefetch((const void*)(p))
-    #else
-    #define UBE_COUNT_PREFETCH(p) ((void)0)
-    #endif
-    """
-    void prefetch "UBE_COUNT_PREFETCH"(const void* p) noexcept nogil
-
-
-# ----------------------------------------------------------------------------- hash
+# ----------------------------------------------------------------------------- sizes
 
 cdef enum:
     MIN_CAPACITY = 16
@@ -106,44 +96,6 @@ cdef enum:
     # early (the table is larger than the caches)
     AHEAD = 16
     RING = 32           # a power of two > AHEAD
-
-cdef uint64_t P1 = 0x9E3779B185EBCA87ULL
-cdef uint64_t P2 = 0xC2B2AE3D27D4EB4FULL
-cdef uint64_t P3 = 0x165667B19E3779F9ULL
-cdef uint64_t P4 = 0x85EBCA77C2B2AE63ULL
-cdef uint64_t P5 = 0x27D4EB2F165667C5ULL
-
-
-cdef inline uint64_t _rotl(uint64_t x, int r) noexcept nogil:
-    return (x << r) | (x >> (64 - r))
-
-
-cdef inline uint64_t hash_bytes(const uint8_t* p, int64_t n) noexcept nogil:
-    """64-bit hash of ``n`` bytes at ``p`` (xxHash64's short-input path)."""
-    cdef uint64_t h = P5 + <uint64_t>n
-    cdef uint64_t k
-    cdef uint32_t k32
-    while n >= 8:
-        memcpy(&k, p, 8)
-        k = _rotl(k * P2, 31) * P1
-        h = _rotl(h ^ k, 27) * P1 + P4
-        p += 8
-        n -= 8
-    if n >= 4:
-        memcpy(&k32, p, 4)
-        h = _rotl(h ^ (<uint64_t>k32 * P1), 23) * P2 + P3
-        p += 4
-        n -= 4
-    while n > 0:
-        h = _rotl(h ^ (<uint64_t>p[0] * P5), 11) * P1
-        p += 1
-        n -= 1
-    h ^= h >> 33
-    h *= P2
-    h ^= h >> 29
-    h *= P3
-    h ^= h >> 32
-    return h
 
 
 def _hash(const uint8_t[::1] key):

@@ -23,13 +23,13 @@ Every encode entry releases the GIL for the whole batch.  Decoding expands
 token ids through a flat table of base symbols and runs the dual-buffer
 decode (``symbols_to_utf8``); special tokens flush and are written as text.
 """
-cimport cython
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 from libcpp.vector cimport vector
 
+from _hash cimport hash_bytes, mix64
 from _pretok_core cimport gpt2_split
 from _route_core cimport route_utf8, symbols_to_utf8
 from _types cimport SUBSTRATE_UBE, SUBSTRATE_UTF8, SUBSTRATE_UTF16
@@ -57,19 +57,12 @@ cdef struct Tables:
     int substrate
 
 
-cdef inline uint64_t _mix64(uint64_t x) noexcept nogil:
-    x ^= x >> 33
-    x *= 0xff51afd7ed558ccdull
-    x ^= x >> 33
-    return x
-
-
 cdef inline uint32_t rank_of(const Tables* t, uint32_t left, uint32_t right) noexcept nogil:
     cdef uint64_t key, i, k
     if left < t.base and right < t.base:
         return t.base_ranks[left * t.base + right]
     key = (<uint64_t>left << 32) | right
-    i = _mix64(key) & t.mask
+    i = mix64(key) & t.mask
     while True:
         k = t.keys[i]
         if k == key:
@@ -243,24 +236,6 @@ cdef struct ChunkCache:
     bint busy
 
 
-cdef inline uint64_t hash_bytes(const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    cdef uint64_t h = 0x9E3779B97F4A7C15ull ^ <uint64_t>n, w
-    while n >= 8:
-        memcpy(&w, p, 8)
-        h = (h ^ w) * 0xbf58476d1ce4e5b9ull
-        h ^= h >> 31
-        p += 8
-        n -= 8
-    if n > 0:
-        w = 0
-        memcpy(&w, p, n)
-        h = (h ^ w) * 0x94d049bb133111ebull
-    h ^= h >> 29
-    h *= 0xbf58476d1ce4e5b9ull
-    h ^= h >> 32
-    return h | 1
-
-
 cdef inline CacheEntry* cache_find(ChunkCache* c, const uint8_t* key, Py_ssize_t n,
                                    uint64_t h) noexcept nogil:
     """The entry of ``key``, or the empty slot where it would go (``hash == 0``)."""
@@ -352,7 +327,7 @@ cdef inline Py_ssize_t encode_chunk(const Tables* t, ChunkCache* cache, Work* w,
     if n == 1 and chunk[0] < 0x80 and t.substrate != SUBSTRATE_UTF16:
         out.push_back(chunk[0])  # one ASCII byte: its base symbol, nothing to merge
         return 0
-    h = hash_bytes(chunk, n)
+    h = hash_bytes(chunk, n) | 1     # never 0, the mark of an empty slot
     e = cache_find(cache, chunk, n, h)
     size = out.size()
     if e.hash != 0:
@@ -435,7 +410,7 @@ cdef class Encoder:
                     br[left * base + right] = <uint32_t>r
                 continue
             key = (<uint64_t>left << 32) | right
-            i = _mix64(key) & mask
+            i = mix64(key) & mask
             while kv[i] != EMPTY_KEY and kv[i] != key:
                 i = (i + 1) & mask
             if kv[i] == EMPTY_KEY:
@@ -480,12 +455,6 @@ cdef class Encoder:
         cdef ChunkCache* c = &self.caches[slot]
         return {"entries": c.count, "bytes": c.keys_used, "hits": c.hits,
                 "misses": c.misses, "clears": c.clears}
-
-    def clear_cache(self):
-        cdef int s
-        for s in range(self._num_slots):
-            if not self.caches[s].busy and self.caches[s].slots != NULL:
-                cache_clear(&self.caches[s])
 
     cdef int _check_slot(self, int slot) except -1:
         if not 0 <= slot < self._num_slots:

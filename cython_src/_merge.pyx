@@ -43,24 +43,16 @@ no pair and are dropped up front), and per distinct pair 48 bytes (table slots
 and arrays) plus its word list (4 bytes per (pair, word) entry).
 """
 cimport cython
-from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy
 from libcpp.algorithm cimport make_heap, pop_heap, push_heap
 from libcpp.pair cimport pair
 from libcpp.vector cimport vector
 
-import numpy as np
+from _hash cimport hash_bytes, mix64, prefetch
 
-cdef extern from *:
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define UBE_PREFETCH(p) __builtin_prefetch((const void*)(p))
-    #else
-    #define UBE_PREFETCH(p) ((void)0)
-    #endif
-    """
-    void prefetch "UBE_PREFETCH"(const void* p) noexcept nogil
+import numpy as np
 
 ctypedef pair[int64_t, uint64_t] heap_entry_t   # (count, ~pair_key): max-heap order
 
@@ -110,23 +102,8 @@ cdef inline uint64_t pack_pair(int32_t left, int32_t right) noexcept nogil:
 
 
 cdef inline uint32_t pair_tag(uint64_t key) noexcept nogil:
-    """32-bit hash of a pair key (two multiply-xorshift rounds)."""
-    cdef uint64_t h = key * 0x9E3779B97F4A7C15ULL
-    h ^= h >> 32
-    h *= 0xD6E8FEB86659FD93ULL
-    return <uint32_t>(h >> 32)
-
-
-cdef inline uint64_t hash_ids(const int32_t* ids, int64_t n) noexcept nogil:
-    """64-bit hash of a run of token ids (FNV-1a steps, then a final mix)."""
-    cdef uint64_t h = 0xCBF29CE484222325ULL ^ <uint64_t>n
-    cdef int64_t k
-    for k in range(n):
-        h = (h ^ <uint32_t>ids[k]) * 0x100000001B3ULL
-    h ^= h >> 32
-    h *= 0x9E3779B97F4A7C15ULL
-    h ^= h >> 29
-    return h
+    """32-bit hash of a pair key (the high half of ``mix64``)."""
+    return <uint32_t>(mix64(key) >> 32)
 
 
 cdef inline int size_class(int64_t n) noexcept nogil:
@@ -502,7 +479,7 @@ cdef class _MergeState:
         else:
             memcpy(ids + start + n_left, ids + self.expansion_start[right - self.n_base],
                    n_right * sizeof(int32_t))
-        h = hash_ids(ids + start, n)
+        h = hash_bytes(<const uint8_t*>(ids + start), n * <int64_t>sizeof(int32_t))
         mask = self.expansion_table.size() - 1
         i = h & mask
         while self.expansion_table[i].token >= 0:
