@@ -20,7 +20,8 @@ a count >= 1).  The table doubles when it would pass ``MAX_LOAD_NUM /
 MAX_LOAD_DEN`` full; doubling re-slots entries by their stored hash without
 touching the arena.  All memory comes from malloc/calloc/realloc so it can grow
 inside ``nogil``; a failed allocation leaves the table consistent (holding the
-chunks counted so far) and raises MemoryError once the GIL is back.
+chunks counted so far) and the adding call returns ``STATUS_NO_MEMORY``
+(the status convention of ``_status.pxd``; argument errors raise ValueError).
 
 The hash is ``_hash.hash_bytes`` (xxHash64's short-input path).  It reads
 native-endian words; the hash never leaves the table (export is sorted by key
@@ -35,6 +36,7 @@ from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy
 
 from _hash cimport hash_bytes, prefetch
+from _status cimport STATUS_NO_MEMORY, STATUS_OK, check_err, fail
 
 import numpy as np
 
@@ -121,6 +123,7 @@ cdef class ChunkCounter:
     cdef int64_t _arena_len
     cdef int64_t _arena_cap
     cdef int64_t _initial_capacity
+    cdef int64_t _wanted          # bytes of the allocation that failed last
     cdef bint _busy
 
     def __cinit__(self, int64_t initial_capacity=1024):
@@ -166,6 +169,7 @@ cdef class ChunkCounter:
         cdef int64_t i
         cdef uint64_t j
         if slots == NULL:
+            self._wanted = new_capacity * <int64_t>sizeof(ube_count_entry)
             return -1
         for i in range(self._capacity):
             if old[i].count != 0:
@@ -193,6 +197,7 @@ cdef class ChunkCounter:
             new_cap = need
         arena = <uint8_t*>realloc(self._arena, new_cap)
         if arena == NULL:
+            self._wanted = new_cap
             return -1
         self._arena = arena
         self._arena_cap = new_cap
@@ -247,15 +252,17 @@ cdef class ChunkCounter:
                                "and merge their exports with add_weighted")
         self._busy = True
 
-    def add_chunks(self, const uint8_t[::1] data, const int64_t[::1] ends, int64_t start=0):
+    def add_chunks(self, const uint8_t[::1] data, const int64_t[::1] ends, int64_t start=0,
+                   int64_t[::1] err=None):
         """Count the chunks ``data[start:ends[0]], data[ends[0]:ends[1]], ...``.
 
         ``ends`` holds exclusive end byte offsets and must be non-decreasing,
         with ``0 <= start <= ends[0]`` and ``ends[-1] <= len(data)``.  Empty
         chunks (equal consecutive ends, e.g. from an empty document) are
         skipped, not counted.  Raises ValueError naming the first bad index
-        before counting anything.  On MemoryError the table keeps the chunks
-        counted before the failed allocation.
+        before counting anything.  Returns the status: ``STATUS_NO_MEMORY``
+        (``err[0]``: the bytes it could not allocate) when the table could not
+        grow; it then keeps the chunks counted before the failed allocation.
         """
         cdef int64_t n = ends.shape[0]
         cdef int64_t size = data.shape[0]
@@ -267,6 +274,7 @@ cdef class ChunkCounter:
         if start < 0 or start > size:
             raise ValueError(f"start = {start} is outside the buffer of {size} bytes; "
                              f"pass a byte offset in 0..{size}")
+        check_err(err)
         self._enter()
         try:
             with nogil:
@@ -306,12 +314,11 @@ cdef class ChunkCounter:
             raise ValueError(f"ends[{bad}] = {ends[bad]} is smaller than {what} = {previous}; "
                              "chunk ends must be non-decreasing byte offsets")
         if status != 0:
-            raise MemoryError(f"ChunkCounter: out of memory after {self._size} distinct chunks "
-                              f"({self.memory_bytes} bytes held); the table holds the chunks "
-                              "counted before the failure")
+            return fail(err, STATUS_NO_MEMORY, self._wanted, -1)
+        return STATUS_OK
 
     def add_weighted(self, const uint8_t[::1] key_data, const int64_t[::1] key_offsets,
-                     const int64_t[::1] counts):
+                     const int64_t[::1] counts, int64_t[::1] err=None):
         """Add ``counts[i]`` to key ``key_data[key_offsets[i]:key_offsets[i + 1]]``.
 
         This is the inverse of :meth:`export` (merging partial tables).
@@ -319,7 +326,9 @@ cdef class ChunkCounter:
         non-decreasing within ``0..len(key_data)``; counts are >= 0 (zero
         counts are skipped).  Repeated keys are summed.  Raises ValueError
         naming the first bad index, or OverflowError when the total would pass
-        2**63 - 1, before adding anything.
+        2**63 - 1, before adding anything.  Returns the status, like
+        :meth:`add_chunks`: on ``STATUS_NO_MEMORY`` the table keeps the keys
+        added before the failure.
         """
         cdef int64_t n = counts.shape[0]
         cdef int64_t size = key_data.shape[0]
@@ -331,6 +340,7 @@ cdef class ChunkCounter:
         if key_offsets.shape[0] != n + 1:
             raise ValueError(f"key_offsets must have len(counts) + 1 = {n + 1} elements, "
                              f"got {key_offsets.shape[0]}; pass the arrays export() returned")
+        check_err(err)
         self._enter()
         try:
             with nogil:
@@ -390,9 +400,8 @@ cdef class ChunkCounter:
             raise OverflowError(f"adding counts[{bad}] = {counts[bad]} would take the table's total "
                                 "past 2**63 - 1; nothing was added")
         if status != 0:
-            raise MemoryError(f"ChunkCounter: out of memory after {self._size} distinct chunks "
-                              f"({self.memory_bytes} bytes held); the table holds the keys "
-                              "added before the failure")
+            return fail(err, STATUS_NO_MEMORY, self._wanted, -1)
+        return STATUS_OK
 
     def export(self, int64_t min_count=1):
         """The table as ``(key_data, key_offsets, counts)`` numpy arrays.

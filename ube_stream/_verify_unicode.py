@@ -165,13 +165,16 @@ def _utf8_batch(items) -> Tuple[np.ndarray, np.ndarray]:
 def check_substrate(name: str, items: Tuple[str, ...], substrate: str, report: VerifyReport) -> None:
     """``alone`` and ``runs`` checks of one item set through one substrate's symbols."""
     from . import _kernels
+    from .errors import check_status, err_buffer
     from .substrate import decode_symbols, encode_symbols, substrate_code
 
     route = _kernels.load("_route")
     code = substrate_code(substrate)
     category = f"{name}/alone/{substrate}"
     data, offsets = _utf8_batch(items)
-    symbols, symbol_offsets = route.route_batch(data, offsets, code)
+    err = err_buffer()
+    status, symbols, symbol_offsets = route.route_batch(data, offsets, code, err)
+    check_status(status, err, what="routing", offsets=offsets)
     expected, char_lengths = expected_symbols("".join(items), substrate)
     item_chars = np.zeros(len(items) + 1, dtype=np.int64)
     np.cumsum([len(item) for item in items], out=item_chars[1:])
@@ -188,7 +191,7 @@ def check_substrate(name: str, items: Tuple[str, ...], substrate: str, report: V
     bounds = symbol_offsets.tolist()
     failures = 0
     for i, item in enumerate(items):
-        text, _ = decode(symbols[bounds[i]:bounds[i + 1]], code)
+        _, text = decode(symbols[bounds[i]:bounds[i + 1]], code)  # text None: a decode error
         if text != item:
             failures += 1
             if failures <= 3:

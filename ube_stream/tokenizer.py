@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Seque
 import numpy as np
 
 from ._tokenizer_file import FORMAT_NAME, FORMAT_VERSION, TokenizerFile  # noqa: F401  (re-exported)
-from .errors import InvalidTextError, SymbolDecodeError, TokenizerFormatError
+from .errors import (STATUS_INVALID_SYMBOLS, STATUS_OK, InvalidTextError, TokenizerFormatError,
+                     check_status, err_buffer)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._stream_decoder import StreamDecoder
@@ -235,9 +236,10 @@ class Tokenizer(TokenizerFile):
         """Internal ids of documents ``data[offsets[d]:offsets[d+1]]`` (one thread)."""
         encoder, slots = self._kernel()
         slot = slots.get()
+        err = err_buffer()
         try:
             if self.pattern_name == "gpt2":
-                ids, token_offsets, bad = encoder.encode_utf8(data, offsets, slot)
+                status, ids, token_offsets = encoder.encode_utf8(data, offsets, slot, err)
             else:
                 from .pretokenizer import chunk_bounds_batch
 
@@ -247,16 +249,10 @@ class Tokenizer(TokenizerFile):
                     if exc.document is not None:
                         exc.document += first_doc
                     raise
-                ids, token_offsets, bad = encoder.encode_chunks(data, offsets, ends, doc_chunks, slot)
+                status, ids, token_offsets = encoder.encode_chunks(data, offsets, ends, doc_chunks, slot, err)
         finally:
             slots.put(slot)
-        if bad >= 0:
-            from .pretokenizer import _utf8_error
-
-            document = int(np.searchsorted(offsets, bad, side="right")) - 1
-            start = int(offsets[document])
-            raise _utf8_error(data[start:int(offsets[document + 1])], bad - start,
-                              document=document + first_doc, doc_start=start)
+        check_status(status, err, what="encoding", data=data, offsets=offsets, first_item=first_doc)
         return ids, token_offsets
 
     def _encode_docs(self, data: np.ndarray, offsets: np.ndarray, num_threads: Optional[int]):
@@ -458,23 +454,16 @@ class Tokenizer(TokenizerFile):
         kernel = _ENCODE_KERNEL or _load_encode_kernel()
         tables = self.__dict__.get("_decode_state") or self._decode_tables()
         if self.substrate == "utf8":
-            text = kernel.decode_utf8_bytes(internal, tables[5], *tables[1:4])
-            if text is not None:
+            status, text = kernel.decode_utf8_bytes(internal, tables[5], *tables[1:4])
+            if status == STATUS_OK:
                 return text
-        text, position, offset = kernel.decode_utf8(internal, *tables[:5])
-        if text is not None:
-            return text
-        if offset == -2:
-            self._internal_ids(ids)  # raises, naming the position of the id outside the vocabulary
-        if errors == "replace":
+        err = err_buffer()
+        status, text = kernel.decode_utf8(internal, *tables[:5], err)
+        if status == STATUS_INVALID_SYMBOLS and errors == "replace":
             return self._decode_replace(internal)
-        error = SymbolDecodeError(
-            f"token ids do not decode to text under {self.substrate}: the base symbols of token "
-            f"{int(np.asarray(ids)[position])} at position {position} hold an invalid byte sequence "
-            f"(base-symbol offset {offset}). Such ids are not the output of encode(); "
-            "pass errors='replace' to get U+FFFD", offset=offset)
-        error.position = position
-        raise error
+        check_status(status, err, what="decoding tokens", ids=np.asarray(ids), substrate=self.substrate,
+                     limit=self.vocab_size)
+        return text
 
     def _decode_replace(self, internal: np.ndarray) -> str:
         """Invalid sequences as U+FFFD: each run between special tokens through the
