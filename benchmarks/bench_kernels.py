@@ -88,8 +88,8 @@ def test_train_merges(benchmark, corpus):
     counter = _count.ChunkCounter()
     counter.add_chunks(data, ends, 0)
     key_data, key_offsets, counts = counter.export()
-    symbols, sym_offsets = _route.route_batch(key_data, key_offsets, 0)
-    merges = benchmark(_merge.train_merges, symbols, sym_offsets, counts, 512, 8000, 2, -1)
+    _, symbols, sym_offsets = _route.route_batch(key_data, key_offsets, 0)
+    _, merges = benchmark(_merge.train_merges, symbols, sym_offsets, counts, 512, 8000, 2, -1)
     assert len(merges) > 1000
 
 

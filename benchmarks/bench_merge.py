@@ -87,8 +87,8 @@ data = np.load(sys.argv[1])
 symbols, offsets, counts = data["symbols"], data["offsets"], data["counts"]
 before = status_mb("VmRSS")
 start = time.perf_counter()
-merges = train_merges(symbols, offsets, counts, args["n_base"],
-                      args["max_vocab"], args["min_frequency"], args["max_token_length"])
+_, merges = train_merges(symbols, offsets, counts, args["n_base"],
+                         args["max_vocab"], args["min_frequency"], args["max_token_length"])
 seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "rss_before_mb": before, "peak_rss_mb": status_mb("VmHWM"),
                   "merges": len(merges), "vocab": int(args["n_base"] + len(set(merges[:, 2].tolist())))}))

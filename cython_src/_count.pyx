@@ -20,20 +20,23 @@ a count >= 1).  The table doubles when it would pass ``MAX_LOAD_NUM /
 MAX_LOAD_DEN`` full; doubling re-slots entries by their stored hash without
 touching the arena.  All memory comes from malloc/calloc/realloc so it can grow
 inside ``nogil``; a failed allocation leaves the table consistent (holding the
-chunks counted so far) and raises MemoryError once the GIL is back.
+chunks counted so far) and the adding call returns ``STATUS_NO_MEMORY``
+(the status convention of ``_status.pxd``; argument errors raise ValueError).
 
-The hash is xxHash64's short-input path (8-byte lanes with the XXH64 round,
-then 4-byte and 1-byte tails, then the XXH64 avalanche), applied to keys of
-any length.  It reads native-endian words; the hash never leaves the table
-(export is sorted by key bytes), so results are the same on every platform.
+The hash is ``_hash.hash_bytes`` (xxHash64's short-input path).  It reads
+native-endian words; the hash never leaves the table (export is sorted by key
+bytes), so results are the same on every platform.
 
 One table must not be used from two threads at once; a call that finds the
 table busy raises RuntimeError instead of corrupting it.
 """
 cimport cython
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t, INT64_MAX
+from libc.stdint cimport int64_t, uint8_t, uint64_t, INT64_MAX
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy
+
+from _hash cimport hash_bytes, prefetch
+from _status cimport STATUS_NO_MEMORY, STATUS_OK, check_err, fail
 
 import numpy as np
 
@@ -80,18 +83,7 @@ cdef extern from *:
     void ube_sort_entries(ube_count_entry* first, int64_t n, const uint8_t* arena) noexcept nogil
 
 
-cdef extern from *:
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define UBE_COUNT_PREFETCH(p) __builtin_prefetch((const void*)(p))
-    #else
-    #define UBE_COUNT_PREFETCH(p) ((void)0)
-    #endif
-    """
-    void prefetch "UBE_COUNT_PREFETCH"(const void* p) noexcept nogil
-
-
-# ----------------------------------------------------------------------------- hash
+# ----------------------------------------------------------------------------- sizes
 
 cdef enum:
     MIN_CAPACITY = 16
@@ -106,44 +98,6 @@ cdef enum:
     # early (the table is larger than the caches)
     AHEAD = 16
     RING = 32           # a power of two > AHEAD
-
-cdef uint64_t P1 = 0x9E3779B185EBCA87ULL
-cdef uint64_t P2 = 0xC2B2AE3D27D4EB4FULL
-cdef uint64_t P3 = 0x165667B19E3779F9ULL
-cdef uint64_t P4 = 0x85EBCA77C2B2AE63ULL
-cdef uint64_t P5 = 0x27D4EB2F165667C5ULL
-
-
-cdef inline uint64_t _rotl(uint64_t x, int r) noexcept nogil:
-    return (x << r) | (x >> (64 - r))
-
-
-cdef inline uint64_t hash_bytes(const uint8_t* p, int64_t n) noexcept nogil:
-    """64-bit hash of ``n`` bytes at ``p`` (xxHash64's short-input path)."""
-    cdef uint64_t h = P5 + <uint64_t>n
-    cdef uint64_t k
-    cdef uint32_t k32
-    while n >= 8:
-        memcpy(&k, p, 8)
-        k = _rotl(k * P2, 31) * P1
-        h = _rotl(h ^ k, 27) * P1 + P4
-        p += 8
-        n -= 8
-    if n >= 4:
-        memcpy(&k32, p, 4)
-        h = _rotl(h ^ (<uint64_t>k32 * P1), 23) * P2 + P3
-        p += 4
-        n -= 4
-    while n > 0:
-        h = _rotl(h ^ (<uint64_t>p[0] * P5), 11) * P1
-        p += 1
-        n -= 1
-    h ^= h >> 33
-    h *= P2
-    h ^= h >> 29
-    h *= P3
-    h ^= h >> 32
-    return h
 
 
 def _hash(const uint8_t[::1] key):
@@ -169,6 +123,7 @@ cdef class ChunkCounter:
     cdef int64_t _arena_len
     cdef int64_t _arena_cap
     cdef int64_t _initial_capacity
+    cdef int64_t _wanted          # bytes of the allocation that failed last
     cdef bint _busy
 
     def __cinit__(self, int64_t initial_capacity=1024):
@@ -214,6 +169,7 @@ cdef class ChunkCounter:
         cdef int64_t i
         cdef uint64_t j
         if slots == NULL:
+            self._wanted = new_capacity * <int64_t>sizeof(ube_count_entry)
             return -1
         for i in range(self._capacity):
             if old[i].count != 0:
@@ -241,6 +197,7 @@ cdef class ChunkCounter:
             new_cap = need
         arena = <uint8_t*>realloc(self._arena, new_cap)
         if arena == NULL:
+            self._wanted = new_cap
             return -1
         self._arena = arena
         self._arena_cap = new_cap
@@ -295,15 +252,17 @@ cdef class ChunkCounter:
                                "and merge their exports with add_weighted")
         self._busy = True
 
-    def add_chunks(self, const uint8_t[::1] data, const int64_t[::1] ends, int64_t start=0):
+    def add_chunks(self, const uint8_t[::1] data, const int64_t[::1] ends, int64_t start=0,
+                   int64_t[::1] err=None):
         """Count the chunks ``data[start:ends[0]], data[ends[0]:ends[1]], ...``.
 
         ``ends`` holds exclusive end byte offsets and must be non-decreasing,
         with ``0 <= start <= ends[0]`` and ``ends[-1] <= len(data)``.  Empty
         chunks (equal consecutive ends, e.g. from an empty document) are
         skipped, not counted.  Raises ValueError naming the first bad index
-        before counting anything.  On MemoryError the table keeps the chunks
-        counted before the failed allocation.
+        before counting anything.  Returns the status: ``STATUS_NO_MEMORY``
+        (``err[0]``: the bytes it could not allocate) when the table could not
+        grow; it then keeps the chunks counted before the failed allocation.
         """
         cdef int64_t n = ends.shape[0]
         cdef int64_t size = data.shape[0]
@@ -315,6 +274,7 @@ cdef class ChunkCounter:
         if start < 0 or start > size:
             raise ValueError(f"start = {start} is outside the buffer of {size} bytes; "
                              f"pass a byte offset in 0..{size}")
+        check_err(err)
         self._enter()
         try:
             with nogil:
@@ -354,12 +314,11 @@ cdef class ChunkCounter:
             raise ValueError(f"ends[{bad}] = {ends[bad]} is smaller than {what} = {previous}; "
                              "chunk ends must be non-decreasing byte offsets")
         if status != 0:
-            raise MemoryError(f"ChunkCounter: out of memory after {self._size} distinct chunks "
-                              f"({self.memory_bytes} bytes held); the table holds the chunks "
-                              "counted before the failure")
+            return fail(err, STATUS_NO_MEMORY, self._wanted, -1)
+        return STATUS_OK
 
     def add_weighted(self, const uint8_t[::1] key_data, const int64_t[::1] key_offsets,
-                     const int64_t[::1] counts):
+                     const int64_t[::1] counts, int64_t[::1] err=None):
         """Add ``counts[i]`` to key ``key_data[key_offsets[i]:key_offsets[i + 1]]``.
 
         This is the inverse of :meth:`export` (merging partial tables).
@@ -367,7 +326,9 @@ cdef class ChunkCounter:
         non-decreasing within ``0..len(key_data)``; counts are >= 0 (zero
         counts are skipped).  Repeated keys are summed.  Raises ValueError
         naming the first bad index, or OverflowError when the total would pass
-        2**63 - 1, before adding anything.
+        2**63 - 1, before adding anything.  Returns the status, like
+        :meth:`add_chunks`: on ``STATUS_NO_MEMORY`` the table keeps the keys
+        added before the failure.
         """
         cdef int64_t n = counts.shape[0]
         cdef int64_t size = key_data.shape[0]
@@ -379,6 +340,7 @@ cdef class ChunkCounter:
         if key_offsets.shape[0] != n + 1:
             raise ValueError(f"key_offsets must have len(counts) + 1 = {n + 1} elements, "
                              f"got {key_offsets.shape[0]}; pass the arrays export() returned")
+        check_err(err)
         self._enter()
         try:
             with nogil:
@@ -438,9 +400,8 @@ cdef class ChunkCounter:
             raise OverflowError(f"adding counts[{bad}] = {counts[bad]} would take the table's total "
                                 "past 2**63 - 1; nothing was added")
         if status != 0:
-            raise MemoryError(f"ChunkCounter: out of memory after {self._size} distinct chunks "
-                              f"({self.memory_bytes} bytes held); the table holds the keys "
-                              "added before the failure")
+            return fail(err, STATUS_NO_MEMORY, self._wanted, -1)
+        return STATUS_OK
 
     def export(self, int64_t min_count=1):
         """The table as ``(key_data, key_offsets, counts)`` numpy arrays.

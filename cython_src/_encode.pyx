@@ -22,16 +22,20 @@ result, repeat until no adjacent pair has a rank.
 Every encode entry releases the GIL for the whole batch.  Decoding expands
 token ids through a flat table of base symbols and runs the dual-buffer
 decode (``symbols_to_utf8``); special tokens flush and are written as text.
+Invalid data is reported by the status convention of ``_status.pxd``: each
+entry returns ``(status, result...)`` and writes where into ``err``.
 """
-cimport cython
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 from libcpp.vector cimport vector
 
+from _hash cimport hash_bytes, mix64
 from _pretok_core cimport gpt2_split
 from _route_core cimport route_utf8, symbols_to_utf8
+from _status cimport (STATUS_BAD_ID, STATUS_INVALID_SYMBOLS, STATUS_INVALID_UTF8, STATUS_NO_MEMORY,
+                      STATUS_OK, check_err, fail)
 from _types cimport SUBSTRATE_UBE, SUBSTRATE_UTF8, SUBSTRATE_UTF16
 
 import numpy as np
@@ -57,19 +61,12 @@ cdef struct Tables:
     int substrate
 
 
-cdef inline uint64_t _mix64(uint64_t x) noexcept nogil:
-    x ^= x >> 33
-    x *= 0xff51afd7ed558ccdull
-    x ^= x >> 33
-    return x
-
-
 cdef inline uint32_t rank_of(const Tables* t, uint32_t left, uint32_t right) noexcept nogil:
     cdef uint64_t key, i, k
     if left < t.base and right < t.base:
         return t.base_ranks[left * t.base + right]
     key = (<uint64_t>left << 32) | right
-    i = _mix64(key) & t.mask
+    i = mix64(key) & t.mask
     while True:
         k = t.keys[i]
         if k == key:
@@ -243,24 +240,6 @@ cdef struct ChunkCache:
     bint busy
 
 
-cdef inline uint64_t hash_bytes(const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    cdef uint64_t h = 0x9E3779B97F4A7C15ull ^ <uint64_t>n, w
-    while n >= 8:
-        memcpy(&w, p, 8)
-        h = (h ^ w) * 0xbf58476d1ce4e5b9ull
-        h ^= h >> 31
-        p += 8
-        n -= 8
-    if n > 0:
-        w = 0
-        memcpy(&w, p, n)
-        h = (h ^ w) * 0x94d049bb133111ebull
-    h ^= h >> 29
-    h *= 0xbf58476d1ce4e5b9ull
-    h ^= h >> 32
-    return h | 1
-
-
 cdef inline CacheEntry* cache_find(ChunkCache* c, const uint8_t* key, Py_ssize_t n,
                                    uint64_t h) noexcept nogil:
     """The entry of ``key``, or the empty slot where it would go (``hash == 0``)."""
@@ -341,30 +320,32 @@ cdef void work_free(Work* w) noexcept nogil:
     w.cap = 0
 
 
-cdef inline Py_ssize_t encode_chunk(const Tables* t, ChunkCache* cache, Work* w,
-                                    const uint8_t* chunk, Py_ssize_t n, vector[uint32_t]& out,
-                                    int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
-                                    vector[uint64_t]& heap, vector[uint32_t]& batch) noexcept nogil:
-    """Append the ids of one chunk to ``out``; returns 0, -1 out of memory, -(2 + pos) bad UTF-8."""
+cdef inline int encode_chunk(const Tables* t, ChunkCache* cache, Work* w,
+                             const uint8_t* chunk, Py_ssize_t n, vector[uint32_t]& out,
+                             int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
+                             vector[uint64_t]& heap, vector[uint32_t]& batch,
+                             Py_ssize_t* bad_byte) noexcept nogil:
+    """Append the ids of one chunk to ``out``; returns STATUS_OK, STATUS_NO_MEMORY,
+    or STATUS_INVALID_UTF8 with ``bad_byte`` its offset in the chunk."""
     cdef uint64_t h
     cdef CacheEntry* e
-    cdef Py_ssize_t nsym, i, m, size
+    cdef Py_ssize_t nsym, i, m
     if n == 1 and chunk[0] < 0x80 and t.substrate != SUBSTRATE_UTF16:
         out.push_back(chunk[0])  # one ASCII byte: its base symbol, nothing to merge
-        return 0
-    h = hash_bytes(chunk, n)
+        return STATUS_OK
+    h = hash_bytes(chunk, n) | 1     # never 0, the mark of an empty slot
     e = cache_find(cache, chunk, n, h)
-    size = out.size()
     if e.hash != 0:
         cache.hits += 1
         out.insert(out.end(), cache.vals + e.val_off, cache.vals + e.val_off + e.val_len)
-        return 0
+        return STATUS_OK
     cache.misses += 1
     if work_reserve(w, n) < 0:
-        return -1
+        return STATUS_NO_MEMORY
     nsym = route_utf8(chunk, n, t.substrate, w.symbols)
     if nsym < 0:
-        return -(2 + (-nsym - 1))
+        bad_byte[0] = -nsym - 1
+        return STATUS_INVALID_UTF8
     for i in range(nsym):
         w.ids[i] = w.symbols[i]
     if nsym <= SHORT_CHUNK:
@@ -435,7 +416,7 @@ cdef class Encoder:
                     br[left * base + right] = <uint32_t>r
                 continue
             key = (<uint64_t>left << 32) | right
-            i = _mix64(key) & mask
+            i = mix64(key) & mask
             while kv[i] != EMPTY_KEY and kv[i] != key:
                 i = (i + 1) & mask
             if kv[i] == EMPTY_KEY:
@@ -480,12 +461,6 @@ cdef class Encoder:
         cdef ChunkCache* c = &self.caches[slot]
         return {"entries": c.count, "bytes": c.keys_used, "hits": c.hits,
                 "misses": c.misses, "clears": c.clears}
-
-    def clear_cache(self):
-        cdef int s
-        for s in range(self._num_slots):
-            if not self.caches[s].busy and self.caches[s].slots != NULL:
-                cache_clear(&self.caches[s])
 
     cdef int _check_slot(self, int slot) except -1:
         if not 0 <= slot < self._num_slots:
@@ -542,16 +517,19 @@ cdef class Encoder:
                 m = merge_long(&self.tables, &ov[0], n, nxt, prv, node_rank, heap, batch)
         return out[:m].copy()
 
-    def encode_utf8(self, const uint8_t[::1] data, const int64_t[::1] offsets, int slot=0):
+    def encode_utf8(self, const uint8_t[::1] data, const int64_t[::1] offsets, int slot=0,
+                    int64_t[::1] err=None):
         """Encode documents ``data[offsets[d]:offsets[d+1]]`` (GPT-2 split inline).
 
-        Returns ``(ids uint32, token_offsets int64[n+1], bad)``: ``bad`` is -1, or
-        the absolute byte offset of invalid UTF-8 (ids are then incomplete).
+        Returns ``(status, ids uint32, token_offsets int64[n+1])``; on
+        ``STATUS_INVALID_UTF8`` (``err``: absolute byte offset, document index)
+        or ``STATUS_NO_MEMORY`` the arrays are None.
         """
-        return self._encode(data, offsets, None, None, slot)
+        return self._encode(data, offsets, None, None, slot, err)
 
     def encode_chunks(self, const uint8_t[::1] data, const int64_t[::1] offsets,
-                      const int64_t[::1] ends, const int64_t[::1] doc_chunk_offsets, int slot=0):
+                      const int64_t[::1] ends, const int64_t[::1] doc_chunk_offsets, int slot=0,
+                      int64_t[::1] err=None):
         """Like :meth:`encode_utf8` with chunk ends computed elsewhere
         (``chunk_bounds_batch``: absolute end offsets, ``doc_chunk_offsets[n+1]``)."""
         if doc_chunk_offsets.shape[0] != offsets.shape[0]:
@@ -570,13 +548,16 @@ cdef class Encoder:
                 prev = ends[k]
             if nd and prev != offsets[d + 1] and doc_chunk_offsets[d + 1] > doc_chunk_offsets[d]:
                 raise ValueError(f"the chunks of document {d} end at {prev}, not at {offsets[d + 1]}")
-        return self._encode(data, offsets, ends, doc_chunk_offsets, slot)
+        return self._encode(data, offsets, ends, doc_chunk_offsets, slot, err)
 
     cdef _encode(self, const uint8_t[::1] data, const int64_t[::1] offsets,
-                 const int64_t[::1] ends, const int64_t[::1] doc_chunk_offsets, int slot):
+                 const int64_t[::1] ends, const int64_t[::1] doc_chunk_offsets, int slot,
+                 int64_t[::1] err):
         cdef Py_ssize_t nd = offsets.shape[0] - 1, d, k, nchunks, max_doc = 0
         cdef int64_t start, stop, pos, chunk_start, base_off = 0
-        cdef Py_ssize_t status = 0, bad = -1
+        cdef int status = STATUS_OK
+        cdef Py_ssize_t bad = -1, bad_doc = -1, bad_byte = 0
+        check_err(err)
         if nd < 0:
             raise ValueError("offsets needs ndocs + 1 entries")
         if offsets[0] < 0 or offsets[nd] > data.shape[0]:
@@ -614,7 +595,9 @@ cdef class Encoder:
                             nchunks = gpt2_split(base_ptr + start, stop - start, self.classes,
                                                  split_ends.data())
                             if nchunks < 0:
+                                status = STATUS_INVALID_UTF8
                                 bad = start + (-nchunks - 1)
+                                bad_doc = d
                                 break
                             ends_ptr = split_ends.data()
                             chunk_start = 0
@@ -630,40 +613,43 @@ cdef class Encoder:
                                 status = encode_chunk(&self.tables, cache, &w,
                                                       base_ptr + base_off + chunk_start,
                                                       pos - chunk_start, out, nxt, prv, node_rank,
-                                                      heap, batch)
-                                if status != 0:
+                                                      heap, batch, &bad_byte)
+                                if status != STATUS_OK:
                                     break
                             chunk_start = pos
-                        if status != 0:
-                            if status <= -2:
-                                bad = base_off + chunk_start + (-status - 2)
+                        if status != STATUS_OK:
+                            bad = base_off + chunk_start + bad_byte
+                            bad_doc = d
                             break
                     tv[d + 1] = out.size()
         finally:
             work_free(&w)
             cache.busy = False
-        if status == -1:
-            raise MemoryError("out of memory while encoding")
+        if status == STATUS_NO_MEMORY:
+            return fail(err, STATUS_NO_MEMORY, -1, -1), None, None
+        if status != STATUS_OK:
+            return fail(err, status, bad, bad_doc), None, None
         ids = np.empty(out.size(), dtype=np.uint32)
         cdef uint32_t[::1] iv = ids
         if out.size() > 0:
             memcpy(&iv[0], out.data(), out.size() * sizeof(uint32_t))
-        return ids, token_offsets, bad
+        return STATUS_OK, ids, token_offsets
 
 
 # --------------------------------------------------------------------------- decoding
 
 def decode_utf8(const uint32_t[::1] ids, const uint16_t[::1] table, const int64_t[::1] table_offsets,
-                const uint8_t[::1] special_bytes, const int64_t[::1] special_offsets, int substrate):
-    """Decode internal token ids to text.
+                const uint8_t[::1] special_bytes, const int64_t[::1] special_offsets, int substrate,
+                int64_t[::1] err=None):
+    """Decode internal token ids to text: ``(status, text)``.
 
     Token ``i < n_tokens`` (``n_tokens = len(table_offsets) - 1``) expands to
     ``table[table_offsets[i]:table_offsets[i+1]]``; token ``n_tokens + k`` is
     special token ``k`` (UTF-8 ``special_bytes[special_offsets[k]:special_offsets[k+1]]``),
-    which flushes the symbol buffers.  Returns ``(text, -1, -1)`` or, on an
-    invalid sequence, ``(None, token_position, symbol_offset)`` where
-    ``symbol_offset`` counts base symbols from the start of ``ids``; an id
-    outside the vocabulary gives ``(None, token_position, -2)``.
+    which flushes the symbol buffers.  An invalid sequence gives
+    ``STATUS_INVALID_SYMBOLS`` with ``err`` = (symbol offset, counted in base
+    symbols from the start of ``ids``, token position); an id outside the
+    vocabulary ``STATUS_BAD_ID`` with ``err`` = (-1, token position).
     """
     cdef Py_ssize_t n = ids.shape[0], i, total = 0, special_total = 0, seg_start_tok, written
     cdef Py_ssize_t n_tokens = table_offsets.shape[0] - 1
@@ -673,6 +659,7 @@ def decode_utf8(const uint32_t[::1] ids, const uint16_t[::1] table, const int64_
     cdef int64_t a, b
     if n_tokens < 0:
         raise ValueError("table_offsets needs n_tokens + 1 entries")
+    check_err(err)
     with nogil:
         for i in range(n):
             tok = ids[i]
@@ -684,13 +671,13 @@ def decode_utf8(const uint32_t[::1] ids, const uint16_t[::1] table, const int64_
                 bad_tok = i
                 break
     if bad_tok >= 0:
-        return None, bad_tok, -2
+        return fail(err, STATUS_BAD_ID, -1, bad_tok), None
     cdef uint16_t* syms = <uint16_t*>malloc((total + 1) * sizeof(uint16_t))
     cdef uint8_t* out = <uint8_t*>malloc(2 * total + special_total + 1)
     if syms == NULL or out == NULL:
         free(syms)
         free(out)
-        raise MemoryError()
+        return fail(err, STATUS_NO_MEMORY, 4 * total + special_total + 3, -1), None
     cdef const uint16_t* tp = &table[0] if table.shape[0] > 0 else NULL
     cdef const uint8_t* sp = &special_bytes[0] if special_bytes.shape[0] > 0 else NULL
     try:
@@ -734,35 +721,39 @@ def decode_utf8(const uint32_t[::1] ids, const uint16_t[::1] table, const int64_
                     written += b - a
                     seg_start_tok = i + 1
         if bad_sym >= 0:
-            return None, bad_tok, bad_sym
-        return PyUnicode_DecodeUTF8(<char*>out, written, NULL), -1, -1
+            return fail(err, STATUS_INVALID_SYMBOLS, bad_sym, bad_tok), None
+        return STATUS_OK, PyUnicode_DecodeUTF8(<char*>out, written, NULL)
     finally:
         free(syms)
         free(out)
 
 
 def decode_utf8_bytes(const uint32_t[::1] ids, const uint8_t[::1] table, const int64_t[::1] table_offsets,
-                      const uint8_t[::1] special_bytes, const int64_t[::1] special_offsets):
+                      const uint8_t[::1] special_bytes, const int64_t[::1] special_offsets,
+                      int64_t[::1] err=None):
     """``utf8`` substrate fast path: token bytes straight from ``table`` (uint8, with
     at least 16 bytes of padding after the last token), validated once by Python's
-    UTF-8 decoder.  Returns the text, or ``None`` when an id is out of range or
-    the bytes are not valid UTF-8 (the caller then runs :func:`decode_utf8` for the
-    error's position; validity is the same, since a special token's text starts and
-    ends on character boundaries)."""
+    UTF-8 decoder.  Returns ``(status, text)``: ``STATUS_BAD_ID`` (``err`` = (-1,
+    token position)) for an id out of range, ``STATUS_INVALID_SYMBOLS`` without a
+    position (``err`` = (-1, -1)) when the bytes are not valid UTF-8: the caller then
+    runs :func:`decode_utf8` for the error's position (validity is the same, since a
+    special token's text starts and ends on character boundaries)."""
     cdef Py_ssize_t n = ids.shape[0], i, written = 0, cap
     cdef Py_ssize_t n_tokens = table_offsets.shape[0] - 1
     cdef Py_ssize_t n_special = special_offsets.shape[0] - 1 if special_offsets.shape[0] > 0 else 0
     cdef uint32_t tok
     cdef int64_t a, b
     cdef const uint8_t* sp_src
-    cdef bint bad = False
+    cdef Py_ssize_t bad_tok = -1
+    cdef bint no_memory = False
     if table.shape[0] < table_offsets[n_tokens] + 16:
         raise ValueError("table needs 16 bytes of padding after the last token")
+    check_err(err)
     cap = 4 * n + 64
     cdef uint8_t* out = <uint8_t*>malloc(cap)
     cdef uint8_t* grown
     if out == NULL:
-        raise MemoryError()
+        return fail(err, STATUS_NO_MEMORY, cap, -1), None
     cdef const uint8_t* tp = &table[0]
     cdef const uint8_t* sp = &special_bytes[0] if special_bytes.shape[0] > 0 else NULL
     try:
@@ -778,13 +769,13 @@ def decode_utf8_bytes(const uint32_t[::1] ids, const uint8_t[::1] table, const i
                     b = special_offsets[tok - n_tokens + 1] - a
                     sp_src = sp + a
                 else:
-                    bad = True
+                    bad_tok = i
                     break
                 if written + b + 16 > cap:
                     cap = 2 * cap + b + 16
                     grown = <uint8_t*>realloc(out, cap)
                     if grown == NULL:
-                        bad = True
+                        no_memory = True
                         break
                     out = grown
                 if b <= 16 and tok < n_tokens:
@@ -792,11 +783,13 @@ def decode_utf8_bytes(const uint32_t[::1] ids, const uint8_t[::1] table, const i
                 else:
                     memcpy(out + written, sp_src, b)
                 written += b
-        if bad:
-            return None
+        if bad_tok >= 0:
+            return fail(err, STATUS_BAD_ID, -1, bad_tok), None
+        if no_memory:
+            return fail(err, STATUS_NO_MEMORY, cap, -1), None
         try:
-            return PyUnicode_DecodeUTF8(<char*>out, written, NULL)
+            return STATUS_OK, PyUnicode_DecodeUTF8(<char*>out, written, NULL)
         except UnicodeDecodeError:
-            return None
+            return fail(err, STATUS_INVALID_SYMBOLS, -1, -1), None
     finally:
         free(out)

@@ -43,24 +43,17 @@ no pair and are dropped up front), and per distinct pair 48 bytes (table slots
 and arrays) plus its word list (4 bytes per (pair, word) entry).
 """
 cimport cython
-from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy
 from libcpp.algorithm cimport make_heap, pop_heap, push_heap
 from libcpp.pair cimport pair
 from libcpp.vector cimport vector
 
-import numpy as np
+from _hash cimport hash_bytes, mix64, prefetch
+from _status cimport STATUS_NO_MEMORY, STATUS_OK, check_err, fail
 
-cdef extern from *:
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define UBE_PREFETCH(p) __builtin_prefetch((const void*)(p))
-    #else
-    #define UBE_PREFETCH(p) ((void)0)
-    #endif
-    """
-    void prefetch "UBE_PREFETCH"(const void* p) noexcept nogil
+import numpy as np
 
 ctypedef pair[int64_t, uint64_t] heap_entry_t   # (count, ~pair_key): max-heap order
 
@@ -110,23 +103,8 @@ cdef inline uint64_t pack_pair(int32_t left, int32_t right) noexcept nogil:
 
 
 cdef inline uint32_t pair_tag(uint64_t key) noexcept nogil:
-    """32-bit hash of a pair key (two multiply-xorshift rounds)."""
-    cdef uint64_t h = key * 0x9E3779B97F4A7C15ULL
-    h ^= h >> 32
-    h *= 0xD6E8FEB86659FD93ULL
-    return <uint32_t>(h >> 32)
-
-
-cdef inline uint64_t hash_ids(const int32_t* ids, int64_t n) noexcept nogil:
-    """64-bit hash of a run of token ids (FNV-1a steps, then a final mix)."""
-    cdef uint64_t h = 0xCBF29CE484222325ULL ^ <uint64_t>n
-    cdef int64_t k
-    for k in range(n):
-        h = (h ^ <uint32_t>ids[k]) * 0x100000001B3ULL
-    h ^= h >> 32
-    h *= 0x9E3779B97F4A7C15ULL
-    h ^= h >> 29
-    return h
+    """32-bit hash of a pair key (the high half of ``mix64``)."""
+    return <uint32_t>(mix64(key) >> 32)
 
 
 cdef inline int size_class(int64_t n) noexcept nogil:
@@ -137,9 +115,16 @@ cdef inline int size_class(int64_t n) noexcept nogil:
     return c
 
 
-cdef int raise_memory_error(size_t nbytes) except -1 with gil:
-    raise MemoryError(f"BPE training could not allocate {nbytes} bytes; train on fewer bytes "
-                      "(max_bytes) or on a machine with more memory")
+cdef int raise_memory_error(int64_t nbytes) except -1 with gil:
+    """Unwind a failed allocation (``nbytes``, -1: unknown) to ``train_merges``,
+    which returns it as STATUS_NO_MEMORY."""
+    raise MemoryError(nbytes)
+
+
+cdef int64_t _wanted(exc):
+    """The bytes a MemoryError from ``raise_memory_error`` names, else -1 (a
+    std::bad_alloc of a vector, turned into MemoryError by Cython)."""
+    return exc.args[0] if exc.args and isinstance(exc.args[0], int) else -1
 
 
 @cython.final
@@ -266,7 +251,7 @@ cdef class _MergeState:
         cdef void* chunk
         cdef Pair* pair
         if self.n_pairs == 0x7FFFFFFF:
-            raise_memory_error(<size_t>-1)
+            raise_memory_error(-1)
         if (self.n_pairs & ((1 << PAIR_CHUNK_BITS) - 1)) == 0:
             chunk = malloc(sizeof(Pair) << PAIR_CHUNK_BITS)
             if chunk == NULL:
@@ -502,7 +487,7 @@ cdef class _MergeState:
         else:
             memcpy(ids + start + n_left, ids + self.expansion_start[right - self.n_base],
                    n_right * sizeof(int32_t))
-        h = hash_ids(ids + start, n)
+        h = hash_bytes(<const uint8_t*>(ids + start), n * <int64_t>sizeof(int32_t))
         mask = self.expansion_table.size() - 1
         i = h & mask
         while self.expansion_table[i].token >= 0:
@@ -695,9 +680,10 @@ cdef class _MergeState:
 
 def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
                  const int64_t[::1] word_counts, int n_base, int64_t max_vocab,
-                 int64_t min_frequency, int64_t max_token_length, progress=None):
-    """Learn BPE merges from weighted words; returns int32 ``(m, 3)`` rows
-    ``(left_id, right_id, result_id)`` in rank order.
+                 int64_t min_frequency, int64_t max_token_length, progress=None,
+                 int64_t[::1] err=None):
+    """Learn BPE merges from weighted words; returns ``(status, merges)``:
+    int32 ``(m, 3)`` rows ``(left_id, right_id, result_id)`` in rank order.
 
     ``symbols`` holds the words' base ids back to back, word ``k`` being
     ``symbols[word_offsets[k]:word_offsets[k + 1]]`` with count
@@ -706,7 +692,9 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
     ``max_vocab`` or when no pair occurs ``max(min_frequency, 1)`` times.
     ``max_token_length`` < 0 means no limit on a token's length in base
     symbols.  ``progress(merges_done)`` is called every ``PROGRESS_EVERY``
-    merges and at the end, when given.
+    merges and at the end, when given.  Arguments out of range raise
+    ValueError; when the training state cannot grow the status is
+    ``STATUS_NO_MEMORY`` (``err[0]``: the bytes it could not allocate, or -1).
     """
     cdef Py_ssize_t n_words = word_counts.shape[0]
     cdef Py_ssize_t k, n_symbols = symbols.shape[0]
@@ -738,6 +726,7 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
     if bad_symbol >= 0:
         raise ValueError(f"symbols[{bad_symbol}] = {symbols[bad_symbol]} is not a base id "
                          f"0..{n_base - 1}; route the text with the substrate that has {n_base} symbols")
+    check_err(err)
 
     state = _MergeState()
     state.n_base = n_base
@@ -746,14 +735,20 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
     state.threshold = min_frequency if min_frequency > 1 else 1
     state.max_len = max_token_length if max_token_length >= 0 else -1
     state.step = 0
-    with nogil:
-        state.token_len.assign(n_base, 1)
-        state.build(symbols, word_offsets, word_counts)
+    try:
+        with nogil:
+            state.token_len.assign(n_base, 1)
+            state.build(symbols, word_offsets, word_counts)
+    except MemoryError as exc:
+        return fail(err, STATUS_NO_MEMORY, _wanted(exc), -1), None
 
     limit = PROGRESS_EVERY if progress is not None else (1 << 62)
     while True:
-        with nogil:
-            batch = state.run(limit)
+        try:
+            with nogil:
+                batch = state.run(limit)
+        except MemoryError as exc:
+            return fail(err, STATUS_NO_MEMORY, _wanted(exc), -1), None
         done += batch
         if progress is not None:
             progress(done)
@@ -764,4 +759,4 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
     cdef int32_t[:, ::1] merges_view = merges
     if state.merges.size():
         memcpy(&merges_view[0, 0], state.merges.data(), state.merges.size() * sizeof(int32_t))
-    return merges
+    return STATUS_OK, merges

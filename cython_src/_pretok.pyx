@@ -2,12 +2,14 @@
 
 Both entries release the GIL, so a thread pool splits batches in parallel.
 Shapes are checked here (``ValueError``); invalid UTF-8 is not an exception
-but a negative return value ``-(byte_offset + 1)`` that
-``ube_stream.pretokenizer`` turns into an ``InvalidTextError``.
+but the status ``STATUS_INVALID_UTF8`` with its byte offset in ``err``
+(_status.pxd), which ``ube_stream.errors.check_status`` turns into an
+``InvalidTextError``.
 """
 from libc.stdint cimport int64_t, uint8_t
 
 from _pretok_core cimport gpt2_split
+from _status cimport STATUS_INVALID_UTF8, STATUS_OK, check_err, fail
 
 
 cdef _check_classes(const uint8_t[::1] classes):
@@ -15,39 +17,46 @@ cdef _check_classes(const uint8_t[::1] classes):
         raise ValueError(f"classes must be gpt2_class_table() (0x110000 entries), got {classes.shape[0]}")
 
 
-def split_gpt2(const uint8_t[::1] data, const uint8_t[::1] classes, int64_t[::1] ends):
+def split_gpt2(const uint8_t[::1] data, const uint8_t[::1] classes, int64_t[::1] ends,
+               int64_t[::1] err=None):
     """Split UTF-8 ``data`` into GPT-2 chunks; write their end byte offsets to ``ends``.
 
-    ``ends`` needs ``len(data)`` entries.  Returns the number of chunks, or
-    ``-(pos + 1)`` when the bytes at ``pos`` are not well-formed UTF-8.
+    ``ends`` needs ``len(data)`` entries.  Returns ``(status, count)``: the
+    number of chunks, or ``(STATUS_INVALID_UTF8, None)`` with ``err[0]`` the
+    first byte offset that is not well-formed UTF-8.
     """
     _check_classes(classes)
+    check_err(err)
     cdef Py_ssize_t n = data.shape[0], result
     if ends.shape[0] < n:
         raise ValueError(f"ends has {ends.shape[0]} entries; it needs len(data) = {n}")
     if n == 0:
-        return 0
+        return STATUS_OK, 0
     with nogil:
         result = gpt2_split(&data[0], n, &classes[0], &ends[0])
-    return result
+    if result < 0:
+        return fail(err, STATUS_INVALID_UTF8, -result - 1, -1), None
+    return STATUS_OK, result
 
 
 def split_gpt2_batch(const uint8_t[::1] data, const int64_t[::1] doc_offsets,
                      const uint8_t[::1] classes, int64_t[::1] ends,
-                     int64_t[::1] doc_chunk_offsets):
+                     int64_t[::1] doc_chunk_offsets, int64_t[::1] err=None):
     """Split each document ``data[doc_offsets[d]:doc_offsets[d + 1]]`` separately.
 
     Chunk ends are absolute byte offsets into ``data``, written to ``ends``
     (needs ``doc_offsets[-1] - doc_offsets[0]`` entries); the chunks of document
     ``d`` are ``ends[doc_chunk_offsets[d]:doc_chunk_offsets[d + 1]]``
     (``doc_chunk_offsets`` needs ``ndocs + 1`` entries).  Chunks never cross
-    document boundaries.  Returns the total number of chunks, or
-    ``-(pos + 1)`` with ``pos`` the absolute byte offset of the first invalid
-    UTF-8 sequence (``doc_chunk_offsets`` is then filled up to that document).
+    document boundaries.  Returns ``(status, total)``: the total number of
+    chunks, or ``(STATUS_INVALID_UTF8, None)`` with ``err`` = (absolute byte
+    offset of the first invalid UTF-8 sequence, its document);
+    ``doc_chunk_offsets`` is then filled up to that document.
     """
     _check_classes(classes)
+    check_err(err)
     cdef Py_ssize_t ndocs = doc_offsets.shape[0] - 1, d, k, first, total = 0, count
-    cdef int64_t start, stop, bad = -1
+    cdef int64_t start, stop, bad = -1, bad_doc = -1
     if ndocs < 0:
         raise ValueError("doc_offsets needs at least one entry (ndocs + 1)")
     if doc_chunk_offsets.shape[0] < ndocs + 1:
@@ -72,11 +81,12 @@ def split_gpt2_batch(const uint8_t[::1] data, const int64_t[::1] doc_offsets,
                 count = gpt2_split(&data[start], stop - start, &classes[0], &ends[total])
                 if count < 0:
                     bad = start + (-count - 1)
+                    bad_doc = d
                     break
                 for k in range(total, total + count):
                     ends[k] += start
                 total += count
             doc_chunk_offsets[d + 1] = total
     if bad >= 0:
-        return -(bad + 1)
-    return total
+        return fail(err, STATUS_INVALID_UTF8, bad, bad_doc), None
+    return STATUS_OK, total

@@ -5,6 +5,8 @@ Private: the public face is :mod:`ube_stream.substrate`.  Every entry takes
 typed memoryviews, validates in Python-visible code, and releases the GIL
 around the loop, so batch calls can run on threads.  The loops themselves are
 the header-only helpers of ``_route_core.pxd``, which other kernels cimport.
+Invalid data is reported by the status convention of ``_status.pxd``: each
+entry returns ``(status, result...)`` and writes where into ``err``.
 """
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint8_t, uint16_t
@@ -12,11 +14,9 @@ from libc.stdint cimport int64_t, uint8_t, uint16_t
 import numpy as np
 
 from _route_core cimport route_count, route_utf8, symbols_to_utf8
+from _status cimport (STATUS_BAD_ID, STATUS_INVALID_SYMBOLS, STATUS_INVALID_UTF8, STATUS_OK,
+                      check_err, fail)
 from _types cimport SUBSTRATE_UBE, SUBSTRATE_UTF8, SUBSTRATE_UTF16
-
-from ube_stream.errors import InvalidTextError
-
-_NAMES = ("ube", "utf8", "utf16")
 
 
 cdef int _check_substrate(int substrate) except -1:
@@ -31,68 +31,66 @@ cdef inline Py_ssize_t _capacity(Py_ssize_t n, int substrate) noexcept nogil:
     return 2 * n if substrate == SUBSTRATE_UTF16 else n
 
 
-def _shrink(arr, Py_ssize_t size):
+cdef _shrink(arr, Py_ssize_t size):
     """``arr[:size]`` as an array owning exactly its memory (realloc, no copy)."""
     if size != arr.shape[0]:
         arr.resize(size, refcheck=False)
     return arr
 
 
-def _invalid_utf8(Py_ssize_t pos, str where=""):
-    return InvalidTextError(
-        f"invalid UTF-8 at byte offset {pos}{where}: routing needs well-formed UTF-8 "
-        "(decode the source with errors='replace' or skip the row)",
-        offset=pos, unit="byte")
+def route(const uint8_t[::1] data, int substrate, int64_t[::1] err=None):
+    """Base symbol ids of the UTF-8 bytes ``data``: ``(status, uint16 array)``.
 
-
-def route(const uint8_t[::1] data, int substrate):
-    """Base symbol ids (``uint16`` array) of the UTF-8 bytes ``data``.
-
-    Raises InvalidTextError (``unit="byte"``) naming the byte offset of invalid UTF-8.
+    Invalid UTF-8 gives ``(STATUS_INVALID_UTF8, None)`` with ``err[0]`` its byte offset.
     """
     _check_substrate(substrate)
+    check_err(err)
     cdef Py_ssize_t n = data.shape[0], written
     out = np.empty(_capacity(n, substrate), dtype=np.uint16)
     cdef uint16_t[::1] out_view = out
     if n == 0:
-        return out
+        return STATUS_OK, out
     with nogil:
         written = route_utf8(&data[0], n, substrate, &out_view[0])
     if written < 0:
-        raise _invalid_utf8(-written - 1)
+        return fail(err, STATUS_INVALID_UTF8, -written - 1, -1), None
     out_view = None  # release the buffer export so the array may shrink in place
-    return _shrink(out, written)
+    return STATUS_OK, _shrink(out, written)
 
 
-def count(const uint8_t[::1] data, int substrate):
-    """Number of base symbols of the UTF-8 bytes ``data`` (the floor cost)."""
+def count(const uint8_t[::1] data, int substrate, int64_t[::1] err=None):
+    """Number of base symbols of the UTF-8 bytes ``data`` (the floor cost):
+    ``(status, count)``, like :func:`route` for invalid UTF-8."""
     _check_substrate(substrate)
+    check_err(err)
     cdef Py_ssize_t n = data.shape[0], total = 0
     if n == 0:
-        return 0
+        return STATUS_OK, 0
     with nogil:
         total = route_count(&data[0], n, substrate)
     if total < 0:
-        raise _invalid_utf8(-total - 1)
-    return total
+        return fail(err, STATUS_INVALID_UTF8, -total - 1, -1), None
+    return STATUS_OK, total
 
 
-def route_batch(const uint8_t[::1] data, const int64_t[::1] offsets, int substrate):
+def route_batch(const uint8_t[::1] data, const int64_t[::1] offsets, int substrate,
+                int64_t[::1] err=None):
     """Route many UTF-8 strings at once: item ``k`` is ``data[offsets[k]:offsets[k+1]]``.
 
-    Returns ``(symbols, symbol_offsets)``: ``uint16`` ids of all items back to
-    back and ``int64`` offsets (``len(offsets)`` entries, starting at 0) so that
-    item ``k``'s symbols are ``symbols[symbol_offsets[k]:symbol_offsets[k+1]]``.
+    Returns ``(status, symbols, symbol_offsets)``: ``uint16`` ids of all items
+    back to back and ``int64`` offsets (``len(offsets)`` entries, starting at 0)
+    so that item ``k``'s symbols are ``symbols[symbol_offsets[k]:symbol_offsets[k+1]]``.
     ``offsets`` must be non-decreasing and inside ``data`` (``offsets[0]`` may be
-    non-zero, as in a sliced Arrow array).  Invalid UTF-8 raises
-    InvalidTextError whose ``offset`` is the byte offset in ``data`` and whose
-    ``item`` is the item index.
+    non-zero, as in a sliced Arrow array; ValueError otherwise).  Invalid UTF-8
+    gives ``(STATUS_INVALID_UTF8, None, None)`` with ``err`` = (byte offset in
+    ``data``, item index).
     """
     _check_substrate(substrate)
+    check_err(err)
     cdef Py_ssize_t n_items = offsets.shape[0] - 1, k, bad = -1, written = 0, got = 0
     cdef Py_ssize_t n = data.shape[0]
     if n_items < 0:
-        return np.empty(0, dtype=np.uint16), np.empty(0, dtype=np.int64)
+        return STATUS_OK, np.empty(0, dtype=np.uint16), np.empty(0, dtype=np.int64)
     with nogil:
         if offsets[0] < 0 or offsets[n_items] > n:
             bad = 0
@@ -124,12 +122,9 @@ def route_batch(const uint8_t[::1] data, const int64_t[::1] offsets, int substra
                 written += got
             sym_off[k + 1] = written
     if bad >= 0:
-        pos = -got - 1
-        exc = _invalid_utf8(offsets[bad] + pos, f" (item {bad}, byte {pos} of the item)")
-        exc.item = bad
-        raise exc
+        return fail(err, STATUS_INVALID_UTF8, offsets[bad] + (-got - 1), bad), None, None
     out_view = None
-    return _shrink(symbols, written), symbol_offsets
+    return STATUS_OK, _shrink(symbols, written), symbol_offsets
 
 
 cdef Py_ssize_t _decode_into(const uint16_t[::1] ids, int substrate, uint8_t[::1] out_view,
@@ -137,36 +132,49 @@ cdef Py_ssize_t _decode_into(const uint16_t[::1] ids, int substrate, uint8_t[::1
     return symbols_to_utf8(&ids[0], ids.shape[0], substrate, &out_view[0], error_at)
 
 
-def decode_bytes(const uint16_t[::1] ids, int substrate):
-    """Strict decode of base ids to UTF-8 bytes.
+cdef int _decode_failure(const uint16_t[::1] ids, int substrate, Py_ssize_t error_at,
+                         int64_t[::1] err) noexcept:
+    """The status of a failed decode: an id outside the alphabet, else invalid symbols."""
+    cdef uint16_t limit = 512 if substrate == SUBSTRATE_UBE else 256
+    if ids[error_at] >= limit:
+        return fail(err, STATUS_BAD_ID, error_at, -1)
+    return fail(err, STATUS_INVALID_SYMBOLS, error_at, -1)
 
-    Returns ``(data, -1)`` or ``(None, error_at)``: the symbol offset of the first
-    id outside the alphabet, else of the first invalid byte sequence.
+
+def decode_bytes(const uint16_t[::1] ids, int substrate, int64_t[::1] err=None):
+    """Strict decode of base ids to UTF-8 bytes: ``(status, data)``.
+
+    ``STATUS_BAD_ID`` names (``err[0]``) the symbol offset of the first id
+    outside the alphabet, checked first; else ``STATUS_INVALID_SYMBOLS`` the
+    offset where the first invalid byte sequence starts.
     """
     _check_substrate(substrate)
+    check_err(err)
     cdef Py_ssize_t n = ids.shape[0], written, error_at = -1
     if n == 0:
-        return b"", -1
+        return STATUS_OK, b""
     out = np.empty(n + n // 2, dtype=np.uint8)
     cdef uint8_t[::1] out_view = out
     with nogil:
         written = _decode_into(ids, substrate, out_view, &error_at)
     if written < 0:
-        return None, error_at
-    return out[:written].tobytes(), -1
+        return _decode_failure(ids, substrate, error_at, err), None
+    return STATUS_OK, out[:written].tobytes()
 
 
-def decode_text(const uint16_t[::1] ids, int substrate):
-    """Strict decode of base ids to ``str``: ``(text, -1)`` or ``(None, error_at)``."""
+def decode_text(const uint16_t[::1] ids, int substrate, int64_t[::1] err=None):
+    """Strict decode of base ids to ``str``: ``(status, text)``, statuses as
+    :func:`decode_bytes`."""
     _check_substrate(substrate)
+    check_err(err)
     cdef Py_ssize_t n = ids.shape[0], written, error_at = -1
     if n == 0:
-        return "", -1
+        return STATUS_OK, ""
     out = np.empty(n + n // 2, dtype=np.uint8)
     cdef uint8_t[::1] out_view = out
     with nogil:
         written = _decode_into(ids, substrate, out_view, &error_at)
     if written < 0:
-        return None, error_at
+        return _decode_failure(ids, substrate, error_at, err), None
     # the kernel wrote well-formed UTF-8, so this cannot fail
-    return PyUnicode_DecodeUTF8(<const char*>&out_view[0], written, NULL), -1
+    return STATUS_OK, PyUnicode_DecodeUTF8(<const char*>&out_view[0], written, NULL)

@@ -52,17 +52,6 @@ cdef inline int utf8_decode(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
     return 0
 
 
-cdef inline int utf8_length(uint32_t codepoint) noexcept nogil:
-    """Number of UTF-8 bytes of a scalar value."""
-    if codepoint < 0x80:
-        return 1
-    if codepoint < 0x800:
-        return 2
-    if codepoint < 0x10000:
-        return 3
-    return 4
-
-
 cdef inline int utf8_encode(uint32_t cp, uint8_t* out) noexcept nogil:
     """Write the UTF-8 bytes of a scalar value to ``out``; return their number."""
     if cp < 0x80:

@@ -6,6 +6,9 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
+# child scripts that tests run in a subprocess (not test modules; --doctest-modules must not import them)
+collect_ignore_glob = ["faults/*"]
+
 # A shared 2-core machine (and CI) can be slow at any moment: no per-example
 # deadline, so a property test fails on a wrong answer, never on a slow one.
 settings.register_profile("ube", deadline=None, suppress_health_check=[HealthCheck.too_slow])

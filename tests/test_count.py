@@ -428,6 +428,7 @@ def test_absurd_initial_capacity_is_a_memory_error():
 OUT_OF_MEMORY = """
 import resource, numpy as np
 from ube_stream._count import ChunkCounter
+from ube_stream.errors import check_status, err_buffer
 keys = np.arange(6_000_000, dtype=np.uint64).view(np.uint8)     # 6 M distinct 8-byte keys
 ends = np.arange(8, keys.shape[0] + 1, 8, dtype=np.int64)
 counter = ChunkCounter()
@@ -436,10 +437,12 @@ with open("/proc/self/statm") as f:
     virtual = int(f.read().split()[0]) * resource.getpagesize()
 resource.setrlimit(resource.RLIMIT_AS, (virtual + 64 * 2**20, resource.getrlimit(resource.RLIMIT_AS)[1]))
 try:
-    counter.add_chunks(keys, ends)
+    err = err_buffer()
+    check_status(counter.add_chunks(keys, ends, 0, err), err, what="counting chunks")
     print("no error")
 except MemoryError as exc:
     assert "out of memory" in str(exc), exc
+    assert err[0] > 0 and err[1] == -1, list(err)                  # the bytes it could not allocate
     assert 100 < len(counter) < 6_000_000 and counter.total == len(counter) + 100, (len(counter), counter.total)
     counter.clear()
     counter.add_chunks(b"ok", np.array([2], np.int64))
@@ -491,3 +494,19 @@ def test_save_rejects_inconsistent_table(tmp_path):
     with pytest.raises(ValueError, match="len\\(counts\\) \\+ 1"):
         save_table(tmp_path / "x.npz", (np.zeros(2, np.uint8), np.array([0, 2]), np.array([1, 1])))
     assert list(tmp_path.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------- status convention
+
+def test_adding_returns_the_status():
+    from ube_stream.errors import err_buffer
+
+    counter = ChunkCounter()
+    err = err_buffer()
+    assert counter.add_chunks(b"abab", np.array([2, 4], np.int64), 0, err) == 0
+    assert counter.add_weighted(b"ab", np.array([0, 2], np.int64), np.array([3], np.int64), err) == 0
+    assert counter.add_chunks(b"ab", np.array([2], np.int64)) == 0  # err is optional
+    assert list(err) == [-1, -1] and table_to_dict(counter.export()) == {b"ab": 6}
+    with pytest.raises(ValueError, match="err needs 2 int64 entries"):
+        counter.add_chunks(b"ab", np.array([2], np.int64), 0, np.zeros(1, np.int64))
+    assert counter.total == 6  # refused before counting anything

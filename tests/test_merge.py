@@ -36,8 +36,9 @@ def pack(words):
 def kernel(word_counts, *, n_base, max_vocab, min_frequency=2, max_token_length=None,
            progress=None):
     words = list(word_counts.items()) if isinstance(word_counts, dict) else list(word_counts)
-    merges = train_merges(*pack(words), n_base, max_vocab, min_frequency,
-                          -1 if max_token_length is None else max_token_length, progress)
+    status, merges = train_merges(*pack(words), n_base, max_vocab, min_frequency,
+                                  -1 if max_token_length is None else max_token_length, progress)
+    assert status == 0
     assert merges.dtype == np.int32 and merges.ndim == 2 and merges.shape[1] == 3
     return [tuple(row) for row in merges.tolist()]
 
@@ -279,3 +280,53 @@ def test_bad_input_is_refused_with_a_message():
 def test_empty_and_single_symbol_words():
     assert kernel({}, n_base=256, max_vocab=300) == []
     assert both({(1,): 5, (): 3}, n_base=256, max_vocab=300, min_frequency=1) == []
+
+
+# ----------------------------------------------------------------------------- status convention
+
+OUT_OF_MEMORY = """
+import resource, numpy as np
+from ube_stream._merge import train_merges
+from ube_stream.errors import STATUS_NO_MEMORY, check_status, err_buffer
+rng = np.random.default_rng(0)
+n_words, length = 400_000, 24                                     # 9.6 M symbols: > 64 MB of state
+symbols = rng.integers(0, 512, n_words * length).astype(np.uint16)
+offsets = np.arange(0, n_words * length + 1, length, dtype=np.int64)
+counts = np.ones(n_words, np.int64)
+assert train_merges(symbols[:48], offsets[:3], counts[:2], 512, 600, 1, -1)[0] == 0   # warm up
+with open("/proc/self/statm") as f:
+    virtual = int(f.read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (virtual + 64 * 2**20, resource.getrlimit(resource.RLIMIT_AS)[1]))
+err = err_buffer()
+status, merges = train_merges(symbols, offsets, counts, 512, 5000, 1, -1, None, err)
+assert (status, merges) == (STATUS_NO_MEMORY, None), status
+assert err[1] == -1 and (err[0] > 0 or err[0] == -1), list(err)
+try:
+    check_status(status, err, what="training BPE merges")
+except MemoryError as exc:
+    assert str(exc).startswith("out of memory while training BPE merges"), exc
+status, merges = train_merges(symbols[:48], offsets[:3], counts[:2], 512, 600, 1, -1)
+assert status == 0 and len(merges) == 46
+print("clean status")
+"""
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/statm").exists(), reason="needs Linux RLIMIT_AS")
+def test_out_of_memory_is_a_status_not_an_exception():
+    """Training state that cannot grow (address-space limit) ends the call with
+    STATUS_NO_MEMORY, which check_status turns into MemoryError; training works after."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY], capture_output=True, text=True,
+                         cwd=pathlib.Path(__file__).parents[1], timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "clean status"
+
+
+def test_train_merges_returns_ok_and_refuses_a_short_err():
+    symbols, offsets, counts = pack([((1, 2, 3), 2), ((2, 3), 1)])
+    status, merges = train_merges(symbols, offsets, counts, 8, 20, 1, -1, None, np.zeros(2, np.int64))
+    assert status == 0 and merges.shape == (2, 3)
+    with pytest.raises(ValueError, match="err needs 2 int64 entries"):
+        train_merges(symbols, offsets, counts, 8, 20, 1, -1, None, np.zeros(1, np.int64))

@@ -336,3 +336,27 @@ def test_threads_share_the_kernel():
         results = list(pool.map(lambda t: chunk_bounds(t.encode("utf-8")), texts * 3))
     for result, truth in zip(results, expected * 3):
         assert np.array_equal(result, truth)
+
+
+# ------------------------------------------------------------------ the kernel's status convention
+
+def test_split_kernels_return_status_and_write_err():
+    from ube_stream import _pretok as kernel
+    from ube_stream.errors import STATUS_INVALID_UTF8, err_buffer
+
+    table = gpt2_class_table()
+    err = err_buffer()
+    ends = np.empty(16, np.int64)
+    assert kernel.split_gpt2(b"ab cd", table, ends, err) == (0, 2) and ends[:2].tolist() == [2, 5]
+    assert kernel.split_gpt2(b"ab \xffcd", table, ends, err) == (STATUS_INVALID_UTF8, None)
+    assert list(err) == [3, -1]
+    assert kernel.split_gpt2(b"", table, ends) == (0, 0)
+    data = b"first" + b"" + b"zw\xe2\x82ei" + b"x"
+    offsets = np.array([0, 5, 5, 11, 12], np.int64)
+    doc_chunks = np.zeros(5, np.int64)
+    status, total = kernel.split_gpt2_batch(data, offsets, table, ends, doc_chunks, err)
+    assert (status, total, list(err)) == (STATUS_INVALID_UTF8, None, [7, 2])  # absolute byte, document
+    status, total = kernel.split_gpt2_batch(b"ab cd", np.array([0, 2, 5], np.int64), table, ends, doc_chunks[:3])
+    assert (status, total, doc_chunks[:3].tolist()) == (0, 2, [0, 1, 2])
+    with pytest.raises(ValueError, match="err needs 2 int64 entries"):
+        kernel.split_gpt2(b"ab", table, ends, np.zeros(1, np.int64))

@@ -59,6 +59,36 @@ def read_rows(name):
     return [json.loads(line) for line in io.StringIO(raw.decode("utf-8"))]
 
 
+# ------------------------------------------------- kernel entries (status convention folded)
+
+def route_batch(data, offsets, code):
+    """``_route.route_batch`` with its status raised by the package's one translator."""
+    from ube_stream.errors import check_status, err_buffer
+
+    err = err_buffer()
+    status, symbols, symbol_offsets = _route.route_batch(data, offsets, code, err)
+    check_status(status, err, what="routing", offsets=offsets)
+    return symbols, symbol_offsets
+
+
+def decode_text(ids, code):
+    """``_route.decode_text`` as ``(text, -1)`` or ``(None, symbol offset of the error)``."""
+    from ube_stream.errors import err_buffer
+
+    err = err_buffer()
+    status, text = _route.decode_text(ids, code, err)
+    return (text, -1) if status == 0 else (None, err[0])
+
+
+def decode_bytes(ids, code):
+    """``_route.decode_bytes`` as ``(data, -1)`` or ``(None, symbol offset of the error)``."""
+    from ube_stream.errors import err_buffer
+
+    err = err_buffer()
+    status, data = _route.decode_bytes(ids, code, err)
+    return (data, -1) if status == 0 else (None, err[0])
+
+
 @pytest.fixture(scope="module")
 def real_texts():
     return [row["text"] for name in ("docs_sample", "parallel_sample") for row in read_rows(name)]
@@ -90,7 +120,7 @@ def test_every_scalar_value_one_by_one_through_the_batch_entry(every_char, subst
     cps = all_scalar_values()
     len8 = 1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000)
     offsets = np.concatenate(([0], np.cumsum(len8))).astype(np.int64)
-    symbols, symbol_offsets = _route.route_batch(data, offsets, substrate_code(substrate))
+    symbols, symbol_offsets = route_batch(data, offsets, substrate_code(substrate))
     if substrate == "utf8":
         expected_len = len8
     elif substrate == "utf16":
@@ -108,11 +138,11 @@ def test_every_scalar_value_alone_decodes_to_itself(every_char, substrate):
     cps = all_scalar_values()
     len8 = 1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000)
     offsets = np.concatenate(([0], np.cumsum(len8))).astype(np.int64)
-    symbols, symbol_offsets = _route.route_batch(data, offsets, substrate_code(substrate))
+    symbols, symbol_offsets = route_batch(data, offsets, substrate_code(substrate))
     code = substrate_code(substrate)
     bounds = symbol_offsets.tolist()
     for k, cp in enumerate(cps.tolist()):
-        assert _route.decode_text(symbols[bounds[k]:bounds[k + 1]], code) == (chr(cp), -1)
+        assert decode_text(symbols[bounds[k]:bounds[k + 1]], code) == (chr(cp), -1)
 
 
 def test_ube_matches_the_reference_twin(every_char):
@@ -166,7 +196,7 @@ def test_random_text_round_trips(text):
         assert floor_cost(text, substrate) == ids.size
         assert parse_symbol_string(symbol_string(ids, substrate), substrate).tolist() == ids.tolist()
         assert route_bytes(text.encode("utf-8"), substrate).tolist() == ids.tolist()
-        data, error_at = _route.decode_bytes(ids, substrate_code(substrate))
+        data, error_at = decode_bytes(ids, substrate_code(substrate))
         assert (data, error_at) == (text.encode("utf-8"), -1)
 
 
@@ -177,7 +207,7 @@ def test_route_batch_equals_routing_each_item(texts, lead, tail):
     lengths = [len(t.encode("utf-8")) for t in texts]
     offsets = np.array([len(lead)] + list(np.cumsum(lengths) + len(lead)), dtype=np.int64)
     for substrate in SUBSTRATES:
-        symbols, symbol_offsets = _route.route_batch(data, offsets, substrate_code(substrate))
+        symbols, symbol_offsets = route_batch(data, offsets, substrate_code(substrate))
         assert symbol_offsets[0] == 0 and symbol_offsets.size == len(texts) + 1
         for k, text in enumerate(texts):
             got = symbols[symbol_offsets[k]:symbol_offsets[k + 1]]
@@ -211,7 +241,7 @@ def test_random_ids_decode_like_the_reference(substrate):
                 decode_symbols(ids, substrate)
             assert info.value.offset == expected_offset
             assert f"offset {expected_offset}" in str(info.value)
-            assert _route.decode_text(np.array(ids, dtype=np.uint16), substrate_code(substrate)) == \
+            assert decode_text(np.array(ids, dtype=np.uint16), substrate_code(substrate)) == \
                 (None, expected_offset)
     check()
 
@@ -254,13 +284,13 @@ def test_batch_error_names_item_and_byte():
     data = "ab".encode() + "çé".encode() + b"x\xe6\x80" + b"ok"
     offsets = np.array([0, 2, 6, 9, 11], dtype=np.int64)
     with pytest.raises(InvalidTextError) as info:
-        _route.route_batch(data, offsets, 0)
+        route_batch(data, offsets, 0)
     assert (info.value.offset, info.value.item) == (7, 2)
     with pytest.raises(ValueError, match="non-decreasing"):
-        _route.route_batch(data, np.array([0, 5, 3], dtype=np.int64), 0)
+        route_batch(data, np.array([0, 5, 3], dtype=np.int64), 0)
     with pytest.raises(ValueError, match="within"):
-        _route.route_batch(data, np.array([0, 99], dtype=np.int64), 0)
-    symbols, symbol_offsets = _route.route_batch(b"", np.zeros(1, dtype=np.int64), 0)
+        route_batch(data, np.array([0, 99], dtype=np.int64), 0)
+    symbols, symbol_offsets = route_batch(b"", np.zeros(1, dtype=np.int64), 0)
     assert symbols.size == 0 and symbol_offsets.tolist() == [0]
 
 
@@ -279,7 +309,7 @@ def test_out_of_range_ids_are_errors_in_both_modes():
         decode_symbols(np.array([0xE4, 65, 300], dtype=np.uint16), "utf8", errors="replace")
     assert info.value.offset == 2
     # the kernel checks the alphabet before decoding (as the reference does)
-    assert _route.decode_text(np.array([0xE4, 65, 600], dtype=np.uint16), 0) == (None, 2)
+    assert decode_text(np.array([0xE4, 65, 600], dtype=np.uint16), 0) == (None, 2)
 
 
 def test_decode_errors_argument():
@@ -307,7 +337,7 @@ def test_decode_output_bound_is_tight():
     for text in ("性" * 1000, "性" * 999 + "é"):
         for substrate in ("utf16", "ube"):
             ids = encode_symbols(text, substrate)
-            data, error_at = _route.decode_bytes(ids, substrate_code(substrate))
+            data, error_at = decode_bytes(ids, substrate_code(substrate))
             assert error_at == -1 and data == text.encode("utf-8")
     assert len(("性" * 1000).encode("utf-8")) == 2000 + 2000 // 2
 
@@ -365,3 +395,37 @@ def test_real_text_round_trips_and_ube_is_never_longer(real_texts):
         assert costs["utf8"] == len(text.encode("utf-8"))
         assert costs["utf16"] == len(text.encode("utf-16-le"))
         assert costs["ube"] <= costs["utf8"]
+
+
+# ------------------------------------------------------------------ the kernel's status convention
+
+def test_route_kernels_return_status_and_write_err():
+    from ube_stream.errors import STATUS_BAD_ID, STATUS_INVALID_SYMBOLS, STATUS_INVALID_UTF8, err_buffer
+
+    err = err_buffer()
+    status, symbols = _route.route(b"GPU\xe6\x80", 0, err)
+    assert (status, symbols, list(err)) == (STATUS_INVALID_UTF8, None, [3, -1])
+    assert _route.count(b"ab\xff", 1, err) == (STATUS_INVALID_UTF8, None) and list(err) == [2, -1]
+    status, symbols = _route.route(b"GPU", 0, err)
+    assert status == 0 and symbols.tolist() == [71, 80, 85] and list(err) == [2, -1]  # err untouched on success
+    assert _route.count(b"GPU", 2) == (0, 6)  # err is optional
+    data = "ab".encode() + "çé".encode() + b"x\xe6\x80" + b"ok"
+    status, symbols, symbol_offsets = _route.route_batch(data, np.array([0, 2, 6, 9, 11], np.int64), 0, err)
+    assert (status, symbols, symbol_offsets, list(err)) == (STATUS_INVALID_UTF8, None, None, [7, 2])
+    assert _route.decode_text(np.array([0xE4, 65, 600], np.uint16), 0, err) == (STATUS_BAD_ID, None)
+    assert list(err) == [2, -1]
+    assert _route.decode_bytes(np.array([65, 0xE4, 65], np.uint16), 1, err) == (STATUS_INVALID_SYMBOLS, None)
+    assert list(err) == [1, -1]
+    assert _route.decode_text(np.array([65], np.uint16), 1, err) == (0, "A")
+
+
+def test_route_kernels_refuse_a_short_err():
+    for call in (lambda e: _route.route(b"a", 0, e), lambda e: _route.decode_text(np.zeros(1, np.uint16), 0, e),
+                 lambda e: _route.route_batch(b"a", np.array([0, 1], np.int64), 0, e)):
+        with pytest.raises(ValueError, match="err needs 2 int64 entries"):
+            call(np.zeros(1, np.int64))
+
+
+def test_route_module_is_free_of_the_package():
+    assert not hasattr(_route, "_NAMES") and not hasattr(_route, "InvalidTextError")
+    assert not hasattr(_route, "_invalid_utf8") and not hasattr(_route, "_shrink")

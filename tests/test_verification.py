@@ -170,13 +170,13 @@ def test_unicode_catches_a_router_that_swaps_bytes(monkeypatch):
     route = _route
     real = route.route_batch
 
-    def swapped(data, offsets, code):
-        symbols, symbol_offsets = real(data, offsets, code)
+    def swapped(data, offsets, code, err=None):
+        status, symbols, symbol_offsets = real(data, offsets, code, err)
         symbols = symbols.copy()
         high = np.flatnonzero(symbols >= 256)
         if high.size >= 2:
             symbols[high[0]], symbols[high[1]] = symbols[high[1]], symbols[high[0]]
-        return symbols, symbol_offsets
+        return status, symbols, symbol_offsets
 
     monkeypatch.setattr(route, "route_batch", swapped)
     report = verify_unicode(substrates=("ube",), item_sets=("emoji",), workers=1, show_progress=False)

@@ -1,8 +1,16 @@
-"""Type stub of the compiled kernel ube_stream._encode (cython_src/_encode.pyx)."""
+"""Type stub of the compiled kernel ube_stream._encode (cython_src/_encode.pyx).
+
+Status convention (cython_src/_status.pxd): each entry returns ``(status,
+results...)``, ``status`` 0 or a negative ``ube_stream.errors.STATUS_*`` code
+(results None), and on a failure writes ``(position, item)`` into ``err``;
+``ube_stream.errors.check_status`` raises the matching exception.
+"""
 from typing import Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
+
+_Err = Optional[npt.ArrayLike]  # None or int64[ERR_SIZE] (ube_stream.errors.err_buffer())
 
 class Encoder:
     cache_entries: int
@@ -22,14 +30,16 @@ class Encoder:
     @property
     def num_slots(self) -> int: ...
     def cache_stats(self, slot: int = 0) -> dict: ...  # entries, bytes, hits, misses, clears
-    def clear_cache(self) -> None: ...
     def encode_chunk_symbols(self, symbols: npt.NDArray[np.uint16]) -> npt.NDArray[np.uint32]: ...
     def encode_utf8(
         self,
         data: npt.NDArray[np.uint8],  # documents concatenated, UTF-8
         offsets: npt.NDArray[np.int64],  # ndocs + 1 byte offsets
         slot: int = 0,
-    ) -> Tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64], int]: ...  # ids, token_offsets, bad byte or -1
+        err: _Err = None,
+    ) -> Tuple[int, Optional[npt.NDArray[np.uint32]], Optional[npt.NDArray[np.int64]]]: ...
+    # (status, ids, token_offsets); STATUS_INVALID_UTF8: err = (absolute byte offset, document);
+    # STATUS_NO_MEMORY: err = (-1, -1)
     def encode_chunks(
         self,
         data: npt.NDArray[np.uint8],
@@ -37,7 +47,8 @@ class Encoder:
         ends: npt.NDArray[np.int64],  # chunk_bounds_batch ends (absolute)
         doc_chunk_offsets: npt.NDArray[np.int64],  # ndocs + 1
         slot: int = 0,
-    ) -> Tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64], int]: ...
+        err: _Err = None,
+    ) -> Tuple[int, Optional[npt.NDArray[np.uint32]], Optional[npt.NDArray[np.int64]]]: ...
 
 def decode_utf8(
     ids: npt.NDArray[np.uint32],  # internal ids
@@ -46,7 +57,10 @@ def decode_utf8(
     special_bytes: npt.NDArray[np.uint8],  # UTF-8 of the special tokens, concatenated
     special_offsets: npt.NDArray[np.int64],  # n_special + 1
     substrate: int,
-) -> Tuple[Optional[str], int, int]: ...  # (text, -1, -1) | (None, token_position, symbol_offset or -2)
+    err: _Err = None,
+) -> Tuple[int, Optional[str]]: ...
+# (status, text); STATUS_INVALID_SYMBOLS: err = (symbol offset, token position);
+# STATUS_BAD_ID: err = (-1, token position); STATUS_NO_MEMORY: err = (bytes, -1)
 
 def decode_utf8_bytes(
     ids: npt.NDArray[np.uint32],
@@ -54,4 +68,7 @@ def decode_utf8_bytes(
     table_offsets: npt.NDArray[np.int64],
     special_bytes: npt.NDArray[np.uint8],
     special_offsets: npt.NDArray[np.int64],
-) -> Optional[str]: ...  # None: out of range or invalid UTF-8 (use decode_utf8 for the position)
+    err: _Err = None,
+) -> Tuple[int, Optional[str]]: ...
+# (status, text); STATUS_BAD_ID: err = (-1, token position); STATUS_INVALID_SYMBOLS: err = (-1, -1),
+# use decode_utf8 for the position

@@ -1,7 +1,8 @@
 """Type stubs of the compiled kernel ``ube_stream._merge`` (cython_src/_merge.pyx)."""
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
 PROGRESS_EVERY: int
 
@@ -14,5 +15,8 @@ def train_merges(
     min_frequency: int,         # stop when no pair occurs max(min_frequency, 1) times
     max_token_length: int,      # longest token in base symbols; < 0: no limit
     progress: Optional[Callable[[int], object]] = None,  # progress(merges_done)
-) -> np.ndarray:                # int32[m, 3]: (left_id, right_id, result_id) in rank order
+    err: Optional[npt.ArrayLike] = None,  # None or int64[ERR_SIZE]
+) -> Tuple[int, Optional[np.ndarray]]:
+    # (status, int32[m, 3]: (left_id, right_id, result_id) in rank order);
+    # STATUS_NO_MEMORY: err = (bytes not allocated or -1, -1)
     ...

@@ -1,12 +1,22 @@
-"""Type stub of the compiled kernel ube_stream._pretok (cython_src/_pretok.pyx)."""
+"""Type stub of the compiled kernel ube_stream._pretok (cython_src/_pretok.pyx).
+
+Status convention (cython_src/_status.pxd): each entry returns ``(status, result)``,
+``status`` 0 or a negative ``ube_stream.errors.STATUS_*`` code, and on a failure
+writes ``(position, item)`` into ``err``; ``ube_stream.errors.check_status`` raises.
+"""
+from typing import Optional, Tuple
+
 import numpy as np
 import numpy.typing as npt
+
+_Err = Optional[npt.ArrayLike]  # None or int64[ERR_SIZE] (ube_stream.errors.err_buffer())
 
 def split_gpt2(
     data: npt.NDArray[np.uint8] | bytes | memoryview,  # uint8, C-contiguous
     classes: npt.NDArray[np.uint8],  # gpt2_class_table(), 0x110000 entries
     ends: npt.NDArray[np.int64],  # out: >= len(data) entries
-) -> int: ...  # number of chunks, or -(byte_offset + 1) on invalid UTF-8
+    err: _Err = None,
+) -> Tuple[int, Optional[int]]: ...  # (status, number of chunks); STATUS_INVALID_UTF8: err = (byte offset, -1)
 
 def split_gpt2_batch(
     data: npt.NDArray[np.uint8] | bytes | memoryview,  # uint8, documents concatenated
@@ -14,4 +24,5 @@ def split_gpt2_batch(
     classes: npt.NDArray[np.uint8],  # gpt2_class_table()
     ends: npt.NDArray[np.int64],  # out: >= doc_offsets[-1] - doc_offsets[0] entries, absolute
     doc_chunk_offsets: npt.NDArray[np.int64],  # out: ndocs + 1 entries
-) -> int: ...  # total chunks, or -(absolute_byte_offset + 1) on invalid UTF-8
+    err: _Err = None,
+) -> Tuple[int, Optional[int]]: ...  # (status, total chunks); STATUS_INVALID_UTF8: err = (absolute byte offset, document)

@@ -3,38 +3,48 @@
 Substrate codes: 0 ube, 1 utf8, 2 utf16 (see ube_stream.substrate.substrate_code).
 Input buffers are anything exporting a C-contiguous buffer of the given type
 (bytes, bytearray, memoryview, numpy arrays).
+
+Status convention (cython_src/_status.pxd): each entry returns ``(status,
+results...)``, ``status`` 0 or a negative ``ube_stream.errors.STATUS_*`` code
+(results None), and on a failure writes ``(position, item)`` into ``err``;
+``ube_stream.errors.check_status`` raises the matching exception.
 """
 from typing import Optional, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
-def route(data: bytes | memoryview | np.ndarray, substrate: int) -> np.ndarray:
-    """UTF-8 bytes (uint8) -> base symbol ids, np.ndarray[uint16].
+_Bytes = bytes | memoryview | np.ndarray
+_Err = Optional[npt.ArrayLike]  # None or int64[ERR_SIZE] (ube_stream.errors.err_buffer())
 
-    Raises InvalidTextError(unit="byte") naming the byte offset of invalid UTF-8.
+def route(data: _Bytes, substrate: int, err: _Err = None) -> Tuple[int, Optional[np.ndarray]]:
+    """UTF-8 bytes (uint8) -> (status, base symbol ids np.ndarray[uint16]).
+
+    STATUS_INVALID_UTF8: err = (byte offset, -1).
     """
 
-def count(data: bytes | memoryview | np.ndarray, substrate: int) -> int:
-    """Number of base symbols of the UTF-8 bytes (floor cost); writes nothing."""
+def count(data: _Bytes, substrate: int, err: _Err = None) -> Tuple[int, Optional[int]]:
+    """(status, number of base symbols of the UTF-8 bytes) (floor cost); writes nothing."""
 
 def route_batch(
-    data: bytes | memoryview | np.ndarray,  # uint8
-    offsets: np.ndarray,  # int64, len n_items + 1, non-decreasing, inside data
+    data: _Bytes,  # uint8
+    offsets: np.ndarray,  # int64, len n_items + 1, non-decreasing, inside data (else ValueError)
     substrate: int,
-) -> Tuple[np.ndarray, np.ndarray]:
+    err: _Err = None,
+) -> Tuple[int, Optional[np.ndarray], Optional[np.ndarray]]:
     """Route item k = data[offsets[k]:offsets[k+1]] for every k.
 
-    Returns (symbols: uint16, symbol_offsets: int64 with len(offsets) entries,
-    starting at 0).  Invalid UTF-8 raises InvalidTextError with .offset (byte
-    offset in data) and .item.
+    Returns (status, symbols: uint16, symbol_offsets: int64 with len(offsets)
+    entries, starting at 0).  STATUS_INVALID_UTF8: err = (byte offset in data, item).
     """
 
-def decode_bytes(ids: np.ndarray, substrate: int) -> Tuple[Optional[bytes], int]:
-    """Strict decode of uint16 base ids to UTF-8: (bytes, -1) or (None, error_at)."""
+def decode_bytes(ids: np.ndarray, substrate: int, err: _Err = None) -> Tuple[int, Optional[bytes]]:
+    """Strict decode of uint16 base ids to UTF-8: (status, bytes).
 
-def decode_text(ids: np.ndarray, substrate: int) -> Tuple[Optional[str], int]:
-    """Strict decode of uint16 base ids to str: (text, -1) or (None, error_at).
-
-    error_at is the offset of the first id outside the alphabet if any, else of
-    the first invalid byte sequence (dual-buffer rule for ube).
+    STATUS_BAD_ID: err = (offset of the first id outside the alphabet, -1), checked
+    first; STATUS_INVALID_SYMBOLS: err = (offset of the first invalid byte
+    sequence, -1) (dual-buffer rule for ube).
     """
+
+def decode_text(ids: np.ndarray, substrate: int, err: _Err = None) -> Tuple[int, Optional[str]]:
+    """Strict decode of uint16 base ids to str: (status, text), statuses as decode_bytes."""

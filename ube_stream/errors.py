@@ -5,8 +5,15 @@ caller would naturally catch (``ValueError``, ``OSError``, ...), so both
 ``except UbeError`` and ``except ValueError`` work.  Messages say what was
 expected, what was found, where (file, row, byte or character offset) and how
 to fix it.
+
+The compiled kernels never raise these: they return a status code and write
+where into an ``err`` out-parameter (cython_src/_status.pxd), and
+:func:`check_status` turns that into the exception, in this one place.
 """
 from __future__ import annotations
+
+from array import array
+from typing import Optional, Sequence
 
 __all__ = [
     "UbeError",
@@ -33,28 +40,42 @@ class InvalidTextError(UbeError, ValueError):
     ``offset`` is the character offset of the first bad character inside the
     text (for a Python ``str``: a lone surrogate), or the byte offset when the
     text came as bytes (invalid UTF-8).  ``unit`` says which: ``"char"`` or
-    ``"byte"``.  In a batch, ``document`` is the index of the bad document and
-    ``offset`` is relative to it.
+    ``"byte"``.  In a batch, ``item`` is the index of the bad document or item
+    (``document`` is the same field under its older name); for documents
+    ``offset`` is relative to the document, for routed items (``route_batch``)
+    it is the byte offset in the whole buffer.
     """
 
     def __init__(self, message: str, *, offset: int = -1, unit: str = "char",
-                 document: int | None = None):
+                 item: int | None = None, document: int | None = None):
         super().__init__(message)
         self.offset = offset
         self.unit = unit
-        self.document = document
+        self.item = item if item is not None else document
+
+    @property
+    def document(self) -> int | None:
+        """The index of the bad document in a batch (the same field as ``item``)."""
+        return self.item
+
+    @document.setter
+    def document(self, value: int | None) -> None:
+        self.item = value
 
 
 class SymbolDecodeError(UbeError, ValueError):
     """A sequence of symbol or token ids that does not decode to text.
 
     ``offset`` is the index (in base symbols) where the invalid byte sequence
-    starts.  Decode with ``errors="replace"`` to get U+FFFD instead.
+    starts (-1 when not known); when token ids were decoded, ``position`` is
+    the index of the token that holds it.  Decode with ``errors="replace"`` to
+    get U+FFFD instead.
     """
 
-    def __init__(self, message: str, *, offset: int = -1):
+    def __init__(self, message: str, *, offset: int = -1, position: int | None = None):
         super().__init__(message)
         self.offset = offset
+        self.position = position
 
 
 class SpecialTokenError(UbeError, ValueError):
@@ -116,3 +137,124 @@ class StorageError(UbeError, OSError):
     """Writing an output failed (disk full, quota, read-only file system, no
     permission).  The message names the path, the free space and what to do;
     ``errno`` is the original one.  Nothing committed was changed."""
+
+
+# --------------------------------------------------------------------------- kernel status
+
+# The status codes of cython_src/_status.pxd (the kernels' side of the convention).
+STATUS_OK = 0
+STATUS_INVALID_UTF8 = -1
+STATUS_INVALID_SYMBOLS = -2
+STATUS_BAD_ID = -3
+STATUS_NO_MEMORY = -4
+#: entries of a kernel's ``err`` out-parameter: ``(position, item)``
+ERR_SIZE = 2
+
+_ERR_TEMPLATE = array("q", [-1] * ERR_SIZE)
+_ROUTING_ADVICE = ("routing needs well-formed UTF-8 (decode the source with errors='replace' "
+                   "or skip the row)")
+
+
+def err_buffer() -> array:
+    """A fresh ``err`` out-parameter for kernel calls: ``ERR_SIZE`` int64 (an
+    ``array("q")``, cheaper to make than a numpy array), -1 each.
+
+    A kernel writes it only when it fails, so one buffer may serve several calls
+    of one thread, but never two threads at once.
+    """
+    return _ERR_TEMPLATE[:]
+
+
+def check_status(status: int, err: Optional[Sequence[int]] = None, *, what: str,
+                 data=None, offsets=None, first_item: int = 0, ids=None,
+                 substrate: str = "", limit: int = 0, detail: str = "", hint: str = "") -> None:
+    """Raise the exception a kernel's status stands for; return if it is ``STATUS_OK``.
+
+    The one translator of the kernels' convention (cython_src/_status.pxd):
+    ``status`` is what the kernel returned and ``err`` its ``(position, item)``
+    out-parameter.  ``what`` names the operation (it is in the messages) and
+    picks the context the message uses:
+
+    ``"routing"``
+        ``STATUS_INVALID_UTF8`` -> :class:`InvalidTextError` (``unit="byte"``)
+        whose ``offset`` is the byte offset in the buffer routed and ``item``
+        the item; ``offsets`` (the items' byte bounds) gives the byte within it.
+    ``"pre-tokenization"``, ``"encoding"``
+        ``STATUS_INVALID_UTF8`` -> :class:`InvalidTextError` showing the bad
+        bytes of ``data``; in a batch (``item`` >= 0, ``offsets`` the document
+        bounds in ``data``) ``offset`` is relative to the document and
+        ``document`` is ``item + first_item``.
+    ``"decoding symbols"``
+        ``STATUS_BAD_ID`` (an id outside the ``substrate`` alphabet of
+        ``limit`` ids) and ``STATUS_INVALID_SYMBOLS`` (``detail``: why) ->
+        :class:`SymbolDecodeError` whose ``offset`` indexes the base ids ``ids``.
+    ``"decoding tokens"``
+        ``STATUS_BAD_ID`` (an id outside the vocabulary of ``limit`` ids) and
+        ``STATUS_INVALID_SYMBOLS`` -> :class:`SymbolDecodeError` whose
+        ``position`` indexes the token ids ``ids`` and ``offset`` the base symbols.
+
+    ``STATUS_NO_MEMORY`` is a ``MemoryError`` "out of memory while {what}" with
+    the bytes that could not be allocated and ``hint``, whatever ``what``.
+    """
+    if status == STATUS_OK:
+        return
+    position, item = (int(err[0]), int(err[1])) if err is not None else (-1, -1)
+    if status == STATUS_NO_MEMORY:
+        raise MemoryError(f"out of memory while {what}"
+                          + (f": could not allocate {position} bytes" if position >= 0 else "")
+                          + (f"; {hint}" if hint else ""))
+    if status == STATUS_INVALID_UTF8:
+        if what == "routing":
+            where = f"byte offset {position}"
+            if item >= 0:
+                where += f" (item {item}, byte {position - int(offsets[item])} of the item)"
+            raise InvalidTextError(f"invalid UTF-8 at {where}: {_ROUTING_ADVICE}", offset=position,
+                                   unit="byte", item=item if item >= 0 else None)
+        if item < 0:
+            raise _invalid_utf8(data, position)
+        start, stop = int(offsets[item]), int(offsets[item + 1])
+        raise _invalid_utf8(data[start:stop], position - start, document=item + first_item,
+                            doc_start=start)
+    if status in (STATUS_BAD_ID, STATUS_INVALID_SYMBOLS) and what == "decoding tokens":
+        if status == STATUS_BAD_ID:
+            raise SymbolDecodeError(f"token id {int(ids[item])} at position {item} is outside the "
+                                    f"vocabulary (0..{limit - 1})", position=item)
+        raise SymbolDecodeError(
+            f"token ids do not decode to text under {substrate}: the base symbols of token "
+            f"{int(ids[item])} at position {item} hold an invalid byte sequence "
+            f"(base-symbol offset {position}). Such ids are not the output of encode(); "
+            "pass errors='replace' to get U+FFFD", offset=position, position=item)
+    if status == STATUS_BAD_ID:
+        raise _out_of_alphabet(ids, position, substrate, limit)
+    if status == STATUS_INVALID_SYMBOLS:
+        raise SymbolDecodeError(
+            f"symbol ids do not decode to text under {substrate}: {detail or 'invalid byte sequence'} "
+            f"at symbol offset {position}, ids {ids[position:position + 4].tolist()}; "
+            "pass errors='replace' to get U+FFFD", offset=position)
+    raise UbeError(f"{what}: a compiled kernel returned the unknown status {status} (err {position}, "
+                   f"{item}); the extensions do not match this Python code: rebuild them with "
+                   "`pip install -e .`")
+
+
+def _invalid_utf8(data, position: int, *, document: int | None = None,
+                  doc_start: int = 0) -> InvalidTextError:
+    """The error for invalid UTF-8 at ``data[position]``, where ``data`` is one
+    document starting at byte ``doc_start`` of a batch (``document`` its index)."""
+    shown = bytes(data[position:position + 4])
+    where = f"byte offset {position}"
+    if document is not None:
+        where = f"document {document}, {where} (byte {position + doc_start} of the batch)"
+    return InvalidTextError(
+        f"invalid UTF-8 at {where}: bytes {shown!r} do not start a well-formed "
+        "UTF-8 sequence. Decode the source with the right encoding, repair it with "
+        "errors='replace', or skip such documents with on_error='skip'.",
+        offset=position, unit="byte", document=document)
+
+
+def _out_of_alphabet(ids, offset: int, substrate: str, limit: int) -> SymbolDecodeError:
+    """The error for base id ``ids[offset]`` outside the ``substrate`` alphabet ``0..limit-1``."""
+    return SymbolDecodeError(
+        f"symbol id {int(ids[offset])} at offset {offset} is outside the {substrate} "
+        f"alphabet 0..{limit - 1}: these ids are not base symbols of this substrate "
+        "(expand token ids to base ids first, or pass the right substrate)",
+        offset=int(offset))

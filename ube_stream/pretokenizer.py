@@ -32,7 +32,8 @@ import regex
 
 from . import _pretok
 from ._unicode_classes import gpt2_class_table
-from .errors import InvalidTextError
+from .errors import check_status, err_buffer
+from .errors import _invalid_utf8 as _utf8_error  # the regex path's error for invalid UTF-8
 from .substrate import as_uint8, utf8_of
 
 __all__ = [
@@ -156,13 +157,10 @@ def chunk_bounds_batch(data: BytesLike, doc_offsets: Sequence[int] | np.ndarray,
         kernel = _pretok
         ends = np.empty(max(int(offsets[-1] - offsets[0]), 0), dtype=np.int64)
         doc_chunk_offsets = np.zeros(ndocs + 1, dtype=np.int64)
-        total = kernel.split_gpt2_batch(array, offsets, gpt2_class_table(), ends, doc_chunk_offsets)
-        if total < 0:
-            position = -total - 1
-            document = int(np.searchsorted(offsets, position, side="right")) - 1
-            doc_start = int(offsets[document])
-            raise _utf8_error(array[doc_start:], position - doc_start, document=document,
-                              doc_start=doc_start)
+        err = err_buffer()
+        status, total = kernel.split_gpt2_batch(array, offsets, gpt2_class_table(), ends,
+                                                doc_chunk_offsets, err)
+        check_status(status, err, what="pre-tokenization", data=array, offsets=offsets)
         return ends[:total].copy(), doc_chunk_offsets
     compiled = _compiled(pattern)
     _check_offsets(offsets, array.shape[0])
@@ -217,25 +215,10 @@ def _compiled(pattern: str) -> "regex.Pattern":
 def _gpt2_bounds(array: np.ndarray) -> np.ndarray:
     kernel = _pretok
     ends = np.empty(array.shape[0], dtype=np.int64)
-    count = kernel.split_gpt2(array, gpt2_class_table(), ends)
-    if count < 0:
-        raise _utf8_error(array, -count - 1)
+    err = err_buffer()
+    status, count = kernel.split_gpt2(array, gpt2_class_table(), ends, err)
+    check_status(status, err, what="pre-tokenization", data=array)
     return ends[:count].copy() if count * 2 < array.shape[0] else ends[:count]
-
-
-def _utf8_error(array: np.ndarray, position: int, *, document: int | None = None,
-                doc_start: int = 0) -> InvalidTextError:
-    """The error for invalid UTF-8 at ``array[position]``, where ``array`` is one
-    document starting at byte ``doc_start`` of a batch (``document`` its index)."""
-    shown = bytes(array[position:position + 4])
-    where = f"byte offset {position}"
-    if document is not None:
-        where = f"document {document}, {where} (byte {position + doc_start} of the batch)"
-    return InvalidTextError(
-        f"invalid UTF-8 at {where}: bytes {shown!r} do not start a well-formed "
-        "UTF-8 sequence. Decode the source with the right encoding, repair it with "
-        "errors='replace', or skip such documents with on_error='skip').",
-        offset=position, unit="byte", document=document)
 
 
 def _regex_char_ends(text: str, compiled: "regex.Pattern", timeout: float | None = None) -> List[int]:

@@ -35,7 +35,8 @@ import numpy as np
 import re
 
 from . import _route
-from .errors import InvalidTextError, SymbolDecodeError
+from .errors import (STATUS_INVALID_SYMBOLS, InvalidTextError, _out_of_alphabet, check_status,
+                     err_buffer)
 
 __all__ = [
     "SUBSTRATES",
@@ -108,7 +109,7 @@ def encode_symbols(text: str, substrate: str = "ube") -> np.ndarray:
     if not isinstance(text, str):
         raise TypeError(f"encode_symbols expects str, got {type(text).__name__}; "
                         "use route_bytes for UTF-8 bytes")
-    return _route.route(utf8_of(text), substrate_code(substrate))
+    return _routed(utf8_of(text), substrate)
 
 
 def route_bytes(data, substrate: str = "ube") -> np.ndarray:
@@ -118,14 +119,24 @@ def route_bytes(data, substrate: str = "ube") -> np.ndarray:
     Raises :class:`~ube_stream.errors.InvalidTextError` (``unit="byte"``) naming
     the byte offset of invalid UTF-8.
     """
-    return _route.route(as_uint8(data), substrate_code(substrate))
+    return _routed(as_uint8(data), substrate)
+
+
+def _routed(data, substrate: str) -> np.ndarray:
+    err = err_buffer()
+    status, symbols = _route.route(data, substrate_code(substrate), err)
+    check_status(status, err, what="routing")
+    return symbols
 
 
 def floor_cost(text: Union[str, bytes], substrate: str = "ube") -> int:
     """Number of base symbols of ``text`` (``str``, or UTF-8 bytes): the token
     count of a tokenizer with no merges, the floor any merge can only lower."""
     data = utf8_of(text) if isinstance(text, str) else as_uint8(text)
-    return _route.count(data, substrate_code(substrate))
+    err = err_buffer()
+    status, count = _route.count(data, substrate_code(substrate), err)
+    check_status(status, err, what="routing")
+    return count
 
 
 def as_uint8(data, *, what: str = "data") -> np.ndarray:
@@ -169,11 +180,7 @@ def _as_ids(ids: IdsLike, substrate: str) -> np.ndarray:
 
 
 def _raise_out_of_range(arr: np.ndarray, offset: int, substrate: str, limit: int):
-    raise SymbolDecodeError(
-        f"symbol id {int(arr[offset])} at offset {offset} is outside the {substrate} "
-        f"alphabet 0..{limit - 1}: these ids are not base symbols of this substrate "
-        "(expand token ids to base ids first, or pass the right substrate)",
-        offset=int(offset))
+    raise _out_of_alphabet(arr, offset, substrate, limit)
 
 
 def decode_symbols(ids: IdsLike, substrate: str = "ube", errors: str = "strict") -> str:
@@ -191,25 +198,22 @@ def decode_symbols(ids: IdsLike, substrate: str = "ube", errors: str = "strict")
     arr = _as_ids(ids, substrate)
     if arr.size == 0:
         return ""
-    text, error_at = _route.decode_text(arr, code)
-    if text is not None:
-        return text
-    limit = base_size(substrate)
-    if arr[error_at] >= limit:
-        _raise_out_of_range(arr, error_at, substrate, limit)
-    if errors == "strict":
-        buffer_start, codec, data = _buffer_at(arr, error_at, substrate)
+    err = err_buffer()
+    status, text = _route.decode_text(arr, code, err)
+    detail = ""
+    if status == STATUS_INVALID_SYMBOLS:
+        if errors == "replace":
+            return _decode_replace(arr, substrate)
+        buffer_start, codec, data = _buffer_at(arr, err[0], substrate)
         try:
             data.decode(codec)
             reason = "invalid byte sequence"
         except UnicodeDecodeError as exc:
             reason = exc.reason
-        raise SymbolDecodeError(
-            f"symbol ids do not decode to text under {substrate}: {reason} "
-            f"({codec} buffer starting at symbol {buffer_start}) at symbol offset {error_at}, "
-            f"ids {arr[error_at:error_at + 4].tolist()}; pass errors='replace' to get U+FFFD",
-            offset=int(error_at))
-    return _decode_replace(arr, substrate)
+        detail = f"{reason} ({codec} buffer starting at symbol {buffer_start})"
+    check_status(status, err, what="decoding symbols", ids=arr, substrate=substrate,
+                 limit=base_size(substrate), detail=detail)
+    return text
 
 
 def _buffers(arr: np.ndarray, substrate: str):

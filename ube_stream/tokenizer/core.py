@@ -16,8 +16,7 @@ import numpy as np
 
 from . import export, file_format
 from .. import _encode, storage
-from ..errors import (InvalidTextError, SpecialTokenError, SymbolDecodeError, TokenizerFormatError,
-                      TokenizerOptionError)
+from ..errors import (STATUS_INVALID_SYMBOLS, STATUS_OK, InvalidTextError, SpecialTokenError, TokenizerFormatError, TokenizerOptionError, check_status, err_buffer)
 from ..storage import atomic_write_text
 from ..substrate import as_uint8, utf8_of
 
@@ -320,9 +319,10 @@ class Tokenizer:
         """Internal ids of documents ``data[offsets[d]:offsets[d+1]]`` (one thread)."""
         encoder, slots = self._kernel()
         slot = slots.get()
+        err = err_buffer()
         try:
             if self.pattern_name == "gpt2":
-                ids, token_offsets, bad = encoder.encode_utf8(data, offsets, slot)
+                status, ids, token_offsets = encoder.encode_utf8(data, offsets, slot, err)
             else:
                 from ..pretokenizer import PatternTimeout, chunk_bounds_batch
 
@@ -339,16 +339,10 @@ class Tokenizer:
                         f"({exc.budget:.3g} s) on document {(exc.document or 0) + first_doc} ({exc.chars} "
                         f"characters): it backtracks catastrophically. Fix the pattern, or, if you trust the "
                         f"file, load it with trust_pattern=True to run it without a limit") from None
-                ids, token_offsets, bad = encoder.encode_chunks(data, offsets, ends, doc_chunks, slot)
+                status, ids, token_offsets = encoder.encode_chunks(data, offsets, ends, doc_chunks, slot, err)
         finally:
             slots.put(slot)
-        if bad >= 0:
-            from ..pretokenizer import _utf8_error
-
-            document = int(np.searchsorted(offsets, bad, side="right")) - 1
-            start = int(offsets[document])
-            raise _utf8_error(data[start:int(offsets[document + 1])], bad - start,
-                              document=document + first_doc, doc_start=start)
+        check_status(status, err, what="encoding", data=data, offsets=offsets, first_item=first_doc)
         return ids, token_offsets
 
     def _encode_docs(self, data: np.ndarray, offsets: np.ndarray, num_threads: Optional[int]):
@@ -610,23 +604,16 @@ class Tokenizer:
             return ""
         tables = self.__dict__.get("_decode_state") or self._decode_tables()
         if self.substrate == "utf8":
-            text = _encode.decode_utf8_bytes(internal, tables[5], *tables[1:4])
-            if text is not None:
+            status, text = _encode.decode_utf8_bytes(internal, tables[5], *tables[1:4])
+            if status == STATUS_OK:
                 return text
-        text, position, offset = _encode.decode_utf8(internal, *tables[:5])
-        if text is not None:
-            return text
-        if offset == -2:
-            self._internal_ids(ids)  # raises, naming the position of the id outside the vocabulary
-        if errors == "replace":
+        err = err_buffer()
+        status, text = _encode.decode_utf8(internal, *tables[:5], err)
+        if status == STATUS_INVALID_SYMBOLS and errors == "replace":
             return self._decode_replace(internal)
-        error = SymbolDecodeError(
-            f"token ids do not decode to text under {self.substrate}: the base symbols of token "
-            f"{int(np.asarray(ids)[position])} at position {position} hold an invalid byte sequence "
-            f"(base-symbol offset {offset}). Such ids are not the output of encode(); "
-            "pass errors='replace' to get U+FFFD", offset=offset)
-        error.position = position
-        raise error
+        check_status(status, err, what="decoding tokens", ids=np.asarray(ids), substrate=self.substrate,
+                     limit=self.vocab_size)
+        return text
 
     def _decode_replace(self, internal: np.ndarray) -> str:
         """Invalid sequences as U+FFFD: each run between special tokens through the

@@ -100,7 +100,5 @@ class StreamDecoder:
         try:
             return decode_symbols(symbols, self._substrate, self._errors)
         except SymbolDecodeError as exc:
-            error = SymbolDecodeError(f"stream decode failed at token position {position}: {exc}",
-                                      offset=exc.offset)
-            error.position = position
-            raise error from None
+            raise SymbolDecodeError(f"stream decode failed at token position {position}: {exc}",
+                                    offset=exc.offset, position=position) from None

@@ -22,7 +22,7 @@ from typing import Dict, Iterable, Tuple, Union
 import numpy as np
 
 from .._count import ChunkCounter
-from ..errors import InputError
+from ..errors import InputError, check_status, err_buffer
 from ..storage import atomic_open
 
 __all__ = ["ExportedTable", "merge_tables", "table_to_dict", "save_table", "load_table",
@@ -42,11 +42,13 @@ def merge_tables(tables: Iterable[Union[ExportedTable, object]], *, min_count: i
     """
     counter_type = ChunkCounter
     merged = counter_type()
+    err = err_buffer()
     for table in tables:
         if isinstance(table, counter_type):
             table = table.export()
         key_data, key_offsets, counts = _as_arrays(table)
-        merged.add_weighted(key_data, key_offsets, counts)
+        check_status(merged.add_weighted(key_data, key_offsets, counts, err), err,
+                     what="adding chunk tables")
     return merged.export(min_count)
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from .._version import __version__
 from .. import _count, _merge, _route
-from ..errors import InvalidTextError
+from ..errors import InvalidTextError, check_status, err_buffer
 from ..executors import get_executor
 from ..readers.batch import check_on_error
 from ..tokenizer.core import Tokenizer
@@ -129,6 +129,7 @@ def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str
     from ..pretokenizer import chunk_bounds_batch
 
     counter = _count.ChunkCounter()
+    err = err_buffer()
     skips = readers.SkipCounter()
     documents = nbytes = nchunks = 0
     # 256-row batches keep the chunk-ends buffers small: the counting phase sets the peak memory
@@ -151,7 +152,9 @@ def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str
             data, offsets, (ends, _) = drop_bad_documents(
                 exc, batch, data, offsets, lambda d, o: chunk_bounds_batch(d, o, pattern), unit.source.path,
                 on_error, skips)
-        counter.add_chunks(np.ascontiguousarray(data), ends, int(offsets[0]))
+        check_status(counter.add_chunks(np.ascontiguousarray(data), ends, int(offsets[0]), err), err,
+                     what="counting chunks", hint=f"the table holds the {len(counter)} distinct chunks "
+                     "counted before the failure")
         documents += len(offsets) - 1
         nbytes += int(offsets[-1] - offsets[0])
         nchunks += len(ends)
@@ -259,7 +262,9 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     summary.count_seconds = time.perf_counter() - started
 
     merge_started = time.perf_counter()
-    symbols, symbol_offsets = _route.route_batch(key_data, key_offsets, code)
+    err = err_buffer()
+    status, symbols, symbol_offsets = _route.route_batch(key_data, key_offsets, code, err)
+    check_status(status, err, what="routing", offsets=key_offsets)
     del key_data, key_offsets
     merges = _train_merges(symbols, symbol_offsets, counts, n_base=n_base,
                            max_vocab=vocab_size - len(special_tokens), min_frequency=min_frequency,
@@ -321,8 +326,9 @@ def _merge_tables_task(task: Tuple[List[str], str]) -> str:
 
     paths, out = task
     counter = _count.ChunkCounter()
+    err = err_buffer()
     for path in paths:
-        counter.add_weighted(*load_table(path))
+        check_status(counter.add_weighted(*load_table(path), err), err, what="adding chunk tables")
     save_table(out, counter.export())
     for path in paths:
         os.unlink(path)
@@ -342,8 +348,9 @@ def _reduce_tables(paths: List[str], runner, table_dir: str):
         paths = runner.map(_merge_tables_task, tasks)
         level += 1
     counter = _count.ChunkCounter()
+    err = err_buffer()
     for path in paths:
-        counter.add_weighted(*load_table(path))
+        check_status(counter.add_weighted(*load_table(path), err), err, what="adding chunk tables")
         os.unlink(path)
     return counter.export()
 
@@ -360,10 +367,13 @@ def _train_merges(symbols, symbol_offsets, counts, *, n_base: int, max_vocab: in
         bar.update(n - done[0])
         done[0] = n
 
+    err = err_buffer()
     try:
-        merges = _merge.train_merges(
+        status, merges = _merge.train_merges(
             symbols, symbol_offsets, counts, n_base, max_vocab, min_frequency,
-            max_token_length if max_token_length is not None else -1, progress)
+            max_token_length if max_token_length is not None else -1, progress, err)
     finally:
         bar.close()
+    check_status(status, err, what="training BPE merges",
+                 hint="train on fewer bytes (max_bytes) or on a machine with more memory")
     return np.asarray(merges, dtype=np.int32).reshape(-1, 3)

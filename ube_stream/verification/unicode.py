@@ -40,6 +40,7 @@ from typing import Iterable, List, Literal, Optional, Tuple
 import numpy as np
 
 from .. import _route
+from ..errors import check_status, err_buffer
 from .. import substrate as _substrate  # looked up at call time (tests swap in broken twins)
 from ..substrate import SUBSTRATES, substrate_code
 from ..tokenizer import as_tokenizer
@@ -172,7 +173,9 @@ def check_substrate(name: str, items: Tuple[str, ...], substrate: str, report: V
     code = substrate_code(substrate)
     category = f"{name}/alone/{substrate}"
     data, offsets = _utf8_batch(items)
-    symbols, symbol_offsets = _route.route_batch(data, offsets, code)
+    err = err_buffer()
+    status, symbols, symbol_offsets = _route.route_batch(data, offsets, code, err)
+    check_status(status, err, what="routing", offsets=offsets)
     expected, char_lengths = expected_symbols("".join(items), substrate)
     item_chars = np.zeros(len(items) + 1, dtype=np.int64)
     np.cumsum([len(item) for item in items], out=item_chars[1:])
@@ -189,7 +192,7 @@ def check_substrate(name: str, items: Tuple[str, ...], substrate: str, report: V
     bounds = symbol_offsets.tolist()
     failures = 0
     for i, item in enumerate(items):
-        text, _ = decode(symbols[bounds[i]:bounds[i + 1]], code)
+        _, text = decode(symbols[bounds[i]:bounds[i + 1]], code)  # text None: a decode error
         if text != item:
             failures += 1
             if failures <= 3:
