@@ -1,6 +1,7 @@
-"""GPT-2 pre-tokenization kernels (Python-visible wrappers of _pretok_core.gpt2_split).
+"""Pre-tokenization kernels: Python-visible wrappers of _pretok_core.gpt2_split
+(GPT-2) and _pretok_tiktoken.tiktoken_split (cl100k, llama3, o200k).
 
-Both entries release the GIL, so a thread pool splits batches in parallel.
+All entries release the GIL, so a thread pool splits batches in parallel.
 Shapes are checked here (``ValueError``); invalid UTF-8 is not an exception
 but a negative return value ``-(byte_offset + 1)`` that
 ``ube_stream.pretokenizer`` turns into an ``InvalidTextError``.
@@ -8,6 +9,11 @@ but a negative return value ``-(byte_offset + 1)`` that
 from libc.stdint cimport int64_t, uint8_t
 
 from _pretok_core cimport gpt2_split
+from _pretok_tiktoken cimport (SPLIT_CL100K, SPLIT_GPT2, SPLIT_LLAMA3, SPLIT_O200K, TT_HEAD, TT_LETTER,
+                               tiktoken_split)
+
+#: split codes (the same as ube_stream.pretokenizer.SPLIT_*)
+SPLIT_CODES = {"gpt2": SPLIT_GPT2, "cl100k": SPLIT_CL100K, "llama3": SPLIT_LLAMA3, "o200k": SPLIT_O200K}
 
 
 cdef _check_classes(const uint8_t[::1] classes):
@@ -70,6 +76,83 @@ def split_gpt2_batch(const uint8_t[::1] data, const int64_t[::1] doc_offsets,
             stop = doc_offsets[d + 1]
             if stop > start:
                 count = gpt2_split(&data[start], stop - start, &classes[0], &ends[total])
+                if count < 0:
+                    bad = start + (-count - 1)
+                    break
+                for k in range(total, total + count):
+                    ends[k] += start
+                total += count
+            doc_chunk_offsets[d + 1] = total
+    if bad >= 0:
+        return -(bad + 1)
+    return total
+
+
+# --------------------------------------------------------------------------- cl100k, llama3, o200k
+
+cdef _check_tiktoken(const uint8_t[::1] classes, int kind):
+    if kind != SPLIT_CL100K and kind != SPLIT_LLAMA3 and kind != SPLIT_O200K:
+        raise ValueError(f"kind must be a split code of cl100k ({SPLIT_CL100K}), llama3 ({SPLIT_LLAMA3}) "
+                         f"or o200k ({SPLIT_O200K}), got {kind}")
+    # 'A' is a letter of o200k's first class in every table, in no GPT-2 one
+    if classes.shape[0] != 0x110000 or classes[0x41] != (TT_LETTER | TT_HEAD):
+        raise ValueError("classes must be tiktoken_class_table() (0x110000 entries of TT_* bits)")
+
+
+def split_tiktoken(const uint8_t[::1] data, const uint8_t[::1] classes, int64_t[::1] ends, int kind):
+    """Split UTF-8 ``data`` by tiktoken's pattern ``kind`` (``SPLIT_CODES``); write
+    the chunk end byte offsets to ``ends``.
+
+    ``classes`` is ``tiktoken_class_table()``; ``ends`` needs ``len(data)``
+    entries.  Returns the number of chunks, or ``-(pos + 1)`` when the bytes at
+    ``pos`` are not well-formed UTF-8.
+    """
+    _check_tiktoken(classes, kind)
+    cdef Py_ssize_t n = data.shape[0], result
+    if ends.shape[0] < n:
+        raise ValueError(f"ends has {ends.shape[0]} entries; it needs len(data) = {n}")
+    if n == 0:
+        return 0
+    with nogil:
+        result = tiktoken_split(&data[0], n, &classes[0], &ends[0], kind)
+    return result
+
+
+def split_tiktoken_batch(const uint8_t[::1] data, const int64_t[::1] doc_offsets,
+                         const uint8_t[::1] classes, int64_t[::1] ends,
+                         int64_t[::1] doc_chunk_offsets, int kind):
+    """:func:`split_gpt2_batch` for tiktoken's pattern ``kind``: each document
+    ``data[doc_offsets[d]:doc_offsets[d + 1]]`` separately, absolute chunk ends
+    in ``ends``, the chunks of document ``d`` at
+    ``ends[doc_chunk_offsets[d]:doc_chunk_offsets[d + 1]]``.  Returns the total
+    number of chunks, or ``-(pos + 1)`` with ``pos`` the absolute byte offset of
+    the first invalid UTF-8 sequence.
+    """
+    _check_tiktoken(classes, kind)
+    cdef Py_ssize_t ndocs = doc_offsets.shape[0] - 1, d, k, total = 0, count
+    cdef int64_t start, stop, bad = -1
+    if ndocs < 0:
+        raise ValueError("doc_offsets needs at least one entry (ndocs + 1)")
+    if doc_chunk_offsets.shape[0] < ndocs + 1:
+        raise ValueError(f"doc_chunk_offsets has {doc_chunk_offsets.shape[0]} entries; "
+                         f"it needs ndocs + 1 = {ndocs + 1}")
+    if doc_offsets[0] < 0 or doc_offsets[ndocs] > data.shape[0]:
+        raise ValueError(f"doc_offsets span [{doc_offsets[0]}, {doc_offsets[ndocs]}] "
+                         f"is outside data (0..{data.shape[0]})")
+    for d in range(ndocs):
+        if doc_offsets[d + 1] < doc_offsets[d]:
+            raise ValueError(f"doc_offsets must be non-decreasing; doc_offsets[{d + 1}] = "
+                             f"{doc_offsets[d + 1]} < doc_offsets[{d}] = {doc_offsets[d]}")
+    if ends.shape[0] < doc_offsets[ndocs] - doc_offsets[0]:
+        raise ValueError(f"ends has {ends.shape[0]} entries; it needs "
+                         f"{doc_offsets[ndocs] - doc_offsets[0]} (the bytes of all documents)")
+    doc_chunk_offsets[0] = 0
+    with nogil:
+        for d in range(ndocs):
+            start = doc_offsets[d]
+            stop = doc_offsets[d + 1]
+            if stop > start:
+                count = tiktoken_split(&data[start], stop - start, &classes[0], &ends[total], kind)
                 if count < 0:
                     bad = start + (-count - 1)
                     break

@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("explain", help="show the chunks, base symbols and floor costs of a text")
     p.add_argument("text", help="the text to explain ('-' reads standard input)")
-    p.add_argument("--pattern", default="gpt2", help="pre-tokenization pattern: gpt2 (default), cl100k, o200k or a regex")
+    p.add_argument("--pattern", default="gpt2", help="pre-tokenization pattern: gpt2 (default), cl100k, o200k, llama3 or a regex")
     p.add_argument("--tokenizer", default=None,
                    help="show the tokens of TEXT under this tokenizer (ube-stream file or HF tokenizer.json)")
     p.set_defaults(func=_cmd_explain)
@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab-size", type=int, required=True,
                    help="base symbols (512 ube, 256 utf8/utf16) + merges + special tokens")
     p.add_argument("--substrate", choices=("ube", "utf8", "utf16"), default="ube")
-    p.add_argument("--pattern", default="gpt2", help="pre-tokenization: gpt2 (default), cl100k, o200k or a regex")
+    p.add_argument("--pattern", default="gpt2", help="pre-tokenization: gpt2 (default), cl100k, o200k, llama3 or a regex")
     p.add_argument("--special-token", action="append", metavar="TOK",
                    help="a special token (repeat; replaces the default <|endoftext|>)")
     p.add_argument("--min-frequency", type=int, default=2)

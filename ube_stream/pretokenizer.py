@@ -11,11 +11,14 @@ read from the installed ``regex`` module, without a regex engine::
     >>> pretokenize("I'm   here!\\n")
     ['I', "'m", '  ', ' here', '!', '\\n']
 
-Any other pattern (``"cl100k"``, ``"o200k"``, or your own regular expression)
-runs through the ``regex`` module.  A custom pattern need not match every
-character: each character it leaves unmatched becomes a chunk of its own, and
-empty matches are dropped, so the chunks always concatenate back to the input
-and no text is ever lost.  (For the built-in patterns this never happens: every
+tiktoken's ``"cl100k"`` and ``"o200k"`` patterns, and ``"llama3"`` (cl100k as
+Llama 3 and HF conversions write it), run in state machines of the same kind
+(``_pretok_tiktoken.pxd``): whenever a pattern, given by name or as its exact
+text, is one of these four, the compiled kernel splits it (:func:`kernel_split`).
+Any other regular expression runs through the ``regex`` module.  A custom
+pattern need not match every character: each character it leaves unmatched
+becomes a chunk of its own, and empty matches are dropped, so the chunks always
+concatenate back to the input and no text is ever lost.  (For the built-in patterns this never happens: every
 character is matched, and the result equals ``regex.findall``.)
 
 The hot-path entries return chunk *end byte offsets* into UTF-8 data
@@ -25,20 +28,22 @@ strings for humans and tests.
 from __future__ import annotations
 
 import functools
-from typing import List, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import regex
 
 from ._kernels import load
-from ._unicode_classes import gpt2_class_table
+from ._unicode_classes import gpt2_class_table, tiktoken_class_table
 from .errors import InvalidTextError
 
 __all__ = [
     "GPT2_PATTERN",
     "CL100K_PATTERN",
     "O200K_PATTERN",
+    "LLAMA3_PATTERN",
     "PATTERNS",
+    "kernel_split",
     "pretokenize",
     "chunk_bounds",
     "chunk_bounds_batch",
@@ -61,8 +66,24 @@ O200K_PATTERN = "|".join([
     r"""\s+""",
 ])
 
+# cl100k as Llama 3's tokenizer.json (and tiktoken before its possessive quantifiers)
+# writes it: the same chunks as CL100K_PATTERN except at the end of the text, where
+# a whitespace run holding \r or \n is cut after its last one ("\n  " -> "\n", "  ")
+LLAMA3_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+
 #: pattern names accepted wherever a ``pattern`` argument is
 PATTERNS = {"gpt2": GPT2_PATTERN, "cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN}
+#: names accepted for a pattern that tokenizer files record as "custom" (its regex), as
+#: files written before the name existed (e.g. by ``from_hf`` of Llama 3) do
+ALIASES = {"llama3": LLAMA3_PATTERN}
+
+# split codes of the compiled kernels (cython_src/_pretok_tiktoken.pxd SPLIT_*)
+SPLIT_GPT2, SPLIT_CL100K, SPLIT_LLAMA3, SPLIT_O200K = 0, 1, 2, 3
+_KERNEL_SPLITS = {GPT2_PATTERN: SPLIT_GPT2, CL100K_PATTERN: SPLIT_CL100K, LLAMA3_PATTERN: SPLIT_LLAMA3,
+                  O200K_PATTERN: SPLIT_O200K}
 
 BytesLike = Union[bytes, bytearray, memoryview, np.ndarray]
 
@@ -72,10 +93,10 @@ BytesLike = Union[bytes, bytearray, memoryview, np.ndarray]
 def pretokenize(text: str, pattern: str = "gpt2") -> List[str]:
     """Cut ``text`` into pre-tokenization chunks.
 
-    ``pattern`` is ``"gpt2"`` (default; the Cython kernel), ``"cl100k"``,
-    ``"o200k"``, or any regular expression for the ``regex`` module (characters
-    it does not match become chunks of their own).  ``"".join(result) == text``
-    always holds.
+    ``pattern`` is ``"gpt2"`` (default), ``"cl100k"``, ``"o200k"``, ``"llama3"``
+    (these four, by name or text, in the Cython kernels), or any regular
+    expression for the ``regex`` module (characters it does not match become
+    chunks of their own).  ``"".join(result) == text`` always holds.
 
     >>> pretokenize("a\\n\\nb  c")
     ['a', '\\n', '\\n', 'b', ' ', ' c']
@@ -87,8 +108,9 @@ def pretokenize(text: str, pattern: str = "gpt2") -> List[str]:
         raise TypeError(f"pretokenize expects a str, got {type(text).__name__}; "
                         "for UTF-8 bytes use chunk_bounds(data)")
     data = _encode_checked(text)
-    if _is_gpt2(pattern):
-        ends = _gpt2_bounds(np.frombuffer(data, np.uint8))
+    split = kernel_split(pattern)
+    if split is not None:
+        ends = _kernel_bounds(np.frombuffer(data, np.uint8), split)
         if len(data) != len(text):  # not ASCII: byte offsets -> character offsets
             lead_bytes = (np.frombuffer(data, np.uint8) & 0xC0) != 0x80
             ends = np.cumsum(lead_bytes, dtype=np.int64)[ends - 1]
@@ -107,8 +129,9 @@ def chunk_bounds(data: BytesLike, pattern: str = "gpt2") -> np.ndarray:
     ``data`` is not well-formed UTF-8.
     """
     array = _as_uint8(data)
-    if _is_gpt2(pattern):
-        return _gpt2_bounds(array)
+    split = kernel_split(pattern)
+    if split is not None:
+        return _kernel_bounds(array, split)
     return _regex_byte_ends(array, _compiled(pattern), document=None)
 
 
@@ -132,11 +155,16 @@ def chunk_bounds_batch(data: BytesLike, doc_offsets: Sequence[int] | np.ndarray,
         raise ValueError("doc_offsets must be a 1-D sequence of ndocs + 1 byte offsets "
                          f"(got shape {offsets.shape})")
     ndocs = offsets.shape[0] - 1
-    if _is_gpt2(pattern):
+    split = kernel_split(pattern)
+    if split is not None:
         kernel = load("_pretok")
         ends = np.empty(max(int(offsets[-1] - offsets[0]), 0), dtype=np.int64)
         doc_chunk_offsets = np.zeros(ndocs + 1, dtype=np.int64)
-        total = kernel.split_gpt2_batch(array, offsets, gpt2_class_table(), ends, doc_chunk_offsets)
+        if split == SPLIT_GPT2:
+            total = kernel.split_gpt2_batch(array, offsets, gpt2_class_table(), ends, doc_chunk_offsets)
+        else:
+            total = kernel.split_tiktoken_batch(array, offsets, tiktoken_class_table(), ends,
+                                                doc_chunk_offsets, split)
         if total < 0:
             position = -total - 1
             document = int(np.searchsorted(offsets, position, side="right")) - 1
@@ -161,13 +189,16 @@ def resolve_pattern(pattern: str) -> Tuple[str, str]:
     """``(name, regex)`` of a pattern given by name or as a regular expression.
 
     Known patterns are recognised by name or by their exact text (so a
-    tokenizer file records ``"gpt2"`` even when the regex was passed); any
-    other string is ``("custom", pattern)`` after checking that it compiles.
+    tokenizer file records ``"gpt2"`` even when the regex was passed); an alias
+    (``"llama3"``) gives ``("custom", its regex)``; any other string is
+    ``("custom", pattern)`` after checking that it compiles.
     """
     if not isinstance(pattern, str) or not pattern:
         raise ValueError(f"pattern must be a name in {sorted(PATTERNS)} or a regular expression, got {pattern!r}")
     if pattern in PATTERNS:
         return pattern, PATTERNS[pattern]
+    if pattern in ALIASES:
+        return "custom", ALIASES[pattern]
     for name, text in PATTERNS.items():
         if pattern == text:
             return name, text
@@ -181,8 +212,13 @@ def resolve_pattern(pattern: str) -> Tuple[str, str]:
 
 # --------------------------------------------------------------------------- helpers
 
-def _is_gpt2(pattern: str) -> bool:
-    return pattern == "gpt2" or pattern == GPT2_PATTERN
+def kernel_split(pattern: str) -> Optional[int]:
+    """Split code (``SPLIT_*``) of the compiled kernel that gives exactly
+    ``regex.findall`` of ``pattern`` (a name, an alias or a regex), or ``None``:
+    the pattern runs through ``regex``.  A regex is recognised by its exact text."""
+    if not isinstance(pattern, str):
+        return None
+    return _KERNEL_SPLITS.get(PATTERNS.get(pattern) or ALIASES.get(pattern) or pattern)
 
 
 @functools.lru_cache(maxsize=64)
@@ -190,7 +226,7 @@ def _compiled(pattern: str) -> "regex.Pattern":
     if not isinstance(pattern, str):
         raise TypeError(f"pattern must be a str (a name in {sorted(PATTERNS)} or a regular "
                         f"expression), got {type(pattern).__name__}")
-    return regex.compile(PATTERNS.get(pattern, pattern))
+    return regex.compile(PATTERNS.get(pattern) or ALIASES.get(pattern) or pattern)
 
 
 def _as_uint8(data: BytesLike) -> np.ndarray:
@@ -212,10 +248,13 @@ def _as_uint8(data: BytesLike) -> np.ndarray:
                     f"got {type(data).__name__}")
 
 
-def _gpt2_bounds(array: np.ndarray) -> np.ndarray:
+def _kernel_bounds(array: np.ndarray, split: int) -> np.ndarray:
     kernel = load("_pretok")
     ends = np.empty(array.shape[0], dtype=np.int64)
-    count = kernel.split_gpt2(array, gpt2_class_table(), ends)
+    if split == SPLIT_GPT2:
+        count = kernel.split_gpt2(array, gpt2_class_table(), ends)
+    else:
+        count = kernel.split_tiktoken(array, tiktoken_class_table(), ends, split)
     if count < 0:
         raise _utf8_error(array, -count - 1)
     return ends[:count].copy() if count * 2 < array.shape[0] else ends[:count]
