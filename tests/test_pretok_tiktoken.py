@@ -4,11 +4,14 @@ The state machines of ``cython_src/_pretok_tiktoken.pxd`` are checked on every
 Unicode scalar value (alone and between separators of every kind), on every
 pair and triple of ~60 class representatives, on hypothesis text and on the
 real multilingual fixtures; their batch entry against per-document calls,
-their errors against Python's codecs; and the dispatch (which patterns take
-the kernel).
+their errors against Python's codecs; the dispatch (which patterns take the
+kernel); and encoding with the real cl100k_base / o200k_base ranks against
+tiktoken's ``encode_ordinary``.
 """
 from __future__ import annotations
 
+import base64
+import gzip
 import io
 import itertools
 import json
@@ -21,6 +24,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ube_stream import Tokenizer, pretokenizer
 from ube_stream._kernels import load
 from ube_stream._unicode_classes import (TT_C_E, TT_C_L, TT_C_RV, TT_C_SDMT, TT_CONTRACTION_SHIFT, TT_HEAD,
                                          TT_LETTER, TT_NUMBER, TT_SPACE, TT_TAIL, gpt2_class_table,
@@ -341,3 +345,68 @@ def test_threads_share_the_kernel():
         results = list(pool.map(lambda job: chunk_bounds(job[0].encode("utf-8"), job[1]), jobs))
     for (text, name), result in zip(jobs, results):
         assert np.array_equal(result, byte_ends(findall(name, text)))
+
+
+# --------------------------------------------------------------------------- encoding with real ranks
+
+def _real_ranks(name):
+    bpe_openai = pytest.importorskip("bpe_openai")
+    path = Path(bpe_openai.__file__).parent / "data" / f"{name}.tiktoken.gz"
+    if not path.exists():
+        pytest.skip(f"{path} is missing")
+    ranks = {}
+    with gzip.open(path, "rb") as f:
+        for line in f:
+            if line.strip():
+                token, rank = line.split()
+                ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+@pytest.fixture(scope="module")
+def encode_texts(docs_rows, parallel_rows, unicode_rows):
+    texts = [r["text"] for r in docs_rows] + [r["text"] for r in parallel_rows[::3]]
+    texts += [r["text"] for r in unicode_rows[::3]]
+    texts += ["trailing space  ", "line\n  ", "x\r\n\r\n", "it's DON'T ſ'S", "1234567 ½²", "   \t\n"]
+    return [t for t in texts if t]
+
+
+def _assert_encodes_like_tiktoken(tok, pattern, ranks, texts, monkeypatch):
+    tiktoken = pytest.importorskip("tiktoken")
+    encoding = tiktoken.Encoding("ube-test", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+    encoder, _ = tok._kernel()
+    assert encoder.split == kernel_split(pattern)
+
+    def no_regex_split(*args, **kwargs):
+        raise AssertionError("the encoder should split in the kernel, not through chunk_bounds_batch")
+
+    monkeypatch.setattr(pretokenizer, "chunk_bounds_batch", no_regex_split)
+    ours = tok.encode_batch(texts, num_threads=1)
+    theirs = [encoding.encode_ordinary(t) for t in texts]
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        assert a.tolist() == b, f"text {i} {texts[i][:60]!r} differs"
+    assert sum(len(a) for a in ours) > 100_000
+    threaded = tok.encode_batch(texts, num_threads=3)
+    assert all(np.array_equal(a, b) for a, b in zip(ours, threaded))
+
+
+@pytest.mark.parametrize("rank_file, name", [("cl100k_base", "cl100k"), ("o200k_base", "o200k")])
+def test_from_tiktoken_encodes_like_tiktoken(rank_file, name, encode_texts, monkeypatch):
+    ranks = _real_ranks(rank_file)
+    tok = Tokenizer.from_tiktoken(ranks, name)
+    assert tok.pattern_name == name
+    _assert_encodes_like_tiktoken(tok, PATTERNS[name], ranks, encode_texts, monkeypatch)
+    # the pattern given as its regex text takes the kernel too
+    assert Tokenizer.from_tiktoken({bytes([b]): b for b in range(256)}, PATTERNS[name])._kernel()[0].split \
+        == kernel_split(name)
+
+
+def test_from_hf_llama3_pattern_takes_the_kernel(encode_texts, tmp_path, monkeypatch):
+    # a HF tokenizer.json whose Split regex is Llama 3's, with cl100k's first 20,000 ranks
+    # (a BPE vocabulary too: each token joins two of lower rank) to keep the file small
+    ranks = {token: rank for token, rank in _real_ranks("cl100k_base").items() if rank < 20_000}
+    path = tmp_path / "tokenizer.json"
+    Tokenizer.from_tiktoken(ranks, "llama3").export_hf(path)
+    tok = Tokenizer.from_hf(path)
+    assert tok.pattern == LLAMA3_PATTERN and tok.pattern_name == "custom"
+    _assert_encodes_like_tiktoken(tok, LLAMA3_PATTERN, ranks, encode_texts[::2], monkeypatch)

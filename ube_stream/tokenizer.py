@@ -211,15 +211,19 @@ class Tokenizer(TokenizerFile):
             import queue
 
             from ._kernels import load
-            from ._unicode_classes import gpt2_class_table
+            from ._unicode_classes import gpt2_class_table, tiktoken_class_table
+            from .pretokenizer import SPLIT_GPT2, kernel_split
             from .substrate import substrate_code
 
             num_slots = max(os.cpu_count() or 1, 1) * 2
+            split = kernel_split(self.pattern)  # None: chunk ends come from the regex path
+            split = SPLIT_GPT2 if split is None else split
             encoder = load("_encode").Encoder(
                 np.asarray(self.merges, dtype=np.uint32).reshape(-1, 2),
                 np.asarray(self.merge_results, dtype=np.uint32), self.base_size,
-                substrate_code(self.substrate), gpt2_class_table(), num_slots=num_slots,
-                cache_entries=self.cache_entries, cache_bytes=self.cache_bytes)
+                substrate_code(self.substrate), gpt2_class_table() if split == SPLIT_GPT2 else
+                tiktoken_class_table(), num_slots=num_slots, cache_entries=self.cache_entries,
+                cache_bytes=self.cache_bytes, split=split)
             slots: "queue.SimpleQueue[int]" = queue.SimpleQueue()
             for slot in range(num_slots):
                 slots.put(slot)
@@ -233,14 +237,14 @@ class Tokenizer(TokenizerFile):
 
     def _encode_range(self, data: np.ndarray, offsets: np.ndarray, first_doc: int = 0):
         """Internal ids of documents ``data[offsets[d]:offsets[d+1]]`` (one thread)."""
+        from .pretokenizer import chunk_bounds_batch, kernel_split
+
         encoder, slots = self._kernel()
         slot = slots.get()
         try:
-            if self.pattern_name == "gpt2":
+            if kernel_split(self.pattern) is not None:  # the encoder splits inline (encoder.split)
                 ids, token_offsets, bad = encoder.encode_utf8(data, offsets, slot)
             else:
-                from .pretokenizer import chunk_bounds_batch
-
                 try:
                     ends, doc_chunks = chunk_bounds_batch(data, offsets, self.pattern)
                 except InvalidTextError as exc:
