@@ -1,4 +1,6 @@
-"""Throughput of GPT-2 pre-tokenization: the Cython kernel vs ``regex.findall``.
+"""Throughput of GPT-2 pre-tokenization: the Cython kernel vs ``regex.findall``
+(and of the cl100k / llama3 / o200k kernels; see side_by_side_tiktoken_patterns.py
+for those against ``regex``).
 
 The corpus is a few MB of mixed text: running text in 26 languages
 (``docs.jsonl.zst``), short parallel items in hundreds of languages
@@ -123,6 +125,14 @@ def test_chunk_bounds_gpt2(benchmark, corpus):
 
 def test_chunk_bounds_batch_gpt2(benchmark, corpus):
     ends, doc_chunk_offsets = benchmark(chunk_bounds_batch, corpus["data"], corpus["offsets"])
+    assert doc_chunk_offsets[-1] == ends.shape[0]
+    _record_throughput(benchmark, corpus)
+
+
+@pytest.mark.parametrize("name", ["cl100k", "llama3", "o200k"])
+def test_chunk_bounds_batch_tiktoken(benchmark, corpus, name):
+    """tiktoken's patterns in their kernels (side_by_side_tiktoken_patterns.py compares regex)."""
+    ends, doc_chunk_offsets = benchmark(chunk_bounds_batch, corpus["data"], corpus["offsets"], name)
     assert doc_chunk_offsets[-1] == ends.shape[0]
     _record_throughput(benchmark, corpus)
 

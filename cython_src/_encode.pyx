@@ -33,6 +33,8 @@ from libcpp.vector cimport vector
 
 from _hash cimport hash_bytes, mix64
 from _pretok_core cimport gpt2_split
+from _pretok_tiktoken cimport (SPLIT_CL100K, SPLIT_GPT2, SPLIT_LLAMA3, SPLIT_O200K, TT_HEAD, TT_LETTER,
+                               tiktoken_split)
 from _route_core cimport route_utf8, symbols_to_utf8
 from _status cimport (STATUS_BAD_ID, STATUS_INVALID_SYMBOLS, STATUS_INVALID_UTF8, STATUS_NO_MEMORY,
                       STATUS_OK, check_err, fail)
@@ -364,19 +366,22 @@ cdef class Encoder:
 
     ``merges``: ``uint32[n, 2]`` (left, right) in rank order; ``results``:
     ``uint32[n]`` the id each merge gives; ``base``: number of base symbols;
-    ``substrate``: 0 ube, 1 utf8, 2 utf16; ``classes``: gpt2_class_table().
+    ``substrate``: 0 ube, 1 utf8, 2 utf16; ``classes``: gpt2_class_table(), or
+    tiktoken_class_table() with ``split``: the pre-tokenizer :meth:`encode_utf8`
+    runs (``SPLIT_*`` of _pretok_tiktoken.pxd: 0 gpt2, 1 cl100k, 2 llama3, 3 o200k).
     A pair that repeats keeps its first (lowest) rank.
     """
     cdef Tables tables
     cdef object _keep          # arrays whose memory the tables point into
     cdef const uint8_t* classes
+    cdef readonly int split    # the SPLIT_* code of encode_utf8's pre-tokenizer
     cdef ChunkCache* caches
     cdef int _num_slots
     cdef readonly Py_ssize_t cache_entries
     cdef readonly Py_ssize_t cache_bytes
 
     def __cinit__(self, merges, results, int base, int substrate, classes, *, int num_slots=1,
-                  Py_ssize_t cache_entries=1 << 16, Py_ssize_t cache_bytes=4 << 20):
+                  Py_ssize_t cache_entries=1 << 16, Py_ssize_t cache_bytes=4 << 20, int split=SPLIT_GPT2):
         self.caches = NULL
         self._num_slots = 0
         if substrate not in (SUBSTRATE_UBE, SUBSTRATE_UTF8, SUBSTRATE_UTF16):
@@ -392,6 +397,12 @@ cdef class Encoder:
         classes_arr = np.ascontiguousarray(classes, dtype=np.uint8)
         if classes_arr.shape[0] != 0x110000:
             raise ValueError("classes must be gpt2_class_table() (0x110000 entries)")
+        if split not in (SPLIT_GPT2, SPLIT_CL100K, SPLIT_LLAMA3, SPLIT_O200K):
+            raise ValueError(f"split must be 0 (gpt2), 1 (cl100k), 2 (llama3) or 3 (o200k), got {split}")
+        if (split != SPLIT_GPT2) != (classes_arr[0x41] == (TT_LETTER | TT_HEAD)):
+            raise ValueError(f"classes must be {'gpt2' if split == SPLIT_GPT2 else 'tiktoken'}_class_table() "
+                             f"for split {split}")
+        self.split = split
         if results_arr.shape[0] != merges_arr.shape[0]:
             raise ValueError(f"{merges_arr.shape[0]} merges but {results_arr.shape[0]} results")
         n = merges_arr.shape[0]
@@ -519,7 +530,8 @@ cdef class Encoder:
 
     def encode_utf8(self, const uint8_t[::1] data, const int64_t[::1] offsets, int slot=0,
                     int64_t[::1] err=None):
-        """Encode documents ``data[offsets[d]:offsets[d+1]]`` (GPT-2 split inline).
+        """Encode documents ``data[offsets[d]:offsets[d+1]]`` (split inline by the
+        pre-tokenizer given at construction, ``split``).
 
         Returns ``(status, ids uint32, token_offsets int64[n+1])``; on
         ``STATUS_INVALID_UTF8`` (``err``: absolute byte offset, document index)
@@ -592,8 +604,12 @@ cdef class Encoder:
                     stop = offsets[d + 1]
                     if stop > start:
                         if inline_split:
-                            nchunks = gpt2_split(base_ptr + start, stop - start, self.classes,
-                                                 split_ends.data())
+                            if self.split == SPLIT_GPT2:
+                                nchunks = gpt2_split(base_ptr + start, stop - start, self.classes,
+                                                     split_ends.data())
+                            else:
+                                nchunks = tiktoken_split(base_ptr + start, stop - start, self.classes,
+                                                         split_ends.data(), self.split)
                             if nchunks < 0:
                                 status = STATUS_INVALID_UTF8
                                 bad = start + (-nchunks - 1)

@@ -9,7 +9,7 @@
 #   3. else a whitespace run is a chunk, less its last character when a
 #      non-space follows it and the run has at least two characters (\s+(?!\S));
 #      a run at the end of the text is one chunk.
-# ``classes`` is ube_stream._unicode_classes.gpt2_class_table(): one byte per code
+# ``classes`` is ube_stream.pretokenizer.gpt2_class_table(): one byte per code
 # point, so the kernel agrees with the installed ``regex`` module.
 from libc.stdint cimport int64_t, uint8_t, uint32_t
 

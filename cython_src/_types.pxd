@@ -6,7 +6,7 @@ cdef enum:
     SUBSTRATE_UTF8 = 1
     SUBSTRATE_UTF16 = 2
 
-# character classes of the GPT-2 pattern (see ube_stream/_unicode_classes.py)
+# character classes of the GPT-2 pattern (see ube_stream/pretokenizer.py)
 cdef enum:
     CLASS_OTHER = 0
     CLASS_LETTER = 1

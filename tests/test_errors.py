@@ -62,7 +62,7 @@ def test_invalid_utf8_documents_single_and_batch():
         check_status(STATUS_INVALID_UTF8, (3, -1), what="pre-tokenization", data=data)
     e = info.value
     assert (e.offset, e.unit, e.document) == (3, "byte", None)
-    assert "byte offset 3: bytes b'\\xffdef' do not start" in str(e) and "--on-error skip" in str(e)
+    assert "byte offset 3: bytes b'\\xffdef' do not start" in str(e) and "on_error='skip'" in str(e)
     data = np.frombuffer(b"okfine\xffxy", np.uint8)
     with pytest.raises(InvalidTextError) as info:
         check_status(STATUS_INVALID_UTF8, (6, 1), what="encoding", data=data,

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from ube_stream import _reference
 from ube_stream import _pretok
-from ube_stream._unicode_classes import gpt2_class_table
+from ube_stream.pretokenizer import gpt2_class_table
 from ube_stream.errors import InvalidTextError
 from ube_stream.pretokenizer import (CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, chunk_bounds,
                                      chunk_bounds_batch, pretokenize)

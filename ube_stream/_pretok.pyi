@@ -26,3 +26,24 @@ def split_gpt2_batch(
     doc_chunk_offsets: npt.NDArray[np.int64],  # out: ndocs + 1 entries
     err: _Err = None,
 ) -> Tuple[int, Optional[int]]: ...  # (status, total chunks); STATUS_INVALID_UTF8: err = (absolute byte offset, document)
+
+#: split codes of the pre-tokenizers (ube_stream.pretokenizer.SPLIT_*)
+SPLIT_CODES: dict[str, int]
+
+def split_tiktoken(
+    data: npt.NDArray[np.uint8] | bytes | memoryview,  # uint8, C-contiguous
+    classes: npt.NDArray[np.uint8],  # tiktoken_class_table(), 0x110000 entries of TT_* bits
+    ends: npt.NDArray[np.int64],  # out: >= len(data) entries
+    kind: int,  # SPLIT_CODES["cl100k" | "llama3" | "o200k"]
+    err: _Err = None,
+) -> Tuple[int, Optional[int]]: ...  # (status, number of chunks); as split_gpt2
+
+def split_tiktoken_batch(
+    data: npt.NDArray[np.uint8] | bytes | memoryview,  # uint8, documents concatenated
+    doc_offsets: npt.NDArray[np.int64],  # ndocs + 1 byte offsets into data
+    classes: npt.NDArray[np.uint8],  # tiktoken_class_table()
+    ends: npt.NDArray[np.int64],  # out: >= doc_offsets[-1] - doc_offsets[0] entries, absolute
+    doc_chunk_offsets: npt.NDArray[np.int64],  # out: ndocs + 1 entries
+    kind: int,
+    err: _Err = None,
+) -> Tuple[int, Optional[int]]: ...  # (status, total chunks); as split_gpt2_batch

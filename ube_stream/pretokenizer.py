@@ -11,11 +11,14 @@ read from the installed ``regex`` module, without a regex engine::
     >>> pretokenize("I'm   here!\\n")
     ['I', "'m", '  ', ' here', '!', '\\n']
 
-Any other pattern (``"cl100k"``, ``"o200k"``, or your own regular expression)
-runs through the ``regex`` module.  A custom pattern need not match every
-character: each character it leaves unmatched becomes a chunk of its own, and
-empty matches are dropped, so the chunks always concatenate back to the input
-and no text is ever lost.  (For the built-in patterns this never happens: every
+tiktoken's ``"cl100k"`` and ``"o200k"`` patterns, and ``"llama3"`` (cl100k as
+Llama 3 and HF conversions write it), run in state machines of the same kind
+(``_pretok_tiktoken.pxd``): whenever a pattern, given by name or as its exact
+text, is one of these four, the compiled kernel splits it (:func:`kernel_split`).
+Any other regular expression runs through the ``regex`` module.  A custom
+pattern need not match every character: each character it leaves unmatched
+becomes a chunk of its own, and empty matches are dropped, so the chunks always
+concatenate back to the input and no text is ever lost.  (For the built-in patterns this never happens: every
 character is matched, and the result equals ``regex.findall``.)
 
 The hot-path entries return chunk *end byte offsets* into UTF-8 data
@@ -25,13 +28,12 @@ strings for humans and tests.
 from __future__ import annotations
 
 import functools
-from typing import List, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import regex
 
 from . import _pretok
-from ._unicode_classes import gpt2_class_table
 from .errors import check_status, err_buffer
 from .errors import _invalid_utf8 as _utf8_error  # the regex path's error for invalid UTF-8
 from .substrate import as_uint8, utf8_of
@@ -40,7 +42,9 @@ __all__ = [
     "GPT2_PATTERN",
     "CL100K_PATTERN",
     "O200K_PATTERN",
+    "LLAMA3_PATTERN",
     "PATTERNS",
+    "kernel_split",
     "pretokenize",
     "chunk_bounds",
     "chunk_bounds_batch",
@@ -63,8 +67,24 @@ O200K_PATTERN = "|".join([
     r"""\s+""",
 ])
 
+# cl100k as Llama 3's tokenizer.json (and tiktoken before its possessive quantifiers)
+# writes it: the same chunks as CL100K_PATTERN except at the end of the text, where
+# a whitespace run holding \r or \n is cut after its last one ("\n  " -> "\n", "  ")
+LLAMA3_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+
 #: pattern names accepted wherever a ``pattern`` argument is
 PATTERNS = {"gpt2": GPT2_PATTERN, "cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN}
+#: names accepted for a pattern that tokenizer files record as "custom" (its regex), as
+#: files written before the name existed (e.g. by ``from_hf`` of Llama 3) do
+ALIASES = {"llama3": LLAMA3_PATTERN}
+
+# split codes of the compiled kernels (cython_src/_pretok_tiktoken.pxd SPLIT_*)
+SPLIT_GPT2, SPLIT_CL100K, SPLIT_LLAMA3, SPLIT_O200K = 0, 1, 2, 3
+_KERNEL_SPLITS = {GPT2_PATTERN: SPLIT_GPT2, CL100K_PATTERN: SPLIT_CL100K, LLAMA3_PATTERN: SPLIT_LLAMA3,
+                  O200K_PATTERN: SPLIT_O200K}
 
 BytesLike = Union[bytes, bytearray, memoryview, np.ndarray]
 
@@ -74,10 +94,10 @@ BytesLike = Union[bytes, bytearray, memoryview, np.ndarray]
 def pretokenize(text: str, pattern: str = "gpt2") -> List[str]:
     """Cut ``text`` into pre-tokenization chunks.
 
-    ``pattern`` is ``"gpt2"`` (default; the Cython kernel), ``"cl100k"``,
-    ``"o200k"``, or any regular expression for the ``regex`` module (characters
-    it does not match become chunks of their own).  ``"".join(result) == text``
-    always holds.
+    ``pattern`` is ``"gpt2"`` (default), ``"cl100k"``, ``"o200k"``, ``"llama3"``
+    (these four, by name or text, in the Cython kernels), or any regular
+    expression for the ``regex`` module (characters it does not match become
+    chunks of their own).  ``"".join(result) == text`` always holds.
 
     >>> pretokenize("a\\n\\nb  c")
     ['a', '\\n', '\\n', 'b', ' ', ' c']
@@ -89,8 +109,9 @@ def pretokenize(text: str, pattern: str = "gpt2") -> List[str]:
         raise TypeError(f"pretokenize expects a str, got {type(text).__name__}; "
                         "for UTF-8 bytes use chunk_bounds(data)")
     data = utf8_of(text)
-    if _is_gpt2(pattern):
-        ends = _gpt2_bounds(np.frombuffer(data, np.uint8))
+    split = kernel_split(pattern)
+    if split is not None:
+        ends = _kernel_bounds(np.frombuffer(data, np.uint8), split)
         if len(data) != len(text):  # not ASCII: byte offsets -> character offsets
             lead_bytes = (np.frombuffer(data, np.uint8) & 0xC0) != 0x80
             ends = np.cumsum(lead_bytes, dtype=np.int64)[ends - 1]
@@ -109,8 +130,9 @@ def chunk_bounds(data: BytesLike, pattern: str = "gpt2") -> np.ndarray:
     ``data`` is not well-formed UTF-8.
     """
     array = as_uint8(data)
-    if _is_gpt2(pattern):
-        return _gpt2_bounds(array)
+    split = kernel_split(pattern)
+    if split is not None:
+        return _kernel_bounds(array, split)
     return _regex_byte_ends(array, _compiled(pattern), document=None)
 
 
@@ -153,13 +175,18 @@ def chunk_bounds_batch(data: BytesLike, doc_offsets: Sequence[int] | np.ndarray,
         raise ValueError("doc_offsets must be a 1-D sequence of ndocs + 1 byte offsets "
                          f"(got shape {offsets.shape})")
     ndocs = offsets.shape[0] - 1
-    if _is_gpt2(pattern):
+    split = kernel_split(pattern)
+    if split is not None:
         kernel = _pretok
         ends = np.empty(max(int(offsets[-1] - offsets[0]), 0), dtype=np.int64)
         doc_chunk_offsets = np.zeros(ndocs + 1, dtype=np.int64)
         err = err_buffer()
-        status, total = kernel.split_gpt2_batch(array, offsets, gpt2_class_table(), ends,
-                                                doc_chunk_offsets, err)
+        if split == SPLIT_GPT2:
+            status, total = kernel.split_gpt2_batch(array, offsets, gpt2_class_table(), ends,
+                                                    doc_chunk_offsets, err)
+        else:
+            status, total = kernel.split_tiktoken_batch(array, offsets, tiktoken_class_table(), ends,
+                                                        doc_chunk_offsets, split, err)
         check_status(status, err, what="pre-tokenization", data=array, offsets=offsets)
         return ends[:total].copy(), doc_chunk_offsets
     compiled = _compiled(pattern)
@@ -180,13 +207,16 @@ def resolve_pattern(pattern: str) -> Tuple[str, str]:
     """``(name, regex)`` of a pattern given by name or as a regular expression.
 
     Known patterns are recognised by name or by their exact text (so a
-    tokenizer file records ``"gpt2"`` even when the regex was passed); any
-    other string is ``("custom", pattern)`` after checking that it compiles.
+    tokenizer file records ``"gpt2"`` even when the regex was passed); an alias
+    (``"llama3"``) gives ``("custom", its regex)``; any other string is
+    ``("custom", pattern)`` after checking that it compiles.
     """
     if not isinstance(pattern, str) or not pattern:
         raise ValueError(f"pattern must be a name in {sorted(PATTERNS)} or a regular expression, got {pattern!r}")
     if pattern in PATTERNS:
         return pattern, PATTERNS[pattern]
+    if pattern in ALIASES:
+        return "custom", ALIASES[pattern]
     for name, text in PATTERNS.items():
         if pattern == text:
             return name, text
@@ -200,8 +230,13 @@ def resolve_pattern(pattern: str) -> Tuple[str, str]:
 
 # --------------------------------------------------------------------------- helpers
 
-def _is_gpt2(pattern: str) -> bool:
-    return pattern == "gpt2" or pattern == GPT2_PATTERN
+def kernel_split(pattern: str) -> Optional[int]:
+    """Split code (``SPLIT_*``) of the compiled kernel that gives exactly
+    ``regex.findall`` of ``pattern`` (a name, an alias or a regex), or ``None``:
+    the pattern runs through ``regex``.  A regex is recognised by its exact text."""
+    if not isinstance(pattern, str):
+        return None
+    return _KERNEL_SPLITS.get(PATTERNS.get(pattern) or ALIASES.get(pattern) or pattern)
 
 
 @functools.lru_cache(maxsize=64)
@@ -209,14 +244,17 @@ def _compiled(pattern: str) -> "regex.Pattern":
     if not isinstance(pattern, str):
         raise TypeError(f"pattern must be a str (a name in {sorted(PATTERNS)} or a regular "
                         f"expression), got {type(pattern).__name__}")
-    return regex.compile(PATTERNS.get(pattern, pattern))
+    return regex.compile(PATTERNS.get(pattern) or ALIASES.get(pattern) or pattern)
 
 
-def _gpt2_bounds(array: np.ndarray) -> np.ndarray:
+def _kernel_bounds(array: np.ndarray, split: int) -> np.ndarray:
     kernel = _pretok
     ends = np.empty(array.shape[0], dtype=np.int64)
     err = err_buffer()
-    status, count = kernel.split_gpt2(array, gpt2_class_table(), ends, err)
+    if split == SPLIT_GPT2:
+        status, count = kernel.split_gpt2(array, gpt2_class_table(), ends, err)
+    else:
+        status, count = kernel.split_tiktoken(array, tiktoken_class_table(), ends, split, err)
     check_status(status, err, what="pre-tokenization", data=array)
     return ends[:count].copy() if count * 2 < array.shape[0] else ends[:count]
 
@@ -264,3 +302,115 @@ def _check_offsets(offsets: np.ndarray, size: int) -> None:
     if offsets[0] < 0 or offsets[-1] > size or np.any(np.diff(offsets) < 0):
         raise ValueError(f"doc_offsets must be non-decreasing byte offsets within data "
                          f"(0..{size}), got {offsets[:8].tolist()}...")
+
+
+# --------------------------------------------------------------------------- character classes
+# The kernels' class tables, probed from the *installed* regex module (its Unicode version),
+# so the compiled splitters agree with regex.findall character for character.
+
+# the same codes as cython_src/_types.pxd
+CLASS_OTHER = 0
+CLASS_LETTER = 1
+CLASS_NUMBER = 2
+CLASS_SPACE = 3
+
+_CODEPOINTS = 0x110000
+_PROBES = ((CLASS_LETTER, r"\p{L}+"), (CLASS_NUMBER, r"\p{N}+"), (CLASS_SPACE, r"\s+"))
+
+
+@functools.lru_cache(maxsize=None)
+def gpt2_class_table() -> np.ndarray:
+    """``uint8[0x110000]``: the GPT-2 class of every code point (0 other, 1 ``\\p{L}``,
+    2 ``\\p{N}``, 3 ``\\s``; surrogates 0).  Built on first use (~40 ms), read-only."""
+    codepoints = np.arange(_CODEPOINTS, dtype=np.uint32)
+    scalars = codepoints[(codepoints < 0xD800) | (codepoints > 0xDFFF)]
+    text = scalars.astype("<u4").tobytes().decode("utf-32-le")
+    table = np.zeros(_CODEPOINTS, dtype=np.uint8)
+    for code, probe in _PROBES:
+        for match in regex.finditer(probe, text):
+            span = scalars[match.start():match.end()]
+            if table[span].any():
+                raise AssertionError(
+                    f"regex {regex.__version__}: code points in {probe!r} also belong to another "
+                    f"GPT-2 class (first U+{int(span[table[span] != 0][0]):04X}); the pattern's "
+                    "classes are expected to be disjoint")
+            table[span] = code
+    table.setflags(write=False)
+    return table
+
+
+# --------------------------------------------------------------------------- tiktoken's patterns
+
+# bits of tiktoken_class_table(): the same as TT_* in cython_src/_pretok_tiktoken.pxd
+TT_LETTER = 0x01               # \p{L}
+TT_NUMBER = 0x02               # \p{N}
+TT_SPACE = 0x04                # \s
+TT_HEAD = 0x08                 # o200k's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+TT_TAIL = 0x10                 # o200k's [\p{Ll}\p{Lm}\p{Lo}\p{M}]
+TT_CONTRACTION_SHIFT = 5       # bits 5-7: the letter of a contraction it matches case-insensitively
+TT_C_SDMT, TT_C_RV, TT_C_L, TT_C_E = 1, 2, 3, 4
+
+# o200k's two classes are unions of general categories: probed one category at a
+# time (a class of several properties is their union, and is slower to scan)
+_TT_PROBES = ((TT_LETTER, r"\p{L}+"), (TT_NUMBER, r"\p{N}+"), (TT_SPACE, r"\s+"),
+              (TT_HEAD | TT_TAIL, r"[\p{Lm}\p{Lo}\p{M}]+"), (TT_HEAD, r"[\p{Lu}\p{Lt}]+"), (TT_TAIL, r"\p{Ll}+"))
+# the letters after the apostrophe of (?i:'s|'t|'re|'ve|'m|'ll|'d) (and cl100k's
+# '(?i:[sdmt]|ll|ve|re)), probed as the patterns write them, since regex's case
+# folding decides (U+017F LATIN SMALL LETTER LONG S matches s; U+212A KELVIN SIGN
+# is a k, which no contraction has)
+_TT_CONTRACTIONS = ((TT_C_SDMT, (r"(?i:[sdmt])+", r"(?i:s|t|m|d)+")), (TT_C_RV, (r"(?i:[rv])+", r"(?i:r|v)+")),
+                    (TT_C_L, (r"(?i:l)+",)), (TT_C_E, (r"(?i:e)+",)))
+
+
+def _scalar_text():
+    codepoints = np.arange(_CODEPOINTS, dtype=np.uint32)
+    scalars = codepoints[(codepoints < 0xD800) | (codepoints > 0xDFFF)]
+    return scalars, scalars.astype("<u4").tobytes().decode("utf-32-le")
+
+
+def _probe(text: str, scalars: np.ndarray, probe: str) -> np.ndarray:
+    """The code points in the runs ``probe`` matches in the text of all scalar values."""
+    spans = [scalars[m.start():m.end()] for m in regex.finditer(probe, text)]
+    return np.concatenate(spans) if spans else np.zeros(0, np.uint32)
+
+
+@functools.lru_cache(maxsize=None)
+def tiktoken_class_table() -> np.ndarray:
+    """``uint8[0x110000]``: the ``TT_*`` bits of every code point for the cl100k, llama3
+    and o200k kernels (``\\p{L}``, ``\\p{N}``, ``\\s``, o200k's two letter classes,
+    and in bits 5-7 the contraction letter it matches under ``(?i:)``), probed from
+    the installed ``regex``; surrogates 0.  Built on first use (~0.3 s), read-only.
+
+    Checks what the kernels take for granted: ``\\p{L}``, ``\\p{N}`` and ``\\s`` are
+    disjoint, every letter is in one of o200k's classes, a code point folds to at
+    most one contraction letter, only U+0027 matches ``(?i:')``, and no single code
+    point matches two letters of a contraction (no full case folding)."""
+    scalars, text = _scalar_text()
+    table = np.zeros(_CODEPOINTS, dtype=np.uint8)
+    for bit, probe in _TT_PROBES:
+        members = _probe(text, scalars, probe)
+        if bit in (TT_NUMBER, TT_SPACE) and (table[members] & (TT_LETTER | TT_NUMBER)).any():
+            raise AssertionError(f"regex {regex.__version__}: {probe!r} overlaps \\p{{L}} or \\p{{N}}; "
+                                 "the kernels expect disjoint classes")
+        table[members] |= bit
+    letters = (table & TT_LETTER) != 0
+    if (letters & ((table & (TT_HEAD | TT_TAIL)) == 0)).any():
+        raise AssertionError(f"regex {regex.__version__}: a \\p{{L}} code point is in neither "
+                             "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}] nor [\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]")
+    for code, probes in _TT_CONTRACTIONS:
+        members = _probe(text, scalars, probes[0])
+        for other in probes[1:]:
+            if not np.array_equal(members, _probe(text, scalars, other)):
+                raise AssertionError(f"regex {regex.__version__}: {probes[0]!r} and {other!r} fold differently")
+        if (table[members] >> TT_CONTRACTION_SHIFT).any():
+            raise AssertionError(f"regex {regex.__version__}: a code point folds to two contraction letters")
+        table[members] |= code << TT_CONTRACTION_SHIFT
+    if _probe(text, scalars, r"(?i:')+").tolist() != [0x27]:
+        raise AssertionError(f"regex {regex.__version__}: (?i:') matches more than the apostrophe")
+    separated = np.zeros(2 * scalars.shape[0], dtype="<u4")
+    separated[0::2] = scalars
+    if regex.search(r"(?i:ll|ve|re|'[sdmt])", separated.tobytes().decode("utf-32-le")):
+        raise AssertionError(f"regex {regex.__version__}: one code point matches two letters of a "
+                             "contraction (full case folding); the kernels fold one to one")
+    table.setflags(write=False)
+    return table

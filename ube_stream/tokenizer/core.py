@@ -295,15 +295,19 @@ class Tokenizer:
         if state is None:
             import queue
 
-            from .._unicode_classes import gpt2_class_table
+            from ..pretokenizer import gpt2_class_table, tiktoken_class_table
+            from ..pretokenizer import SPLIT_GPT2, kernel_split
             from ..substrate import substrate_code
 
             num_slots = max(os.cpu_count() or 1, 1) * 2
+            split = kernel_split(self.pattern)  # None: chunk ends come from the regex path
+            split = SPLIT_GPT2 if split is None else split
             encoder = _encode.Encoder(
                 np.asarray(self.merges, dtype=np.uint32).reshape(-1, 2),
                 np.asarray(self.merge_results, dtype=np.uint32), self.base_size,
-                substrate_code(self.substrate), gpt2_class_table(), num_slots=num_slots,
-                cache_entries=self.cache_entries, cache_bytes=self.cache_bytes)
+                substrate_code(self.substrate), gpt2_class_table() if split == SPLIT_GPT2 else
+                tiktoken_class_table(), num_slots=num_slots, cache_entries=self.cache_entries,
+                cache_bytes=self.cache_bytes, split=split)
             slots: "queue.SimpleQueue[int]" = queue.SimpleQueue()
             for slot in range(num_slots):
                 slots.put(slot)
@@ -317,11 +321,13 @@ class Tokenizer:
 
     def _encode_range(self, data: np.ndarray, offsets: np.ndarray, first_doc: int = 0):
         """Internal ids of documents ``data[offsets[d]:offsets[d+1]]`` (one thread)."""
+        from ..pretokenizer import kernel_split
+
         encoder, slots = self._kernel()
         slot = slots.get()
         err = err_buffer()
         try:
-            if self.pattern_name == "gpt2":
+            if kernel_split(self.pattern) is not None:  # the encoder splits inline (encoder.split)
                 status, ids, token_offsets = encoder.encode_utf8(data, offsets, slot, err)
             else:
                 from ..pretokenizer import PatternTimeout, chunk_bounds_batch
