@@ -169,7 +169,7 @@ def test_encode_killed_then_rerun_on_s3_is_byte_identical(corpus, trained, local
     killed = str(tmp_path / "killed-once")
     code = (f"from ube_stream.shards import encode_corpus; "
             f"encode_corpus({corpus[1]!r}, tokenizer={trained[1]!r}, output={url!r}, workers=2, **{OPTIONS!r})")
-    env = dict(os.environ, UBE_TEST_KILL_UNIT=f"{url}|{KILLED_UNIT}|{killed}")
+    env = dict(os.environ, UBE_TEST_KILL_UNIT=f"{url}|{KILLED_UNIT}|{killed}|group")  # the whole run dies
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, start_new_session=True, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 240

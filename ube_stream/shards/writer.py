@@ -340,18 +340,21 @@ def _drop_lock(path: str, holder: Dict[str, Any]) -> None:
 
 
 def _test_kill_hook(out_dir: str, unit_id: str) -> None:
-    """TEST ONLY (tests/test_ray.py): ``UBE_TEST_KILL_UNIT="<out_dir>|<unit_id>|<marker>"`` makes the
-    process encoding that unit of that output SIGKILL itself once, part way through (creating
-    ``<marker>`` first so the retry runs normally).  Unset in normal use: one dict lookup."""
+    """TEST ONLY (tests/test_ray.py, test_remote.py): ``UBE_TEST_KILL_UNIT="<out_dir>|<unit_id>|<marker>"``
+    makes the process encoding that unit of that output SIGKILL itself once, part way through
+    (creating ``<marker>`` first so the retry runs normally); a fourth field ``group`` kills its
+    whole process group instead (the driver too: a crashed run).  Unset in normal use: one dict lookup."""
     spec = os.environ.get("UBE_TEST_KILL_UNIT")
     if spec and spec.split("|")[:2] == [out_dir, unit_id]:
-        marker = spec.split("|")[2]
+        fields = spec.split("|")
         try:
-            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            os.close(os.open(fields[2], os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
             return
         import signal
 
+        if fields[3:] == ["group"]:
+            os.killpg(os.getpgrp(), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
 
 
