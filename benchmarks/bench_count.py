@@ -31,9 +31,9 @@ import zstandard
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the worktree's package (built in place)
 
-from ube_stream.training.chunk_table import merge_tables  # noqa: E402
 from ube_stream._count import ChunkCounter  # noqa: E402
 from ube_stream._reference import GPT2_PATTERN  # noqa: E402
+from ube_stream.training.chunk_table import merge_tables  # noqa: E402
 
 CANDIDATES = [ROOT.parent / "shared" / "data" / "docs.jsonl.zst",
               pathlib.Path("/work/shared/data/docs.jsonl.zst")]

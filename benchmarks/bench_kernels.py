@@ -14,6 +14,7 @@ import pathlib
 
 import numpy as np
 import pytest
+
 from ube_stream import _count, _merge, _route
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

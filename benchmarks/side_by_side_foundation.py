@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 import regex
+
 from ube_stream import _route
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
 import regex  # noqa: E402
-
 from bench_pretokenize import load_corpus  # noqa: E402
+
 from ube_stream import pretokenizer  # noqa: E402
 from ube_stream.pretokenizer import chunk_bounds  # noqa: E402
 

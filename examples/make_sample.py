@@ -24,6 +24,7 @@ import sys
 
 import zstandard
 
+
 def _default_source():
     for candidate in (os.path.join("..", "shared", "data"), os.path.join("..", "..", "shared", "data")):
         if os.path.isdir(candidate):

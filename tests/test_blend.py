@@ -8,8 +8,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-
 from test_loader import write_shard_dir
+
 from ube_stream.loader import TokenDataset
 
 

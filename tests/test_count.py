@@ -17,11 +17,10 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ube_stream.training.chunk_table import (load_table, merge_tables, save_table,
-                                     table_to_dict)
 from ube_stream._count import ChunkCounter, _hash
 from ube_stream._reference import GPT2_PATTERN
 from ube_stream.errors import InputError
+from ube_stream.training.chunk_table import load_table, merge_tables, save_table, table_to_dict
 
 DATA = pathlib.Path(__file__).parent / "data"
 

@@ -11,8 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ube_stream import Tokenizer, train
-from ube_stream._reference import (GPT2_PATTERN, decode_reference, encode_chunk_reference,
-                                   encode_reference)
+from ube_stream._reference import GPT2_PATTERN, decode_reference, encode_chunk_reference, encode_reference
 from ube_stream.errors import InvalidTextError, SymbolDecodeError
 
 SUBSTRATES = ("ube", "utf8", "utf16")
@@ -353,6 +352,7 @@ def test_invalid_input_is_reported(utf8_tok):
 
 def test_other_pattern_uses_precomputed_chunks(docs_rows):
     import tiktoken
+
     from ube_stream.pretokenizer import CL100K_PATTERN
 
     custom = f"(?:{CL100K_PATTERN})"  # cl100k's chunks, but not its text: no compiled kernel

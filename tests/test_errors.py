@@ -13,9 +13,19 @@ import numpy as np
 import pytest
 
 from ube_stream import errors
-from ube_stream.errors import (ERR_SIZE, STATUS_BAD_ID, STATUS_INVALID_SYMBOLS, STATUS_INVALID_UTF8,
-                               STATUS_NO_MEMORY, STATUS_OK, InvalidTextError, SymbolDecodeError,
-                               UbeError, check_status, err_buffer)
+from ube_stream.errors import (
+    ERR_SIZE,
+    STATUS_BAD_ID,
+    STATUS_INVALID_SYMBOLS,
+    STATUS_INVALID_UTF8,
+    STATUS_NO_MEMORY,
+    STATUS_OK,
+    InvalidTextError,
+    SymbolDecodeError,
+    UbeError,
+    check_status,
+    err_buffer,
+)
 
 STATUS_HEADER = Path(__file__).parents[1] / "cython_src" / "_status.pxd"
 

@@ -13,10 +13,19 @@ import zstandard
 
 from ube_stream.cli import evaluate as _cli_eval
 from ube_stream.errors import InputError
-from ube_stream.evaluation.parallel_text import (ParallelSet, corpus_languages, count_floor, count_tokens, evaluate,
-                                   language_groups, plot_premiums, read_language_list, read_parallel,
-                                   select_languages)
 from ube_stream.evaluation.metrics import gini
+from ube_stream.evaluation.parallel_text import (
+    ParallelSet,
+    corpus_languages,
+    count_floor,
+    count_tokens,
+    evaluate,
+    language_groups,
+    plot_premiums,
+    read_language_list,
+    read_parallel,
+    select_languages,
+)
 from ube_stream.sample import sample_paths
 from ube_stream.training.trainer import train
 

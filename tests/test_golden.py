@@ -49,7 +49,6 @@ import pytest
 import ube_stream
 from ube_stream import Tokenizer, decode_symbols, encode_symbols, floor_cost, pretokenize, train
 
-
 # ============================================================== base symbols
 
 @pytest.mark.parametrize("text, substrate, expected", [

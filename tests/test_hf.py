@@ -5,10 +5,9 @@ tiktoken rank files) through the one as_tokenizer."""
 import json
 import os
 
+import bpe_openai
 import numpy as np
 import pytest
-
-import bpe_openai
 import transformers
 
 from ube_stream import Tokenizer, train  # noqa: E402

@@ -22,8 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ube_stream.errors import ShardFormatError
-from ube_stream.loader import TokenDataset, collate, inputs_targets
-from ube_stream.loader import export_megatron
+from ube_stream.loader import TokenDataset, collate, export_megatron, inputs_targets
 from ube_stream.tokenizer import Tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -7,8 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ube_stream.evaluation.metrics import (evaluation_table, gini, language_key, resolve_language, token_premiums,
-                                win_loss)
+from ube_stream.evaluation.metrics import (
+    evaluation_table,
+    gini,
+    language_key,
+    resolve_language,
+    token_premiums,
+    win_loss,
+)
 
 
 def brute_gini(values):

@@ -24,15 +24,35 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ube_stream import Tokenizer, pretokenizer
-from ube_stream import _pretok
-from ube_stream.pretokenizer import (TT_C_E, TT_C_L, TT_C_RV, TT_C_SDMT, TT_CONTRACTION_SHIFT, TT_HEAD,
-                                         TT_LETTER, TT_NUMBER, TT_SPACE, TT_TAIL, gpt2_class_table,
-                                         tiktoken_class_table)
+from ube_stream import Tokenizer, _pretok, pretokenizer
 from ube_stream.errors import InvalidTextError
-from ube_stream.pretokenizer import (CL100K_PATTERN, GPT2_PATTERN, LLAMA3_PATTERN, O200K_PATTERN, SPLIT_CL100K,
-                                     SPLIT_GPT2, SPLIT_LLAMA3, SPLIT_O200K, chunk_bounds, chunk_bounds_batch,
-                                     kernel_split, pretokenize, resolve_pattern)
+from ube_stream.pretokenizer import (
+    CL100K_PATTERN,
+    GPT2_PATTERN,
+    LLAMA3_PATTERN,
+    O200K_PATTERN,
+    SPLIT_CL100K,
+    SPLIT_GPT2,
+    SPLIT_LLAMA3,
+    SPLIT_O200K,
+    TT_C_E,
+    TT_C_L,
+    TT_C_RV,
+    TT_C_SDMT,
+    TT_CONTRACTION_SHIFT,
+    TT_HEAD,
+    TT_LETTER,
+    TT_NUMBER,
+    TT_SPACE,
+    TT_TAIL,
+    chunk_bounds,
+    chunk_bounds_batch,
+    gpt2_class_table,
+    kernel_split,
+    pretokenize,
+    resolve_pattern,
+    tiktoken_class_table,
+)
 
 DATA = Path(__file__).parent / "data"
 PATTERNS = {"cl100k": CL100K_PATTERN, "llama3": LLAMA3_PATTERN, "o200k": O200K_PATTERN}
@@ -98,7 +118,7 @@ def assert_batch_matches_regex(texts, name):
             expected.append(start)
     if np.array_equal(np.diff(doc_chunk_offsets), counts) and np.array_equal(ends, expected):
         return
-    for d, text in enumerate(texts):
+    for text in texts:
         ours = pretokenize(text, name)
         if ours != compiled.findall(text):
             pytest.fail(f"{name} {text!r}: kernel {ours!r} != regex {compiled.findall(text)!r}")

@@ -19,12 +19,17 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ube_stream import _reference
-from ube_stream import _pretok
-from ube_stream.pretokenizer import gpt2_class_table
+from ube_stream import _pretok, _reference
 from ube_stream.errors import InvalidTextError
-from ube_stream.pretokenizer import (CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, chunk_bounds,
-                                     chunk_bounds_batch, pretokenize)
+from ube_stream.pretokenizer import (
+    CL100K_PATTERN,
+    GPT2_PATTERN,
+    O200K_PATTERN,
+    chunk_bounds,
+    chunk_bounds_batch,
+    gpt2_class_table,
+    pretokenize,
+)
 
 DATA = Path(__file__).parent / "data"
 GPT2 = regex.compile(GPT2_PATTERN)

@@ -17,8 +17,8 @@ import sys
 import time
 
 import pytest
-
 from _helpers import tree
+
 from ube_stream.cli import shards as _cli_shards
 from ube_stream.errors import InputError, LockError
 from ube_stream.shards import EncodeSummary, encode_corpus

@@ -20,10 +20,9 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ube_stream.readers import compression as _compression
 from ube_stream.errors import InputError
-from ube_stream.readers import (SkipCounter, TextBatch, iter_batches, iter_texts, plan_units, read_unit,
-                                resolve_inputs)
+from ube_stream.readers import SkipCounter, TextBatch, iter_batches, iter_texts, plan_units, read_unit, resolve_inputs
+from ube_stream.readers import compression as _compression
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 

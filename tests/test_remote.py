@@ -11,13 +11,11 @@ import subprocess
 import sys
 import time
 
+import moto  # noqa: F401,E402  (test dependencies: the local S3 server and its client)
 import numpy as np
 import pytest
-
-from _helpers import tree
-
-import moto  # noqa: F401,E402  (test dependencies: the local S3 server and its client)
 import s3fs  # noqa: F401,E402
+from _helpers import tree
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKET = "ube-test"

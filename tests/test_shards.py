@@ -18,8 +18,8 @@ from contextlib import redirect_stdout
 
 import numpy as np
 import pytest
-
 from _helpers import tree
+
 from ube_stream.cli import shards as _cli_shards
 from ube_stream.errors import InputError, LockError, ShardFormatError
 from ube_stream.shards import EncodeSummary, TokenShards, encode_corpus

@@ -13,11 +13,19 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ube_stream import _reference
-from ube_stream import _route
+from ube_stream import _reference, _route
 from ube_stream.errors import InvalidTextError, SymbolDecodeError
-from ube_stream.substrate import (SUBSTRATES, base_size, decode_symbols, encode_symbols, floor_cost,
-                                  parse_symbol_string, route_bytes, substrate_code, symbol_string)
+from ube_stream.substrate import (
+    SUBSTRATES,
+    base_size,
+    decode_symbols,
+    encode_symbols,
+    floor_cost,
+    parse_symbol_string,
+    route_bytes,
+    substrate_code,
+    symbol_string,
+)
 
 DATA = Path(__file__).parent / "data"
 CODEC = {"utf8": "utf-8", "utf16": "utf-16-le"}

@@ -7,11 +7,11 @@ import sys
 import numpy as np
 import pytest
 
+from ube_stream import _count, _route
 from ube_stream import _reference as ref
 from ube_stream.errors import TokenizerFormatError
 from ube_stream.tokenizer import Tokenizer
 from ube_stream.training.trainer import TrainSummary, train
-from ube_stream import _count, _route
 
 
 def write_jsonl(path, texts):

@@ -14,11 +14,10 @@ import unicodedata
 import numpy as np
 import pytest
 
-from ube_stream.verification import unicode as vu
+from ube_stream import _route
 from ube_stream.tokenizer import Tokenizer
 from ube_stream.verification import first_difference, verify_corpus, verify_shards, verify_unicode
-from ube_stream import _route
-
+from ube_stream.verification import unicode as vu
 
 # --------------------------------------------------------------------------- fixtures
 

@@ -76,15 +76,21 @@ def _check_kernels() -> None:
 _check_kernels()
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .errors import (InputError, InvalidTextError, LockError, ShardFormatError,  # noqa: F401
-                         SymbolDecodeError, TokenizerFormatError, UbeError)
+    from .errors import (  # noqa: F401
+        InputError,
+        InvalidTextError,
+        LockError,
+        ShardFormatError,
+        SymbolDecodeError,
+        TokenizerFormatError,
+        UbeError,
+    )
     from .evaluation import evaluate, gini, language_key, token_premiums  # noqa: F401
     from .loader import TokenDataset, export_megatron, torch_dataset  # noqa: F401
     from .pretokenizer import GPT2_PATTERN, pretokenize  # noqa: F401
     from .sample import sample_paths  # noqa: F401
     from .shards import TokenShards, encode_corpus  # noqa: F401
-    from .substrate import (SUBSTRATES, decode_symbols, encode_symbols, floor_cost,  # noqa: F401
-                            parse_symbol_string, symbol_string)
+    from .substrate import SUBSTRATES, decode_symbols, encode_symbols, floor_cost, parse_symbol_string, symbol_string  # noqa: F401
     from .tokenizer import Tokenizer  # noqa: F401
     from .training import train  # noqa: F401
     from .verification import verify_corpus, verify_shards, verify_unicode  # noqa: F401

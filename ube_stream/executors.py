@@ -239,12 +239,12 @@ class _Pool:
         self._start()
 
     def _stop(self) -> None:
-        for process, conn, _, _ in self.workers:
+        for _process, conn, _, _ in self.workers:
             try:
                 conn.send(None)
             except (OSError, ValueError):
                 pass
-        for process, conn, index, _ in self.workers:
+        for process, _conn, index, _ in self.workers:
             if index is not None:
                 process.terminate()
         for process, conn, _, _ in self.workers:

@@ -33,8 +33,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 try:
     from transformers import PreTrainedTokenizer
     from transformers.generation.streamers import BaseStreamer
-    from transformers.tokenization_utils_base import (AddedToken, BatchEncoding, PaddingStrategy,
-                                                      TruncationStrategy)
+    from transformers.tokenization_utils_base import AddedToken, BatchEncoding, PaddingStrategy, TruncationStrategy
 except ImportError as exc:  # pragma: no cover - exercised only without transformers
     raise ImportError(f"ube_stream.hf needs transformers ({exc}); install it with "
                       "pip install \"ube-stream[hf]\"") from exc

@@ -34,8 +34,8 @@ import numpy as np
 import regex
 
 from . import _pretok
-from .errors import check_status, err_buffer
 from .errors import _invalid_utf8 as _utf8_error  # the regex path's error for invalid UTF-8
+from .errors import check_status, err_buffer
 from .substrate import as_uint8, utf8_of
 
 __all__ = [

@@ -28,15 +28,13 @@ cut by a switch is invalid.
 """
 from __future__ import annotations
 
+import re
 from typing import Sequence, Union
 
 import numpy as np
 
-import re
-
 from . import _route
-from .errors import (STATUS_INVALID_SYMBOLS, InvalidTextError, _out_of_alphabet, check_status,
-                     err_buffer)
+from .errors import STATUS_INVALID_SYMBOLS, InvalidTextError, _out_of_alphabet, check_status, err_buffer
 
 __all__ = [
     "SUBSTRATES",

@@ -26,9 +26,9 @@ import json
 import os
 from typing import Dict, Iterable, List, Optional, Sequence, Union
 
-from .output import format_table, plot_premiums, write_csv, write_json
 from ..errors import InputError
 from .metrics import evaluation_table, language_key, resolve_language
+from .output import format_table, plot_premiums, write_csv, write_json
 
 __all__ = [
     "ParallelSet",

@@ -8,8 +8,20 @@ streams of ``compression``; ``formats`` tells which format a file is;
 See :mod:`ube_stream.readers.inputs` for the rules (documents, units, errors).
 """
 from .batch import Reporter, SkipCounter, SkipExample, TextBatch, drop_bad_documents
-from .inputs import (DEFAULT_BATCH_ROWS, DEFAULT_UNIT_ROWS, FORMATS, TEXT_MODES, Source, WorkUnit, is_paths,
-                     iter_batches, iter_texts, plan_units, read_unit, resolve_inputs)
+from .inputs import (
+                     DEFAULT_BATCH_ROWS,
+                     DEFAULT_UNIT_ROWS,
+                     FORMATS,
+                     TEXT_MODES,
+                     Source,
+                     WorkUnit,
+                     is_paths,
+                     iter_batches,
+                     iter_texts,
+                     plan_units,
+                     read_unit,
+                     resolve_inputs,
+)
 
 __all__ = [
     "Source", "WorkUnit", "TextBatch", "SkipCounter", "SkipExample", "Reporter", "drop_bad_documents",

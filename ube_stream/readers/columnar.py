@@ -9,10 +9,10 @@ from typing import Iterator
 
 import numpy as np
 
-from .batch import SKIP_HINT, Reporter, TextBatch
-from .formats import FEATHER_V1_MAGIC, magic_bytes
 from ..errors import InputError
 from ..storage import is_url, open_input
+from .batch import SKIP_HINT, Reporter, TextBatch
+from .formats import FEATHER_V1_MAGIC, magic_bytes
 
 
 def text_field_index(schema, column: str, path: str) -> int:

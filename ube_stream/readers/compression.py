@@ -13,8 +13,8 @@ import zlib
 
 import numpy as np
 
-from .batch import Reporter
 from ..storage import is_url, open_input
+from .batch import Reporter
 
 BLOCK_BYTES = 1 << 20          # read size for line files: bounds memory per worker
 ZSTD_READ_BYTES = 1 << 16      # compressed bytes fed to the zstd decoder at a time

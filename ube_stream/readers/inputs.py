@@ -62,13 +62,13 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
+from ..errors import InputError
+from ..storage import file_size, filesystem, is_url, local_path
 from . import columnar, formats
+from .batch import Reporter, SkipCounter, SkipExample, TextBatch, check_text_value
 from .compression import scan_line_starts
 from .jsonl import read_jsonl
 from .text import read_text_file, read_text_lines
-from .batch import Reporter, SkipCounter, SkipExample, TextBatch, check_text_value
-from ..errors import InputError
-from ..storage import file_size, filesystem, is_url, local_path
 
 __all__ = [
     "Source", "WorkUnit", "TextBatch", "SkipCounter", "SkipExample",

@@ -8,8 +8,8 @@ from typing import Iterator
 
 import numpy as np
 
-from .batch import SKIP_HINT, Reporter, TextBatch, check_text_value
 from ..substrate import find_lone_surrogate
+from .batch import SKIP_HINT, Reporter, TextBatch, check_text_value
 from .compression import broken_errors, open_at, report_broken, skip_if_broken
 
 _JSON_SPACE = " \t\r\n"

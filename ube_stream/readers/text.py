@@ -6,9 +6,10 @@ from typing import Iterator
 
 import numpy as np
 
-from .batch import SKIP_HINT, Reporter, TextBatch
 from . import compression
+from .batch import SKIP_HINT, Reporter, TextBatch
 from .compression import broken_errors, open_at, open_bytes, report_broken, skip_if_broken
+
 
 def read_text_lines(unit, reporter: Reporter, batch_rows: int) -> Iterator[TextBatch]:
     """Plain text, one document per line: split on ``\\n`` only, one trailing

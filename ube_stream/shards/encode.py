@@ -47,18 +47,27 @@ import time
 from typing import Any, Dict, List, Optional
 
 from .._version import __version__
-from . import index_format as fmt
-from ..tokenizer import as_tokenizer
-from ..storage import (atomic_write_bytes, atomic_write_json, create_exclusive, dumps_json, filesystem, fsync_dir,
-                       is_url, join, local_path)
+from ..errors import ShardFormatError
+from ..executors import Executor, executor_class, get_executor, import_ray
+from ..readers.batch import check_on_error
+from ..storage import (
+    atomic_write_bytes,
+    atomic_write_json,
+    create_exclusive,
+    dumps_json,
+    filesystem,
+    fsync_dir,
+    is_url,
+    join,
+    local_path,
+)
 from ..storage import exists as storage_exists
+from ..tokenizer import as_tokenizer
+from . import index_format as fmt
 from . import remote as remote_store
 from .locks import FileLock
 from .reader import Shard, TokenShards
 from .writer import committed_record, encode_unit, encode_unit_star
-from ..executors import Executor, executor_class, get_executor, import_ray
-from ..errors import ShardFormatError
-from ..readers.batch import check_on_error
 
 __all__ = ["encode_corpus", "encode_unit", "TokenShards", "Shard", "EncodeSummary",
            "DEFAULT_SHARD_TOKENS"]

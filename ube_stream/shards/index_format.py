@@ -32,8 +32,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ShardFormatError
-from ..storage import TMP_SUFFIX  # noqa: F401  (temp names inside shard directories)
-from ..storage import read_bytes
+from ..storage import (
+    TMP_SUFFIX,  # noqa: F401  (temp names inside shard directories)
+    read_bytes,
+)
 
 MAGIC = b"UBESHRD1"
 FORMAT_VERSION = 2

@@ -41,9 +41,9 @@ import os
 import tempfile
 from typing import Any, Dict, Iterable, List, Optional
 
-from . import index_format as fmt
 from ..errors import ShardFormatError
 from ..storage import atomic_write_bytes, atomic_write_json, filesystem, join
+from . import index_format as fmt
 from .writer import _test_kill_hook, encode_unit
 
 __all__ = ["encode_unit_remote", "remote_committed_records", "remote_entries", "cached_directory",

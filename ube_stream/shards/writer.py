@@ -27,11 +27,11 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from . import index_format as fmt
+from ..errors import InvalidTextError, LockError, ShardFormatError
 from ..executors import worker_state
 from ..storage import atomic_write_json, storage_error
+from . import index_format as fmt
 from .locks import _HOST, FileLock, read_holder
-from ..errors import InvalidTextError, LockError, ShardFormatError
 
 DISPATCHED_LOCK_WAIT_S = 60.0   # how long a dispatched unit waits for a live holder on its own host
 

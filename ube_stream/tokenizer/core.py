@@ -14,11 +14,20 @@ from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Seque
 
 import numpy as np
 
-from . import export, file_format
 from .. import _encode, storage
-from ..errors import (STATUS_INVALID_SYMBOLS, STATUS_OK, InvalidTextError, SpecialTokenError, TokenizerFormatError, TokenizerOptionError, check_status, err_buffer)
+from ..errors import (
+    STATUS_INVALID_SYMBOLS,
+    STATUS_OK,
+    InvalidTextError,
+    SpecialTokenError,
+    TokenizerFormatError,
+    TokenizerOptionError,
+    check_status,
+    err_buffer,
+)
 from ..storage import atomic_write_text
 from ..substrate import as_uint8, utf8_of
+from . import export, file_format
 
 if TYPE_CHECKING:  # pragma: no cover
     from .stream_decoder import StreamDecoder
@@ -295,8 +304,7 @@ class Tokenizer:
         if state is None:
             import queue
 
-            from ..pretokenizer import gpt2_class_table, tiktoken_class_table
-            from ..pretokenizer import SPLIT_GPT2, kernel_split
+            from ..pretokenizer import SPLIT_GPT2, gpt2_class_table, kernel_split, tiktoken_class_table
             from ..substrate import substrate_code
 
             num_slots = max(os.cpu_count() or 1, 1) * 2

@@ -29,8 +29,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._version import __version__
 from .. import _count, _merge, _route
+from .._version import __version__
 from ..errors import InvalidTextError, check_status, err_buffer
 from ..executors import get_executor
 from ..readers.batch import check_on_error
@@ -124,9 +124,9 @@ def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str
                byte_budget: Optional[int], table_dir: str) -> CountRecord:
     """Phase-1 unit function: count the chunks of one work unit into a table file."""
     from .. import readers
-    from .chunk_table import save_table
-    from ..readers.batch import drop_bad_documents
     from ..pretokenizer import chunk_bounds_batch
+    from ..readers.batch import drop_bad_documents
+    from .chunk_table import save_table
 
     counter = _count.ChunkCounter()
     err = err_buffer()

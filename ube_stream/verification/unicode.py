@@ -40,8 +40,8 @@ from typing import Iterable, List, Literal, Optional, Tuple
 import numpy as np
 
 from .. import _route
-from ..errors import check_status, err_buffer
 from .. import substrate as _substrate  # looked up at call time (tests swap in broken twins)
+from ..errors import check_status, err_buffer
 from ..substrate import SUBSTRATES, substrate_code
 from ..tokenizer import as_tokenizer
 from .report import Mismatch, VerifyReport, default_workers, run_tasks
