@@ -143,7 +143,8 @@ class UbeTokenizer(PreTrainedTokenizer):
     def _tokenize(self, text: str, **kwargs: Any) -> List[str]:
         return [self.ube.token_symbols(i) for i in self.ube.encode_ordinary(text).tolist()]
 
-    def tokenize(self, text: str, **kwargs: Any) -> List[str]:
+    # pair / add_special_tokens come (and are ignored) through **kwargs, not as named parameters
+    def tokenize(self, text: str, **kwargs: Any) -> List[str]:  # type: ignore[override]
         """Token strings (symbol strings) of ``text``; special tokens in it are recognised
         unless ``split_special_tokens=True``."""
         return [self.ube.token_symbols(i) for i in self._ids(text, kwargs.get("split_special_tokens"))]
@@ -167,7 +168,8 @@ class UbeTokenizer(PreTrainedTokenizer):
                 return [self._convert_token_to_id_with_added_voc(t) for t in item]
         raise ValueError(f"input must be a string, a list of strings or a list of ints, got {type(item).__name__}")
 
-    def _encode_plus(self, text: Any, text_pair: Any = None, add_special_tokens: bool = True,
+    # return_offsets_mapping / split_special_tokens arrive in **kwargs, not as named parameters
+    def _encode_plus(self, text: Any, text_pair: Any = None, add_special_tokens: bool = True,  # type: ignore[override]
                      padding_strategy: PaddingStrategy = PaddingStrategy.DO_NOT_PAD,
                      truncation_strategy: TruncationStrategy = TruncationStrategy.DO_NOT_TRUNCATE,
                      max_length: Optional[int] = None, stride: int = 0, is_split_into_words: bool = False,
@@ -181,6 +183,7 @@ class UbeTokenizer(PreTrainedTokenizer):
         batched = isinstance(text, (list, tuple)) and (
             not text or (isinstance(text[0], (list, tuple)) if is_split_into_words
                          else isinstance(text[0], (str, list, tuple))))
+        common: Dict[str, Any]
         common = dict(add_special_tokens=add_special_tokens, truncation=truncation_strategy.value,
                       max_length=max_length, stride=stride, return_token_type_ids=return_token_type_ids,
                       return_overflowing_tokens=return_overflowing_tokens,
@@ -213,7 +216,8 @@ class UbeTokenizer(PreTrainedTokenizer):
         padded = self.pad(outputs, padding=padding_strategy.value, max_length=max_length,
                           pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side,
                           return_attention_mask=return_attention_mask)
-        return BatchEncoding(padded, tensor_type=return_tensors)
+        # pad() returns a BatchEncoding (a UserDict), which the stub's dict annotation does not admit
+        return BatchEncoding(padded, tensor_type=return_tensors)  # type: ignore[arg-type]
 
     def build_inputs_with_special_tokens(self, token_ids_0: List[int],
                                          token_ids_1: Optional[List[int]] = None) -> List[int]:

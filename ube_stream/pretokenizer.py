@@ -256,6 +256,7 @@ def _kernel_bounds(array: np.ndarray, split: int) -> np.ndarray:
     else:
         status, count = kernel.split_tiktoken(array, tiktoken_class_table(), ends, split, err)
     check_status(status, err, what="pre-tokenization", data=array)
+    assert count is not None  # STATUS_OK (check_status raised otherwise) carries the result
     return ends[:count].copy() if count * 2 < array.shape[0] else ends[:count]
 
 

@@ -124,6 +124,7 @@ def _routed(data, substrate: str) -> np.ndarray:
     err = err_buffer()
     status, symbols = _route.route(data, substrate_code(substrate), err)
     check_status(status, err, what="routing")
+    assert symbols is not None  # STATUS_OK (check_status raised otherwise) carries the result
     return symbols
 
 
@@ -134,6 +135,7 @@ def floor_cost(text: Union[str, bytes], substrate: str = "ube") -> int:
     err = err_buffer()
     status, count = _route.count(data, substrate_code(substrate), err)
     check_status(status, err, what="routing")
+    assert count is not None  # STATUS_OK (check_status raised otherwise) carries the result
     return count
 
 
@@ -211,6 +213,7 @@ def decode_symbols(ids: IdsLike, substrate: str = "ube", errors: str = "strict")
         detail = f"{reason} ({codec} buffer starting at symbol {buffer_start})"
     check_status(status, err, what="decoding symbols", ids=arr, substrate=substrate,
                  limit=base_size(substrate), detail=detail)
+    assert text is not None  # STATUS_OK (check_status raised otherwise) carries the result
     return text
 
 

@@ -458,6 +458,7 @@ def collate(samples: Sequence[Any]) -> Tuple[Any, Any]:
     if not samples:
         raise ValueError("collate needs at least one sample")
     first = samples[0]
+    batch: Any
     if type(first).__module__.startswith("torch"):
         import torch
 

@@ -13,7 +13,8 @@ from .batch import SKIP_HINT, Reporter, TextBatch, check_text_value
 from .compression import broken_errors, open_at, report_broken, skip_if_broken
 
 _JSON_SPACE = " \t\r\n"
-_scan_json = json.scanner.make_scanner(json.JSONDecoder())   # the C scanner: (value, end index)
+# the C scanner: (value, end index); typeshed types its context argument as make_scanner itself
+_scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
 def read_jsonl(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterator[TextBatch]:

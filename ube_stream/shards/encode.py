@@ -220,7 +220,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         raise ValueError(f"shard_tokens must be a positive integer, got {shard_tokens!r}")
     if (rank is None) != (world_size is None):
         raise ValueError("rank and world_size go together: give both or neither")
-    if world_size is not None and not (isinstance(world_size, int) and world_size >= 1 and 0 <= rank < world_size):
+    if world_size is not None and not (isinstance(world_size, int) and world_size >= 1
+                                   and rank is not None and 0 <= rank < world_size):
         raise ValueError(f"need 0 <= rank < world_size, got rank={rank!r}, world_size={world_size!r}")
     if not isinstance(executor, Executor) and executor not in ("local", "ray"):
         raise ValueError(f"unknown executor {executor!r}; expected 'local' or 'ray'")
@@ -463,13 +464,15 @@ def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], s
 
 def _finalize(out: str, plan: Dict[str, Any], units, world_size: Optional[int]) -> Dict[str, Any]:
     """Write MANIFEST.json from the unit markers once every unit is committed."""
-    records, missing = [], []
+    records: List[Dict[str, Any]] = []
+    missing: List[str] = []
     for i, unit in enumerate(units):
         record = committed_record(out, unit.unit_id)
         if record is None:
             missing.append(f"{unit.unit_id} ({unit.source.path} rows {unit.row_start}..."
                            + (f", rank {i % world_size}" if world_size else "") + ")")
-        records.append(record)
+        else:
+            records.append(record)
     if missing:
         shown = "; ".join(missing[:20]) + (f"; and {len(missing) - 20} more" if len(missing) > 20 else "")
         raise ShardFormatError(f"{out}: cannot finalize: {len(missing)} of {len(units)} units are not committed: "
@@ -498,6 +501,7 @@ def build_manifest(plan: Dict[str, Any], records: List[Dict[str, Any]]) -> Dict[
     for s in plan["sources"]:
         sources.append(dict(s, rows_read=0, documents=0, skipped={}))
     shards = []
+    totals: Dict[str, Any]
     totals = {"documents": 0, "tokens": 0, "rows_read": 0, "skipped": {}, "shards": 0, "special_text": {}}
     for record in sorted(records, key=lambda r: r["unit_id"]):
         src = sources[record["source_id"]]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, BinaryIO, Dict, List, Optional
 
 import numpy as np
 
@@ -60,7 +60,7 @@ class _UnitShards:
         self.shard_tokens = shard_tokens
         self.fingerprint = fmt.fingerprint_bytes(fingerprint)
         self.records: List[Dict[str, Any]] = []
-        self.file = None
+        self.file: Optional[BinaryIO] = None
 
     def _open(self) -> None:
         self.name = f"{self.unit_id}-{len(self.records):04d}"
@@ -82,6 +82,7 @@ class _UnitShards:
                 self._close()
             if self.file is None:
                 self._open()
+            assert self.file is not None  # open (just opened by _open())
             room = self.shard_tokens - self.n_tokens
             # documents whose start lies before the shard is full (at least one)
             take = int(np.searchsorted(doc_offsets[start:n] - doc_offsets[start], room, side="left"))
@@ -97,6 +98,7 @@ class _UnitShards:
             start = stop
 
     def _close(self) -> None:
+        assert self.file is not None  # callers close an open shard only
         self.file.flush()
         os.fsync(self.file.fileno())
         self.file.close()
@@ -152,9 +154,9 @@ def with_special_tokens(ids: np.ndarray, token_offsets: np.ndarray, bos_id: Opti
     if ne:
         special[offsets[1:] - 1] = True
     out[~special] = ids
-    if nb:
+    if bos_id is not None:   # nb
         out[offsets[:-1]] = bos_id
-    if ne:
+    if eos_id is not None:   # ne
         out[offsets[1:] - 1] = eos_id
     return out, offsets
 

@@ -620,13 +620,15 @@ class Tokenizer:
         if self.substrate == "utf8":
             status, text = _encode.decode_utf8_bytes(internal, tables[5], *tables[1:4])
             if status == STATUS_OK:
+                assert text is not None  # STATUS_OK carries the text
                 return text
         err = err_buffer()
-        status, text = _encode.decode_utf8(internal, *tables[:5], err)
+        status, text = _encode.decode_utf8(internal, tables[0], tables[1], tables[2], tables[3], tables[4], err)
         if status == STATUS_INVALID_SYMBOLS and errors == "replace":
             return self._decode_replace(internal)
         check_status(status, err, what="decoding tokens", ids=np.asarray(ids), substrate=self.substrate,
                      limit=self.vocab_size)
+        assert text is not None  # STATUS_OK (check_status raised otherwise) carries the text
         return text
 
     def _decode_replace(self, internal: np.ndarray) -> str:

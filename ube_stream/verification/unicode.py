@@ -176,6 +176,7 @@ def check_substrate(name: str, items: Tuple[str, ...], substrate: str, report: V
     err = err_buffer()
     status, symbols, symbol_offsets = _route.route_batch(data, offsets, code, err)
     check_status(status, err, what="routing", offsets=offsets)
+    assert symbols is not None and symbol_offsets is not None  # STATUS_OK carries the results
     expected, char_lengths = expected_symbols("".join(items), substrate)
     item_chars = np.zeros(len(items) + 1, dtype=np.int64)
     np.cumsum([len(item) for item in items], out=item_chars[1:])
