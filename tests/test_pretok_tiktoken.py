@@ -83,8 +83,7 @@ INVALID_UTF8 = [b"\xff", b"\x80", b"\xc0\x80", b"\xc3", b"\xe4\xb8", b"\xed\xa0\
 
 def read_jsonl_zst(name):
     path = DATA / name
-    if not path.exists():
-        pytest.skip(f"fixture {path} is missing")
+    assert path.exists(), f"fixture {path} is missing (it ships with the repository)"
     with path.open("rb") as handle:
         reader = zstandard.ZstdDecompressor().stream_reader(handle)
         return [json.loads(line) for line in io.TextIOWrapper(reader, encoding="utf-8")]
@@ -370,10 +369,10 @@ def test_threads_share_the_kernel():
 # --------------------------------------------------------------------------- encoding with real ranks
 
 def _real_ranks(name):
-    bpe_openai = pytest.importorskip("bpe_openai")
+    import bpe_openai  # a test dependency: the real rank files
+
     path = Path(bpe_openai.__file__).parent / "data" / f"{name}.tiktoken.gz"
-    if not path.exists():
-        pytest.skip(f"{path} is missing")
+    assert path.exists(), f"bpe-openai has no {name} rank file at {path}"
     ranks = {}
     with gzip.open(path, "rb") as f:
         for line in f:
@@ -392,7 +391,7 @@ def encode_texts(docs_rows, parallel_rows, unicode_rows):
 
 
 def _assert_encodes_like_tiktoken(tok, pattern, ranks, texts, monkeypatch):
-    tiktoken = pytest.importorskip("tiktoken")
+    import tiktoken
     encoding = tiktoken.Encoding("ube-test", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
     encoder, _ = tok._kernel()
     assert encoder.split == kernel_split(pattern)

@@ -79,8 +79,7 @@ def assert_batch_matches_regex(texts):
 
 def read_jsonl_zst(name):
     path = DATA / name
-    if not path.exists():
-        pytest.skip(f"fixture {path} is missing")
+    assert path.exists(), f"fixture {path} is missing (it ships with the repository)"
     with path.open("rb") as handle:
         reader = zstandard.ZstdDecompressor().stream_reader(handle)
         return [json.loads(line) for line in io.TextIOWrapper(reader, encoding="utf-8")]
