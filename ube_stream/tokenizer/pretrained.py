@@ -21,14 +21,14 @@ import base64
 import binascii
 import json
 import os
-from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple, TypeVar
 
 from ..errors import TokenizerFormatError
 from ..storage import read_bytes
 from ..substrate import gpt2_byte_chars
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .core import Tokenizer
+# the Tokenizer class comes in as ``cls`` (no import of .core: that would be a cycle)
+T = TypeVar("T")
 
 
 def _hf_pattern(pre: dict | None, source: str) -> str:
@@ -60,7 +60,7 @@ def _hf_pattern(pre: dict | None, source: str) -> str:
         "ByteLevel(use_regex=True) or Sequence[Split(Regex, Isolated), ByteLevel(use_regex=False)]")
 
 
-def tokenizer_from_hf(cls, path) -> "Tokenizer":
+def tokenizer_from_hf(cls: Callable[..., T], path) -> T:
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, "tokenizer.json")
@@ -215,8 +215,8 @@ def _bpe_parts(token: bytes, ranks: Mapping[bytes, int], below: int) -> List[byt
     return parts
 
 
-def tokenizer_from_tiktoken(cls, ranks, pattern: str, special_tokens: Mapping[str, int], *,
-                            source: Optional[str] = None) -> "Tokenizer":
+def tokenizer_from_tiktoken(cls: Callable[..., T], ranks, pattern: str, special_tokens: Mapping[str, int], *,
+                            source: Optional[str] = None) -> T:
     source = os.path.abspath(source) if source else None
     if isinstance(ranks, (str, os.PathLike)):
         source = os.path.abspath(os.fspath(ranks))
