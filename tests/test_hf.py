@@ -342,6 +342,7 @@ def _check_openai(name, texts, tmp_path, monkeypatch, with_hf):
             assert again.encode(t, allowed_special="all").tolist() == want
 
 
+@pytest.mark.slow  # the default suite checks cl100k ids against tiktoken in test_pretok_tiktoken.py
 def test_cl100k_ranks_equal_tiktoken(texts, tmp_path, monkeypatch):
     _check_openai("cl100k_base", texts, tmp_path, monkeypatch, with_hf=True)
 
