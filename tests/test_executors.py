@@ -94,6 +94,7 @@ def write_jsonl(path, texts):
     return str(path)
 
 
+@pytest.mark.slow  # starts a Ray cluster; tests/test_ray.py covers Ray too
 def test_ray_train_byte_identical_to_local(ray_cluster, tmp_path, docs_rows):
     rows = [r for r in docs_rows if r["lang"] in ("en-US", "zh-CN", "ja-JP", "hr-HR", "el-GR")]
     paths = [write_jsonl(tmp_path / f"part-{i}.jsonl",

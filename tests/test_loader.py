@@ -342,6 +342,7 @@ def test_torch_dataset_and_dataloader(shard_dir):
     assert [other[k].tolist() for k in range(len(other))] == expected.tolist()
 
 
+@pytest.mark.slow  # spawns DataLoader workers (torch import per worker)
 def test_dataloader_workers_keep_the_order(shard_dir):
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader

@@ -24,6 +24,9 @@ from ube_stream.errors import InputError, LockError
 from ube_stream.shards import EncodeSummary, encode_corpus
 from ube_stream.training.trainer import train
 
+# a Ray cluster per module: these run with the slow tests (CI runs them)
+pytestmark = pytest.mark.slow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNIT_ROWS = 150
 OPTIONS = dict(unit_rows=UNIT_ROWS, shard_tokens=4000, show_progress=False)

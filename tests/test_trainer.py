@@ -217,6 +217,7 @@ def test_export_hf_refuses_other_substrates(small_corpus):
         tok.to_hf_dict()
 
 
+@pytest.mark.slow  # trains HF tokenizers twice on 2.3 MB
 def test_quality_within_one_percent_of_hf(docs_rows, tmp_path):
     """Same corpus, utf8 substrate, same vocab: our merges encode the corpus in
     about as many tokens as HF's ByteLevel BPE trainer (both measured by HF's

@@ -134,6 +134,7 @@ def test_item_sets_are_what_they_claim():
 
 # --------------------------------------------------------------------------- unicode
 
+@pytest.mark.slow  # all 1,112,064 scalar values through a tokenizer; the substrate checks stay in the default suite
 def test_unicode_every_scalar_value_all_substrates_and_a_tokenizer(tok_path):
     report = verify_unicode(tok_path, workers=1, show_progress=False)
     assert report.ok, report.format()
