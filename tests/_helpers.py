@@ -1,5 +1,20 @@
 """Small helpers shared by several test modules (importable: tests/ is on sys.path)."""
+import io
+import json
 import os
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+
+def read_jsonl_zst(name):
+    """The rows of a zstd JSON Lines fixture in tests/data (they ship with the repository)."""
+    import zstandard
+
+    path = os.path.join(DATA, name)
+    assert os.path.exists(path), f"fixture {path} is missing (it ships with the repository)"
+    with open(path, "rb") as f:
+        reader = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(f), encoding="utf-8")
+        return [json.loads(line) for line in reader]
 
 
 def tree(directory):

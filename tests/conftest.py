@@ -1,7 +1,4 @@
 """Shared fixtures: real multilingual text from tests/data (see its README)."""
-import io
-import json
-import os
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -14,15 +11,7 @@ collect_ignore_glob = ["faults/*"]
 settings.register_profile("ube", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ube")
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
-
-
-def read_jsonl_zst(name):
-    import zstandard
-
-    with open(os.path.join(DATA, name), "rb") as f:
-        reader = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(f), encoding="utf-8")
-        return [json.loads(line) for line in reader]
+from _helpers import read_jsonl_zst  # noqa: E402  (the one reader of the fixtures)
 
 
 @pytest.fixture(scope="session")

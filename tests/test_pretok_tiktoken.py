@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import base64
 import gzip
-import io
 import itertools
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import regex
-import zstandard
+from _helpers import read_jsonl_zst
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -54,7 +52,6 @@ from ube_stream.pretokenizer import (
     tiktoken_class_table,
 )
 
-DATA = Path(__file__).parent / "data"
 PATTERNS = {"cl100k": CL100K_PATTERN, "llama3": LLAMA3_PATTERN, "o200k": O200K_PATTERN}
 COMPILED = {name: regex.compile(text) for name, text in PATTERNS.items()}
 NAMES = list(PATTERNS)
@@ -79,14 +76,6 @@ REPRESENTATIVES = LETTERS + MARKS + DIGITS + SPACES + APOSTROPHES + CONTRACTIONS
 
 INVALID_UTF8 = [b"\xff", b"\x80", b"\xc0\x80", b"\xc3", b"\xe4\xb8", b"\xed\xa0\x80",
                 b"\xf4\x90\x80\x80", b"\xf0\x9f\x98", b"\xe4\x41\x41", b"\xf8\x88\x80\x80\x80"]
-
-
-def read_jsonl_zst(name):
-    path = DATA / name
-    assert path.exists(), f"fixture {path} is missing (it ships with the repository)"
-    with path.open("rb") as handle:
-        reader = zstandard.ZstdDecompressor().stream_reader(handle)
-        return [json.loads(line) for line in io.TextIOWrapper(reader, encoding="utf-8")]
 
 
 def byte_ends(chunks):

@@ -7,15 +7,13 @@ Python's own codecs; cl100k/o200k/custom patterns against ``regex``.
 """
 from __future__ import annotations
 
-import io
 import itertools
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import regex
-import zstandard
+from _helpers import read_jsonl_zst
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +29,6 @@ from ube_stream.pretokenizer import (
     pretokenize,
 )
 
-DATA = Path(__file__).parent / "data"
 GPT2 = regex.compile(GPT2_PATTERN)
 
 LETTERS = ["a", "Z", "é", "ж", "α", "ǅ", "中", "あ", "ก", "क", "𝐀", "ß"]
@@ -75,14 +72,6 @@ def assert_batch_matches_regex(texts):
                                                                        sum(expected_counts[:d + 1])])))
         text = texts[mismatch]
         pytest.fail(f"{text!r}: kernel {pretokenize(text)!r} != regex {GPT2.findall(text)!r}")
-
-
-def read_jsonl_zst(name):
-    path = DATA / name
-    assert path.exists(), f"fixture {path} is missing (it ships with the repository)"
-    with path.open("rb") as handle:
-        reader = zstandard.ZstdDecompressor().stream_reader(handle)
-        return [json.loads(line) for line in io.TextIOWrapper(reader, encoding="utf-8")]
 
 
 # --------------------------------------------------------------------------- worked examples
