@@ -300,6 +300,31 @@ def encode_chunk_reference(symbols: Sequence[int], merges: Iterable[Sequence[int
     return ids
 
 
+def merges_from_ranks_reference(tokens: Sequence[bytes]) -> List[Tuple[int, int]]:
+    """Twin of ``_ranks.merges_from_ranks``: the merges of the multi-byte
+    ``tokens`` given in rank order (single bytes are ids 0..255, token ``k`` is
+    ``256 + k``).  Token ``k`` is the merge of the two parts that tiktoken's BPE
+    (lowest rank of the concatenated bytes first) leaves of its bytes with the
+    ranks below it; raises ValueError naming the token when it leaves another
+    number of parts."""
+    rank = {bytes([b]): b for b in range(256)}
+    merges = []
+    for k, token in enumerate(tokens):
+        parts = [token[i:i + 1] for i in range(len(token))]
+        while len(parts) > 1:
+            found = [(rank[parts[i] + parts[i + 1]], i) for i in range(len(parts) - 1)
+                     if parts[i] + parts[i + 1] in rank]
+            if not found:
+                break
+            i = min(found)[1]
+            parts[i:i + 2] = [parts[i] + parts[i + 1]]
+        if len(parts) != 2:
+            raise ValueError(f"token {k} ({token!r}) leaves {len(parts)} parts")
+        merges.append((rank[parts[0]], rank[parts[1]]))
+        rank[token] = 256 + k
+    return merges
+
+
 # ------------------------------------------------------------ tokenizer encode / decode
 # Twins of Tokenizer.encode / decode (the Cython encoder and decoder): regex
 # pre-tokenization, reference routing, encode_chunk_reference's rule per chunk,
