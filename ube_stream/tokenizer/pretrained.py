@@ -24,6 +24,7 @@ import os
 from typing import Callable, Dict, List, Mapping, Optional, Tuple, TypeVar
 
 from ..errors import TokenizerFormatError
+from ..pretokenizer import REGEX_PREFIX
 from ..storage import read_bytes
 from ..substrate import gpt2_byte_chars
 
@@ -53,8 +54,8 @@ def _hf_pattern(pre: dict | None, source: str) -> str:
                 and steps[0].get("behavior", "Isolated") == "Isolated"):
             byte_level_ok(steps[1])
             pattern = steps[0].get("pattern", {})
-            if "Regex" in pattern:
-                return pattern["Regex"]
+            if "Regex" in pattern:   # marked: any regex HF writes (a known pattern's text keeps its name)
+                return REGEX_PREFIX + pattern["Regex"]
     raise TokenizerFormatError(
         f"{source}: pre_tokenizer {json.dumps(pre)[:200]} is not supported; ube-stream reads "
         "ByteLevel(use_regex=True) or Sequence[Split(Regex, Isolated), ByteLevel(use_regex=False)]")
