@@ -438,7 +438,9 @@ def encode_reference(tokenizer, text: str, allowed_special=()) -> List[int]:
         if k % 2 == 1:  # a captured special token
             ids.append(allowed[piece])
             continue
-        for chunk in _chunks_reference(piece, tokenizer.pattern):
+        chunks = (pretokenize_script(piece) if tokenizer.pattern_name == "script"
+                  else _chunks_reference(piece, tokenizer.pattern))
+        for chunk in chunks:
             symbols = route_symbols(chunk, tokenizer.substrate)
             while len(symbols) >= 2:
                 ranked = [rank_of[p] for p in zip(symbols, symbols[1:]) if p in rank_of]
