@@ -62,7 +62,28 @@ def format_table(table: dict, *, max_rows: Optional[int] = None) -> str:
         for g, c in sorted(p["groups"].items()):
             line += f"; {g}: {c['won']}/{c['lost']}/{c['tied']}"
         lines.append(line)
+    lines.extend(_context_lines(table))
     return "\n".join(lines) + "\n"
+
+
+def _context_lines(table: dict) -> List[str]:
+    """Context capacity: per tokenizer the characters of the reference language in the
+    window, per pair the gain in characters (median, mean, largest and where)."""
+    context = table.get("context")
+    if not context:
+        return []
+    ref = table["reference"]
+    ref_row = next((r for r in table["languages"] if r["lang"] == ref), None)
+    lines = [f"context capacity, {context['window']} tokens (characters that fit; gain = A/B - 1):"]
+    if ref_row is not None:
+        lines.append("  " + ", ".join(f"{n} {ref_row['tokenizers'][n]['context_chars']} chars "
+                                      f"({ref_row['tokenizers'][n]['context_bytes']} bytes)"
+                                      for n in table["tokenizers"]) + f" of {ref}")
+    for g in context["gains"]:
+        if "median" in g:
+            lines.append(f"  {g['a']} vs {g['b']}: median {g['median']:+.1%}, mean {g['mean']:+.1%}, "
+                         f"max {g['max']:+.1%} ({g['max_lang']})")
+    return lines
 
 
 def write_json(table: dict, path) -> None:
@@ -72,13 +93,14 @@ def write_json(table: dict, path) -> None:
         f.write("\n")
 
 
-CSV_FIELDS = ("tokens", "mean_tokens", "premium", "floor", "floor_mean")
+CSV_FIELDS = ("tokens", "mean_tokens", "premium", "floor", "floor_mean", "context_chars", "context_bytes")
 
 
 def write_csv(table: dict, path) -> None:
     """One row per language: lang, script, group, items, characters,
     shared_keys, then ``<tokenizer>_<field>`` for tokens, mean_tokens,
-    premium, floor, floor_mean."""
+    premium, floor, floor_mean, context_chars, context_bytes (empty without
+    ``--context``)."""
     names = table["tokenizers"]
 
     with atomic_open(path, "w") as f:
