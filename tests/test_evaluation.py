@@ -240,9 +240,13 @@ def test_cli_eval_end_to_end(sample_eval, tmp_path, capsys):
     assert [r["lang"] for r in rows] == ["en", "hi", "th", "zh"]
     assert float(rows[1]["ube_premium"]) == pytest.approx(table["languages"][1]["tokenizers"]["ube"]["premium"])
     assert rows[3]["group"] == "seen" and rows[1]["group"] == "unseen"
+    # context capacity at the default window, in the table, the JSON and the CSV
+    assert "context capacity, 2048 tokens" in out and table["context"]["window"] == 2048
+    assert int(rows[1]["ube_context_chars"]) == table["languages"][1]["tokenizers"]["ube"]["context_chars"]
     if plot:
-        with open(outputs["png"], "rb") as f:
-            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+        for png in (outputs["png"], str(tmp_path / "out-context.png")):
+            with open(png, "rb") as f:
+                assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def test_plot_without_matplotlib(monkeypatch, tmp_path, capsys, sample_eval):

@@ -39,7 +39,8 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default=None, metavar="OUT", help="write the whole table as JSON")
     p.add_argument("--csv", default=None, metavar="OUT", help="write one row per language as CSV")
     p.add_argument("--plot", default=None, metavar="OUT.png",
-                   help='plot premiums per language (needs matplotlib: pip install "ube-stream[plot]")')
+                   help='plot premiums per language, and the context gain as OUT-context.png '
+                        '(needs matplotlib: pip install "ube-stream[plot]")')
     p.add_argument("--max-rows", type=int, default=None, metavar="N",
                    help="print at most N language rows (all by default)")
     p.add_argument("--context", type=positive_int, default=2048, metavar="TOKENS",
@@ -97,6 +98,7 @@ def _parallel_path(args) -> str:
 
 def _write_outputs(table: dict, *, json_path: Optional[str], csv_path: Optional[str],
                    plot_path: Optional[str], title: Optional[str] = None) -> None:
+    from ..evaluation.output import plot_context_gain
     from ..evaluation.parallel_text import plot_premiums, write_csv, write_json
 
     if json_path:
@@ -105,6 +107,8 @@ def _write_outputs(table: dict, *, json_path: Optional[str], csv_path: Optional[
         write_csv(table, csv_path)
     if plot_path:
         plot_premiums(table, plot_path, title=title)
+        if table.get("context", {}).get("gains"):   # its own panel: <plot>-context.png
+            plot_context_gain(table, _suffixed(plot_path, "-context"))
 
 
 def _plot_missing(args, command: str) -> bool:

@@ -151,3 +151,39 @@ def plot_premiums(table: dict, path, *, title: Optional[str] = None) -> None:
     fig.tight_layout()
     with atomic_open(path, "wb") as f:
         fig.savefig(f, format="png")
+
+
+def plot_context_gain(table: dict, path, *, title: Optional[str] = None) -> None:
+    """PNG of the context-capacity gain per language (``table["context"]``: characters
+    that fit in the window, ``A/B - 1``), one series per pair, sorted by the first
+    pair's gain.  A panel of its own beside :func:`plot_premiums`; needs matplotlib."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise ImportError(f"plotting needs matplotlib, which is not installed: {PLOT_HINT}") from exc
+    context = table.get("context")
+    if not context or not context["gains"] or not context["gains"][0]["languages"]:
+        raise ValueError("nothing to plot: the table has no context capacities (evaluate with context=...)")
+    gains = context["gains"]
+    first = gains[0]["languages"]
+    langs = sorted(first, key=lambda lang: (first[lang], lang))
+    scripts = {r["lang"]: r["script"] for r in table["languages"]}
+    fig = Figure(figsize=(max(8.0, 0.12 * len(langs) + 2), 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = range(len(langs))
+    for gain in gains:
+        ys = [100 * gain["languages"].get(lang, math.nan) for lang in langs]
+        ax.plot(xs, ys, marker="o", markersize=2.5, linewidth=0.8, label=f"{gain['a']} vs {gain['b']}")
+    ax.axhline(0.0, color="grey", linewidth=0.6, linestyle="--")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([f"{lang} ({scripts[lang]})" if scripts.get(lang) else lang for lang in langs],
+                       rotation=90, fontsize=5 if len(langs) > 60 else 8)
+    ax.set_xlim(-1, len(langs))
+    ax.set_ylabel(f"more text in {context['window']} tokens (%)")
+    ax.set_title(title or f"Context capacity gain per language ({context['window']}-token window)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_open(path, "wb") as f:
+        fig.savefig(f, format="png")
