@@ -14,10 +14,10 @@ from _pretok_core cimport gpt2_split
 from _status cimport STATUS_INVALID_UTF8, STATUS_OK, check_err, fail
 from _pretok_tiktoken cimport (SPLIT_CL100K, SPLIT_GPT2, SPLIT_LLAMA3, SPLIT_O200K, TT_HEAD, TT_LETTER,
                                tiktoken_split)
-from _pretok_script cimport SC_SCRIPT_SHIFT, script_split
+from _pretok_script cimport SC_SCRIPT_SHIFT, SPLIT_SCRIPT, script_split
 
 #: split codes (the same as ube_stream.pretokenizer.SPLIT_*)
-SPLIT_CODES = {"gpt2": SPLIT_GPT2, "cl100k": SPLIT_CL100K, "llama3": SPLIT_LLAMA3, "o200k": SPLIT_O200K, "script": 4}
+SPLIT_CODES = {"gpt2": SPLIT_GPT2, "cl100k": SPLIT_CL100K, "llama3": SPLIT_LLAMA3, "o200k": SPLIT_O200K, "script": SPLIT_SCRIPT}
 
 
 cdef _check_classes(const uint8_t[::1] classes):

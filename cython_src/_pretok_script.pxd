@@ -29,6 +29,9 @@ from _utf8 cimport utf8_decode
 
 
 cdef enum:
+    SPLIT_SCRIPT = 4            # split code (ube_stream.pretokenizer.SPLIT_SCRIPT; 0-3 in _pretok_tiktoken.pxd)
+
+cdef enum:
     # bits of script_class_table() (ube_stream.pretokenizer.SC_*)
     SC_SUPER_MASK = 0x7         # bits 0-2: supercategory
     SC_LM = 0                   # letters and marks
