@@ -15,7 +15,10 @@ tiktoken's ``"cl100k"`` and ``"o200k"`` patterns, and ``"llama3"`` (cl100k as
 Llama 3 and HF conversions write it), run in state machines of the same kind
 (``_pretok_tiktoken.pxd``): whenever a pattern, given by name or as its exact
 text, is one of these four, the compiled kernel splits it (:func:`kernel_split`).
-Any other regular expression runs through the ``regex`` module.  A custom
+``"script"`` is Land & Arnett's SCRIPT split at Unicode script and category
+boundaries (``_pretok_script.pxd``; no regex).  Any other regular expression
+must be marked ``"regex:EXPR"`` (an unmarked unknown string is an error listing
+the names, :func:`resolve_pattern`) and runs through the ``regex`` module.  A custom
 pattern need not match every character: each character it leaves unmatched
 becomes a chunk of its own, and empty matches are dropped, so the chunks always
 concatenate back to the input and no text is ever lost.  (For the built-in patterns this never happens: every
