@@ -1,5 +1,6 @@
 """Pre-tokenization kernels: Python-visible wrappers of _pretok_core.gpt2_split
-(GPT-2) and _pretok_tiktoken.tiktoken_split (cl100k, llama3, o200k).
+(GPT-2), _pretok_tiktoken.tiktoken_split (cl100k, llama3, o200k) and
+_pretok_script.script_split (SCRIPT).
 
 All entries release the GIL, so a thread pool splits batches in parallel.
 Shapes are checked here (``ValueError``); invalid UTF-8 is not an exception
@@ -7,15 +8,16 @@ but the status ``STATUS_INVALID_UTF8`` with its byte offset in ``err``
 (_status.pxd), which ``ube_stream.errors.check_status`` turns into an
 ``InvalidTextError``.
 """
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int64_t, uint8_t, uint16_t
 
 from _pretok_core cimport gpt2_split
 from _status cimport STATUS_INVALID_UTF8, STATUS_OK, check_err, fail
 from _pretok_tiktoken cimport (SPLIT_CL100K, SPLIT_GPT2, SPLIT_LLAMA3, SPLIT_O200K, TT_HEAD, TT_LETTER,
                                tiktoken_split)
+from _pretok_script cimport SC_SCRIPT_SHIFT, SPLIT_SCRIPT, script_split
 
 #: split codes (the same as ube_stream.pretokenizer.SPLIT_*)
-SPLIT_CODES = {"gpt2": SPLIT_GPT2, "cl100k": SPLIT_CL100K, "llama3": SPLIT_LLAMA3, "o200k": SPLIT_O200K}
+SPLIT_CODES = {"gpt2": SPLIT_GPT2, "cl100k": SPLIT_CL100K, "llama3": SPLIT_LLAMA3, "o200k": SPLIT_O200K, "script": SPLIT_SCRIPT}
 
 
 cdef _check_classes(const uint8_t[::1] classes):
@@ -159,6 +161,61 @@ def split_tiktoken_batch(const uint8_t[::1] data, const int64_t[::1] doc_offsets
             stop = doc_offsets[d + 1]
             if stop > start:
                 count = tiktoken_split(&data[start], stop - start, &classes[0], &ends[total], kind)
+                if count < 0:
+                    bad = start + (-count - 1)
+                    bad_doc = d
+                    break
+                for k in range(total, total + count):
+                    ends[k] += start
+                total += count
+            doc_chunk_offsets[d + 1] = total
+    if bad >= 0:
+        return fail(err, STATUS_INVALID_UTF8, bad, bad_doc), None
+    return STATUS_OK, total
+
+
+# --------------------------------------------------------------------------- SCRIPT
+
+cdef _check_script(const uint16_t[::1] classes):
+    # 'a' is script 5 or later (not Unknown, Common, Inherited, Han, Hiragana), a letter (0)
+    if classes.shape[0] != 0x110000 or (classes[0x61] >> SC_SCRIPT_SHIFT) < 5 or (classes[0x61] & 7) != 0:
+        raise ValueError("classes must be script_class_table() (0x110000 uint16 entries of SC_* bits)")
+
+
+def split_script(const uint8_t[::1] data, const uint16_t[::1] classes, int64_t[::1] ends,
+                 int64_t[::1] err=None):
+    """Split UTF-8 ``data`` into SCRIPT chunks (``classes`` = script_class_table());
+    returns ``(status, count)`` as :func:`split_gpt2` does."""
+    _check_script(classes)
+    check_err(err)
+    cdef Py_ssize_t n = data.shape[0], result
+    if ends.shape[0] < n:
+        raise ValueError(f"ends has {ends.shape[0]} entries; it needs len(data) = {n}")
+    if n == 0:
+        return STATUS_OK, 0
+    with nogil:
+        result = script_split(&data[0], n, &classes[0], &ends[0])
+    if result < 0:
+        return fail(err, STATUS_INVALID_UTF8, -result - 1, -1), None
+    return STATUS_OK, result
+
+
+def split_script_batch(const uint8_t[::1] data, const int64_t[::1] doc_offsets,
+                       const uint16_t[::1] classes, int64_t[::1] ends,
+                       int64_t[::1] doc_chunk_offsets, int64_t[::1] err=None):
+    """:func:`split_gpt2_batch` for SCRIPT: returns ``(status, total)`` as it does."""
+    _check_script(classes)
+    check_err(err)
+    cdef Py_ssize_t ndocs = doc_offsets.shape[0] - 1, d, k, total = 0, count
+    cdef int64_t start, stop, bad = -1, bad_doc = -1
+    _check_batch(data, doc_offsets, ends, doc_chunk_offsets)
+    doc_chunk_offsets[0] = 0
+    with nogil:
+        for d in range(ndocs):
+            start = doc_offsets[d]
+            stop = doc_offsets[d + 1]
+            if stop > start:
+                count = script_split(&data[start], stop - start, &classes[0], &ends[total])
                 if count < 0:
                     bad = start + (-count - 1)
                     bad_doc = d

@@ -47,3 +47,19 @@ def split_tiktoken_batch(
     kind: int,
     err: _Err = None,
 ) -> Tuple[int, Optional[int]]: ...  # (status, total chunks); as split_gpt2_batch
+
+def split_script(
+    data: npt.NDArray[np.uint8] | bytes | memoryview,  # uint8, C-contiguous
+    classes: npt.NDArray[np.uint16],  # script_class_table(), 0x110000 uint16 entries of SC_* bits
+    ends: npt.NDArray[np.int64],  # out: >= len(data) entries
+    err: _Err = None,
+) -> Tuple[int, Optional[int]]: ...  # (status, number of chunks); as split_gpt2
+
+def split_script_batch(
+    data: npt.NDArray[np.uint8] | bytes | memoryview,  # uint8, documents concatenated
+    doc_offsets: npt.NDArray[np.int64],  # ndocs + 1 byte offsets into data
+    classes: npt.NDArray[np.uint16],  # script_class_table()
+    ends: npt.NDArray[np.int64],  # out: >= doc_offsets[-1] - doc_offsets[0] entries, absolute
+    doc_chunk_offsets: npt.NDArray[np.int64],  # out: ndocs + 1 entries
+    err: _Err = None,
+) -> Tuple[int, Optional[int]]: ...  # (status, total chunks); as split_gpt2_batch

@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import _ranks
 from ..errors import TokenizerFormatError, check_status, err_buffer
+from ..pretokenizer import REGEX_PREFIX
 from ..storage import read_bytes
 from ..substrate import gpt2_byte_chars
 
@@ -56,8 +57,8 @@ def _hf_pattern(pre: dict | None, source: str) -> str:
                 and steps[0].get("behavior", "Isolated") == "Isolated"):
             byte_level_ok(steps[1])
             pattern = steps[0].get("pattern", {})
-            if "Regex" in pattern:
-                return pattern["Regex"]
+            if "Regex" in pattern:   # marked: any regex HF writes (a known pattern's text keeps its name)
+                return REGEX_PREFIX + pattern["Regex"]
     raise TokenizerFormatError(
         f"{source}: pre_tokenizer {json.dumps(pre)[:200]} is not supported; ube-stream reads "
         "ByteLevel(use_regex=True) or Sequence[Split(Regex, Isolated), ByteLevel(use_regex=False)]")
