@@ -40,18 +40,23 @@ def _corpus_unit(unit, tok, column: str, text_mode: str, on_error: str, max_exam
 
 
 def verify_corpus(inputs, tokenizer, *, column: str = "text", text_mode: str = "line", on_error: str = "raise",
+                  format: Optional[str] = None, split: Optional[str] = None,
                   unit_rows: Optional[int] = None, workers: Optional[int] = None, show_progress: bool = True,
                   max_examples: int = 10) -> VerifyReport:
     """``decode(encode(doc)) == doc`` for every document of ``inputs`` (paths,
     directories, globs: see :mod:`ube_stream.readers`), one work unit per task
     over ``workers`` processes.  Rows skipped by the readers (nulls, and bad
-    rows with ``on_error="skip"``) are counted by reason."""
+    rows with ``on_error="skip"``) are counted by reason; files a directory
+    walk leaves out are listed in the report's notes with their reasons.
+    ``format`` and ``split``: as for :func:`~ube_stream.readers.resolve_inputs`."""
     from .. import readers
 
     tok = as_tokenizer(tokenizer)
     if tok is None:
         raise ValueError("verify_corpus needs a tokenizer (a Tokenizer or a tokenizer file)")
-    sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error)
+    skipped_files: list = []
+    sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error, format=format,
+                                     split=split, skipped_files=skipped_files)
     units = readers.plan_units(sources, unit_rows=unit_rows or readers.DEFAULT_UNIT_ROWS)
     from collections import Counter
 
@@ -66,6 +71,9 @@ def verify_corpus(inputs, tokenizer, *, column: str = "text", text_mode: str = "
     for result in results:
         report.merge(result)
     report.checked.setdefault("documents", 0)
+    if skipped_files:
+        for line in readers.skipped_files_lines([f.to_dict() for f in skipped_files]):
+            report.note(line.strip())
     report.note(f"tokenizer {tok.fingerprint} ({tok.substrate}, vocab {tok.vocab_size})")
     return report
 
