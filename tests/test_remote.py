@@ -93,7 +93,7 @@ def s3_tree(fs, prefix):
 
 def without_source_paths(manifest_bytes):
     doc = json.loads(manifest_bytes)
-    for s in doc["sources"]:
+    for s in doc["sources"] + doc["skipped_files"]:
         s["path"] = os.path.basename(s["path"])
     return doc
 
@@ -101,6 +101,8 @@ def without_source_paths(manifest_bytes):
 def without_training_inputs(tokenizer_bytes):
     doc = json.loads(tokenizer_bytes)
     doc["training"].pop("inputs")
+    for s in doc["training"]["skipped_files"]:
+        s["path"] = os.path.basename(s["path"])
     return doc
 
 
@@ -140,6 +142,11 @@ def test_train_on_s3_matches_local(trained, corpus, s3):
     assert remote["training"].pop("inputs") == [f"{corpus[1]}/{n}" for n in ("a.jsonl", "b.txt.gz", "c.parquet")]
     assert local["training"].pop("inputs") == [os.path.join(corpus[0], n) for n in ("a.jsonl", "b.txt.gz",
                                                                                       "c.parquet")]
+    # ... and listed it, with its reason, as a full path / URL
+    hidden = "hidden name (starts with '.' or '_')"
+    assert remote["training"].pop("skipped_files") == [{"path": f"{corpus[1]}/_skipped.jsonl", "reason": hidden}]
+    assert local["training"].pop("skipped_files") == [{"path": os.path.join(corpus[0], "_skipped.jsonl"),
+                                                       "reason": hidden}]
     assert remote == local
 
 
