@@ -132,6 +132,9 @@ def test_skipped_files_in_summary_manifest_and_training_metadata(tmp_path, texts
     assert manifest["skipped_files"] == expected and summary.skipped_files == expected
     text = summary.format()
     assert "skipped files  2" in text and f"{root / 'notes.md'}: format not recognised" in text
+    proc = subprocess.run([sys.executable, "-m", "ube_stream", "inspect", str(tmp_path / "out")], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and f"  {root / '.hidden.jsonl'}: hidden name" in proc.stdout
     train_summary = TrainSummary()
     trained = train(str(root), vocab_size=512 + 20 + 1, workers=1, show_progress=False, summary=train_summary)
     assert trained.training["skipped_files"] == expected and train_summary.skipped_files == expected

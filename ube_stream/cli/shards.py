@@ -137,4 +137,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
               f"skipped {skipped}\n")
     special = ", ".join(f"{t} {n:,}" for t, n in totals.get("special_text", {}).items()) or "none"
     out.write(f"special text in documents (encoded as plain text): {special}\n")
+    from ..readers import skipped_files_lines
+
+    for line in skipped_files_lines(m.get("skipped_files", [])):
+        out.write(line + "\n")
     return 0

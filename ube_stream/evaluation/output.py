@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from ..storage import atomic_open
 
@@ -226,9 +226,13 @@ def plot_premiums(table: dict, path, *, title: Optional[str] = None) -> None:
     score = "; ".join(f"{labels[p['a']]} vs {labels[p['b']]}: fewer tokens in {p['won']}, more in {p['lost']}, "
                       f"tied {p['tied']} of {p['won'] + p['lost'] + p['tied']} languages" for p in pairs)
     fig.suptitle((title or "Token premium by script") + (f"\n{score}" if score else ""), fontsize=11)
-    handles = [h for ax in axes for h in ax.get_legend_handles_labels()[0]]
-    fig.legend(handles, [h.get_label() for h in handles], loc="lower center", ncol=len(handles), fontsize=9,
-               frameon=False)
+    handles: List[Any] = []
+    names_shown: List[str] = []
+    for ax in axes:
+        h, lbl = ax.get_legend_handles_labels()
+        handles += h
+        names_shown += lbl
+    fig.legend(handles=handles, labels=names_shown, loc="lower center", ncol=len(handles), fontsize=9, frameon=False)
     height = fig.get_figheight()
     fig.tight_layout(rect=(0, 0.45 / height, 1, 1))
     with atomic_open(path, "wb") as f:
