@@ -284,3 +284,35 @@ def test_missing_and_unfinished_urls_are_clear(s3, corpus):
     # file:// URLs are local paths
     assert [s.path for s in resolve_inputs("file://" + corpus[0])] == \
         [os.path.join(corpus[0], n) for n in ("a.jsonl", "b.txt.gz", "c.parquet")]
+
+
+def test_dataset_dict_split_and_sniffing_on_s3(s3, tmp_path, multilingual_lines):
+    """A DatasetDict folder and a suffix-less JSON Lines object under an s3://
+    prefix: the same split rules, sniffing and skipped-file list as on disk."""
+    import datasets
+
+    from ube_stream.errors import InputError
+    from ube_stream.readers import SkippedFile, iter_texts, resolve_inputs
+
+    lines = multilingual_lines[:30]
+    local = tmp_path / "dd"
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": lines[:20]}),
+                          "test": datasets.Dataset.from_dict({"text": lines[20:]})}).save_to_disk(str(local))
+    s3.put(str(local), f"{BUCKET}/dd", recursive=True)
+    url = f"s3://{BUCKET}/dd"
+    with pytest.raises(InputError, match=r"splits 'train', 'test'.*split="):
+        resolve_inputs(url)
+    with pytest.raises(InputError, match=r"no split 'dev'"):
+        resolve_inputs(url, split="dev")
+    skipped = []
+    sources = resolve_inputs(url, split="test", skipped_files=skipped)
+    assert all(s.path.startswith(f"{url}/test/") for s in sources)
+    assert list(iter_texts(url, split="test")) == lines[20:]
+    assert SkippedFile(f"{url}/train/", "split 'train' of a DatasetDict, not selected (split='test')") in skipped
+    body = "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in lines).encode()
+    s3.pipe_file(f"{BUCKET}/sniff/part-0000", body)
+    s3.pipe_file(f"{BUCKET}/sniff/README", b"about this prefix\n")
+    skipped = []
+    assert [s.format for s in resolve_inputs(f"s3://{BUCKET}/sniff", skipped_files=skipped)] == ["jsonl"]
+    assert [s.path for s in skipped] == [f"s3://{BUCKET}/sniff/README"]
+    assert list(iter_texts(f"s3://{BUCKET}/sniff")) == lines
