@@ -316,3 +316,18 @@ def test_dataset_dict_split_and_sniffing_on_s3(s3, tmp_path, multilingual_lines)
     assert [s.format for s in resolve_inputs(f"s3://{BUCKET}/sniff", skipped_files=skipped)] == ["jsonl"]
     assert [s.path for s in skipped] == [f"s3://{BUCKET}/sniff/README"]
     assert list(iter_texts(f"s3://{BUCKET}/sniff")) == lines
+
+
+def test_encode_in_memory_data_to_s3_matches_local(s3, trained, tmp_path, multilingual_lines):
+    from ube_stream.shards import TokenShards, encode_corpus
+
+    lines = multilingual_lines[:120]
+    url = f"s3://{BUCKET}/in-memory-shards"
+    local = encode_corpus(iter(lines), tokenizer=trained[0], output=str(tmp_path / "local"), workers=2, unit_rows=50,
+                          show_progress=False)
+    remote = encode_corpus(iter(lines), tokenizer=trained[0], output=url, workers=2, unit_rows=50,
+                           show_progress=False)
+    assert [s["sha256"] for s in remote["shards"]] == [s["sha256"] for s in local["shards"]]
+    assert remote["sources"] == local["sources"] and remote["sources"][0]["path"].startswith("<in-memory ")
+    assert not s3.exists(f"{BUCKET}/in-memory-shards/units")
+    assert TokenShards(url).decode_doc(7) == lines[7]
