@@ -572,8 +572,10 @@ def test_directory_walk_lists_every_skipped_file_with_its_reason(tmp_path, docs)
     assert list(iter_texts(str(root))) == docs[:9]
     hidden = "hidden name (starts with '.' or '_')"
     unknown = "format not recognised from the name or the content (pass format= to read it)"
-    assert skipped == sorted([SkippedFile(str(root / ".DS_Store"), hidden), SkippedFile(str(root / "README.md"), unknown),
-                              SkippedFile(str(root / "_tmp") + "/", hidden), SkippedFile(str(root / "stats.csv"), unknown)])
+    assert skipped == sorted([SkippedFile(str(root / ".DS_Store"), hidden),
+                              SkippedFile(str(root / "README.md"), unknown),
+                              SkippedFile(str(root / "_tmp") + "/", hidden),
+                              SkippedFile(str(root / "stats.csv"), unknown)])
     assert all(os.path.isabs(s.path) for s in skipped)
 
 

@@ -34,7 +34,8 @@ summary and MANIFEST / training metadata.
 **One numbering scheme**: rows are numbered from 0 inside each file, for
 every format (JSONL and text: row N is line N + 1 in an editor, blank JSONL
 lines included), and every message, skip example and provenance record says
-``row N`` with that number (plus a byte offset where there is one).  Text lines are split on ``\\n`` only and one trailing
+``row N`` with that number (plus a byte offset where there is one).  Text
+lines are split on ``\\n`` only and one trailing
 ``\\r`` is removed; U+2028, U+0085 and a lone ``\\r`` are content.  A final
 ``\\n`` ends the last line, so ``"a\\nb\\n"`` and ``"a\\nb"`` are both two
 documents, and ``"a\\n\\nb"`` is three (the empty line is an empty document).
@@ -136,7 +137,8 @@ def skipped_files_lines(skipped_files: list[dict[str, str]], shown: int = 20) ->
     lines = [f"skipped files  {len(skipped_files):,} (not read; reasons below)"]
     lines += [f"  {f['path']}: {f['reason']}" for f in skipped_files[:shown]]
     if len(skipped_files) > shown:
-        lines.append(f"  ... and {len(skipped_files) - shown:,} more (all listed in MANIFEST.json / the tokenizer's training metadata)")
+        lines.append(f"  ... and {len(skipped_files) - shown:,} more (all listed in MANIFEST.json / the "
+                     f"tokenizer's training metadata)")
     return lines
 
 

@@ -190,7 +190,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                   bos: bool = False, eos_token: Optional[str] = None, bos_token: Optional[str] = None,
                   shard_tokens: int = DEFAULT_SHARD_TOKENS, unit_rows: Optional[int] = None,
                   column: str = "text", text_mode: str = "line", on_error: str = "raise",
-                  format: Optional[str] = None, split: Optional[str] = None, show_progress: bool = True, rank: Optional[int] = None, world_size: Optional[int] = None,
+                  format: Optional[str] = None, split: Optional[str] = None, show_progress: bool = True,
+                  rank: Optional[int] = None, world_size: Optional[int] = None,
                   finalize: bool = False, summary: Optional[EncodeSummary] = None,
                   executor: str | Executor = "local", ray_address: Optional[str] = None) -> Dict[str, Any]:
     """Encode a corpus into a token shard directory; returns the MANIFEST dict.

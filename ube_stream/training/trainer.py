@@ -179,7 +179,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
           max_token_length: Optional[int] = None, max_bytes: Optional[int] = None,
           workers: Optional[int] = None, show_progress: bool = True, column: str = "text",
           text_mode: str = "line", unit_rows: Optional[int] = None, on_error: str = "raise",
-          format: Optional[str] = None, split: Optional[str] = None, executor: str = "local", ray_address: Optional[str] = None, work_dir: Optional[str] = None,
+          format: Optional[str] = None, split: Optional[str] = None, executor: str = "local",
+          ray_address: Optional[str] = None, work_dir: Optional[str] = None,
           summary: Optional[TrainSummary] = None) -> Tokenizer:
     """Train a byte-level BPE tokenizer on the ``substrate`` alphabet.
 
