@@ -151,7 +151,7 @@ def is_paths(inputs: Any) -> bool:
 
 HIDDEN_REASON = "hidden name (starts with '.' or '_')"
 UNKNOWN_REASON = "format not recognised from the name or the content (pass format= to read it)"
-METADATA_REASON = "HF datasets metadata (not one of the data files state.json lists)"
+METADATA_REASON = "HF datasets metadata, not data (state.json names the data files)"
 HIDDEN_PREFIXES = (".", "_")
 
 
