@@ -180,6 +180,13 @@ def test_progress_bars_count_documents_and_utf8_megabytes_like_the_summary(tmp_p
     assert bar.unit == "doc" and bar.n == summary.documents == 298 and bar.total == 298
     assert bar.postfix["MB"] == f"{utf8 / 1e6:,.1f}" and summary.bytes_read == utf8
     assert bar.postfix["tokens"] == f"{summary.tokens:,}" and bar.postfix["skipped"] == "2"
+    from ube_stream.verification import verify_corpus
+
+    _RecordingBar.bars = []
+    report = verify_corpus([plain], tok, workers=1, unit_rows=64, on_error="skip")
+    (bar,) = [b for b in _RecordingBar.bars if b.desc == "verify corpus" and b.unit == "doc"]
+    assert bar.n == bar.total == report.checked["documents"] == 298
+    assert bar.postfix["MB"] == f"{utf8 / 1e6:,.1f}" and report.checked["UTF-8 bytes"] == utf8
     # a compressed file: no row count ahead (total None), never compressed bytes
     _RecordingBar.bars = []
     train_summary = TrainSummary()
