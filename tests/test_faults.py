@@ -123,7 +123,7 @@ def test_hostile_json_row_is_one_counted_skip(tmp_path, line):
     assert list(readers.iter_texts(str(path), on_error="skip", skips=skips)) == ["before", "after"]
     assert skips.counts == {"invalid_json": 1}
     assert skips.examples[0].row == 1 and skips.examples[0].offset == len('{"text": "before"}\n')
-    with pytest.raises(InputError, match=r"rows\.jsonl: line 2 \(byte offset 19\)"):
+    with pytest.raises(InputError, match=r"rows\.jsonl: row 1 \(byte offset 19\)"):
         list(readers.iter_texts(str(path)))
 
 

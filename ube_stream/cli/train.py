@@ -16,7 +16,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         special_tokens=args.special_token or ("<|endoftext|>",), min_frequency=args.min_frequency,
         max_token_length=args.max_token_length, max_bytes=args.max_bytes, workers=args.workers,
         show_progress=not args.quiet, column=args.column, text_mode=args.text_mode,
-        unit_rows=args.unit_rows, on_error=args.on_error, executor=args.executor,
+        unit_rows=args.unit_rows, on_error=args.on_error, format=args.format, split=args.split, executor=args.executor,
         ray_address=args.ray_address, work_dir=args.work_dir, summary=summary)
     tokenizer.save(args.output)
     if not args.quiet:

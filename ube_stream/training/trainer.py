@@ -62,6 +62,7 @@ class TrainSummary:
     vocab_size: int = 0
     requested_vocab_size: int = 0
     skipped: Dict[str, int] = dataclasses.field(default_factory=dict)
+    skipped_files: List[Dict[str, str]] = dataclasses.field(default_factory=list)   # left out by directory walks
     wall_seconds: float = 0.0
     count_seconds: float = 0.0
     merge_seconds: float = 0.0
@@ -81,6 +82,9 @@ class TrainSummary:
         ]
         if self.skipped:
             lines.append("skipped rows   " + ", ".join(f"{k}: {v:,}" for k, v in sorted(self.skipped.items())))
+        from ..readers.inputs import skipped_files_lines
+
+        lines += skipped_files_lines(self.skipped_files)
         return "\n".join(lines)
 
 
@@ -166,22 +170,6 @@ def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str
                        dict(skips.counts), [e.message for e in skips.examples])
 
 
-def _spill_to_arrow(data: Any, path: str, *, column: str, on_error: str, skips) -> List[str]:
-    """Write in-memory documents (an iterable of str, a ``datasets`` dataset, an
-    Arrow table) to an Arrow IPC stream file, batch by batch, so worker
-    processes can read them like any other source."""
-    import pyarrow as pa
-
-    from .. import readers
-
-    schema = pa.schema([pa.field("text", pa.large_string())])
-    with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
-        for batch in readers.iter_batches(data, column=column, on_error=on_error, skips=skips):
-            texts = batch.texts if isinstance(batch.texts, list) else batch.texts.to_pylist()
-            writer.write_batch(pa.record_batch([pa.array(texts, type=pa.large_string())], schema=schema))
-    return [path]
-
-
 def _count_unit_star(kwargs: Dict[str, Any]) -> CountRecord:
     return count_unit(**kwargs)
 
@@ -191,13 +179,15 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
           max_token_length: Optional[int] = None, max_bytes: Optional[int] = None,
           workers: Optional[int] = None, show_progress: bool = True, column: str = "text",
           text_mode: str = "line", unit_rows: Optional[int] = None, on_error: str = "raise",
-          executor: str = "local", ray_address: Optional[str] = None, work_dir: Optional[str] = None,
+          format: Optional[str] = None, split: Optional[str] = None, executor: str = "local",
+          ray_address: Optional[str] = None, work_dir: Optional[str] = None,
           summary: Optional[TrainSummary] = None) -> Tokenizer:
     """Train a byte-level BPE tokenizer on the ``substrate`` alphabet.
 
     ``inputs``: paths, directories, globs (Parquet, Arrow IPC/Feather, JSONL,
     text; plain, ``.zst`` or ``.gz``; HF ``save_to_disk`` directories), or an
-    in-memory iterable of strings / a ``datasets`` dataset.  ``vocab_size``
+    in-memory iterable of strings / a ``datasets`` dataset (``format`` and
+    ``split``: as for :func:`~ube_stream.readers.resolve_inputs`).  ``vocab_size``
     counts base symbols (512 for ``ube``, 256 otherwise), merged tokens and
     special tokens.  Training stops early, with a smaller vocabulary, when no
     pair reaches ``min_frequency``.  ``max_bytes`` trains on a deterministic
@@ -233,22 +223,24 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     with tempfile.TemporaryDirectory(prefix="ube-train-", dir=work_dir) as tmp:
         table_dir = tmp
         memory_skips = readers.SkipCounter()
-        if not readers.is_paths(inputs):
-            inputs = _spill_to_arrow(inputs, os.path.join(tmp, "in-memory.arrow"), column=column,
-                                     on_error=on_error, skips=memory_skips)
-            column = "text"
-        sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error)
+        memory_label = None if readers.is_paths(inputs) else readers.memory_name(inputs)
+        if memory_label is not None:
+            spill = os.path.join(tmp, "in-memory.arrows")
+            readers.spill_to_arrow(inputs, spill, column=column, on_error=on_error, skips=memory_skips, split=split)
+            inputs, column, split = [spill], "text", None
+        skipped_files: List[Any] = []
+        sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error,
+                                         format=format, split=split, skipped_files=skipped_files)
+        summary.skipped_files = [f.to_dict() for f in skipped_files]
         units = readers.plan_units(sources, unit_rows=unit_rows or readers.DEFAULT_UNIT_ROWS)
         budgets = _unit_budgets(units, max_bytes)
         tasks = [dict(unit=u, pattern=pattern, column=column, text_mode=text_mode, on_error=on_error,
                       byte_budget=b, table_dir=tmp) for u, b in zip(units, budgets)]
-        # text bytes are known ahead only for uncompressed sources (file size ~ text size)
-        distinct = {u.source.source_id: u.source for u in units}.values()
-        total_bytes = None if any(s.compression for s in distinct) else sum(s.size for s in distinct)
-        if max_bytes and total_bytes is not None:
-            total_bytes = min(total_bytes, max_bytes)
+        from ..progress import planned_rows
+
+        expected_rows = None if max_bytes else planned_rows(units)   # a sample reads an unknown share of rows
         with get_executor(executor, workers=workers, ray_address=ray_address) as runner:
-            records = _run_count_tasks(tasks, runner=runner, show_progress=show_progress, total_bytes=total_bytes)
+            records = _run_count_tasks(tasks, runner=runner, show_progress=show_progress, expected_rows=expected_rows)
             summary.skipped.update(memory_skips.counts)
             for rec in records:  # in unit order
                 summary.documents += rec.documents
@@ -281,13 +273,16 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         "text_mode": text_mode,
         "unit_rows": unit_rows,
         "on_error": on_error,
-        # full paths (or URLs) of the files read; in-memory inputs (spilled to a temporary file) are not files
-        "inputs": sorted(s.path for s in sources if s.path and not s.path.startswith(tmp)),
+        "format": format,
+        "split": split,
+        # full paths (or URLs) of the files read; an in-memory input is named by its type, never by its spill file
+        "inputs": [memory_label] if memory_label is not None else sorted(s.path for s in sources),
         "documents": summary.documents,
         "bytes": summary.bytes,
         "chunks": summary.chunks,
         "unique_chunks": summary.unique_chunks,
         "skipped": dict(sorted(summary.skipped.items())),
+        "skipped_files": summary.skipped_files,
     }
     tokenizer = Tokenizer(substrate=substrate, merges=merges[:, :2].tolist(), special_tokens=special_tokens,
                           pattern=pattern, training=training)
@@ -299,22 +294,18 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
 
 
 def _run_count_tasks(tasks: List[Dict[str, Any]], *, runner, show_progress: bool,
-                     total_bytes: Optional[int]) -> List[CountRecord]:
-    from ..progress import progress_bar
+                     expected_rows: Optional[int]) -> List[CountRecord]:
+    from ..progress import DocumentProgress
 
-    bar = progress_bar(total=total_bytes, unit="B", unit_scale=True, desc="counting chunks",
-                       enabled=show_progress)
-    docs = [0]
+    progress = DocumentProgress(desc="counting chunks", expected_rows=expected_rows, enabled=show_progress)
 
     def on_result(rec: CountRecord) -> None:
-        docs[0] += rec.documents
-        bar.update(rec.bytes)
-        bar.set_postfix(docs=f"{docs[0]:,}", refresh=False)
+        progress.add(documents=rec.documents, skipped=sum(rec.skips.values()), utf8_bytes=rec.bytes)
 
     try:
         return runner.map(_count_unit_star, tasks, on_result=on_result)
     finally:
-        bar.close()
+        progress.close()
 
 
 REDUCE_FAN_IN = 8
