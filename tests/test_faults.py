@@ -538,3 +538,53 @@ def test_encode_onto_a_full_disk_is_a_storage_error(tiny_disk, tmp_path):
     with pytest.raises(StorageError, match=r"No space left on device .* free on that file system"):
         encode_corpus(str(corpus), tokenizer=tok, output=str(tiny_disk / "out"), workers=1, unit_rows=5000,
                       show_progress=False)
+
+
+# ---------------------------------------------------------------- Parquet damage, by row group
+
+def _parquet_with_a_damaged_row_group(path, compression, damaged=2, rows=1000, group_rows=200):
+    """A Parquet file of ``rows // group_rows`` row groups whose group ``damaged`` has its
+    pages overwritten in the middle (byte ranges from the file's own metadata)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = [f"row {i}: h\u00e9llo \u4e16\u754c " + "xyz" * (i % 50) for i in range(rows)]
+    pq.write_table(pa.table({"n": list(range(rows)), "text": texts}), path, row_group_size=group_rows,
+                   compression=compression, write_page_checksum=compression == "none")
+    chunk = pq.ParquetFile(path).metadata.row_group(damaged).column(1)
+    start = chunk.dictionary_page_offset or chunk.data_page_offset
+    raw = bytearray(Path(path).read_bytes())
+    middle = start + chunk.total_compressed_size // 2
+    for k in range(middle, middle + 32):
+        raw[k] ^= 0x5A
+    Path(path).write_bytes(bytes(raw))
+    return texts
+
+
+@pytest.mark.parametrize("compression", ["snappy", "zstd", "none"])
+def test_parquet_damage_drops_only_its_row_group(tmp_path, compression):
+    path = str(tmp_path / "groups.parquet")
+    texts = _parquet_with_a_damaged_row_group(path, compression)
+    skips = readers.SkipCounter()
+    got = list(readers.iter_texts(path, on_error="skip", skips=skips))
+    assert got == texts[:400] + texts[600:]                 # the groups before and after are kept
+    assert skips.counts == {"corrupt_row_group": 200}       # counted by its rows, not one corrupt_file
+    assert "row group 2 (rows 400..599)" in skips.examples[0].message
+    with pytest.raises(InputError, match=r"groups\.parquet: Parquet row group 2 \(rows 400\.\.599\) is damaged") as info:
+        list(readers.iter_texts(path))
+    assert info.value.reason == "corrupt_row_group" and info.value.row == 400
+
+
+def test_parquet_damaged_row_group_split_across_units(tmp_path):
+    """Units cut inside row groups: each unit drops (and counts) only its own rows of the damaged group."""
+    path = str(tmp_path / "groups.parquet")
+    texts = _parquet_with_a_damaged_row_group(path, "snappy")
+    units = readers.plan_units(readers.resolve_inputs(path), unit_rows=150)
+    kept, counted = [], {}
+    for unit in units:
+        skips = readers.SkipCounter()
+        for batch in readers.read_unit(unit, column="text", text_mode="line", on_error="skip", skips=skips):
+            kept.extend(batch.texts if isinstance(batch.texts, list) else batch.texts.to_pylist())
+        counted[unit.row_start] = skips.total
+    assert kept == texts[:400] + texts[600:]
+    assert {r: n for r, n in counted.items() if n} == {300: 50, 450: 150}

@@ -2,6 +2,19 @@
 unit read only its rows), Arrow IPC file and stream, Feather v1/v2, and Arrow
 arrays from memory.  Memory-mapped where possible; only the text column is
 read.  Internal; pyarrow is imported inside the functions.
+
+**Damage.**  Every array is validated before a value is read.  A Parquet file
+is read row group by row group (each has its own pages, located from the
+footer), so damage is reported by row group: the error names the group, its
+rows and the row it failed at, and ``on_error="skip"`` drops only that row
+group's rows of the unit, counted by rows as ``corrupt_row_group``; the row
+groups before and after it are read.  A group's batches are held back until
+the group has decoded whole (up to :data:`ROW_GROUP_HOLD_BYTES` of text; the
+rest of a bigger group is passed on as it decodes, and damage there drops the
+group's remaining rows).  Page checksums are verified when the writer stored them
+(``pq.write_table(..., write_page_checksum=True)``); without them, damage
+that still decodes cannot be told from data.  A damaged footer, Arrow IPC
+or Feather file is one ``corrupt_file`` for the rest of the unit.
 """
 from __future__ import annotations
 
@@ -11,7 +24,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..storage import is_url, open_input
-from .batch import SKIP_HINT, Reporter, TextBatch
+from .batch import SKIP_HINT, Reporter, SkipCounter, TextBatch
 from .formats import FEATHER_V1_MAGIC, magic_bytes
 
 
@@ -150,8 +163,8 @@ def _parquet_file(path: str):
     import pyarrow.parquet as pq
 
     if is_url(path):
-        return pq.ParquetFile(open_input(path))
-    return pq.ParquetFile(path, memory_map=True)
+        return pq.ParquetFile(open_input(path), page_checksum_verification=True)
+    return pq.ParquetFile(path, memory_map=True, page_checksum_verification=True)
 
 
 def columnar_num_rows(path: str, fmt: str, column: str) -> int:
@@ -206,6 +219,9 @@ def read_columnar(unit, column: str, reporter: Reporter, batch_rows: int) -> Ite
 
     source = unit.source
     start, stop = unit.row_start, unit.row_stop
+    if source.format == "parquet":
+        yield from _read_parquet(unit, column, reporter, batch_rows)
+        return
     row = start
     try:
         for array, first in _columnar_arrays(source, column, batch_rows, start, stop):
@@ -224,28 +240,88 @@ def read_columnar(unit, column: str, reporter: Reporter, batch_rows: int) -> Ite
         reporter.problem("corrupt_file", f"{error} (at row {row})", row=row)
 
 
+#: text held back per Parquet row group so a damaged group is dropped whole (see the module)
+ROW_GROUP_HOLD_BYTES = 64 << 20
+
+
+def _read_parquet(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterator[TextBatch]:
+    """The unit's rows of a Parquet file, one row group at a time (see the module)."""
+    import pyarrow as pa
+
+    source = unit.source
+    path, start, stop = source.path, unit.row_start, unit.row_stop
+    try:
+        pf = _parquet_file(path)
+        text_field_index(pf.schema_arrow, column, path)
+        meta = pf.metadata
+        sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+    except InputError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        error = _corrupt(path, source.format, exc)
+        reporter.problem("corrupt_file", f"{error} (at row {start})", row=start)
+        return
+    bounds = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).tolist()
+    for g in range(len(sizes)):
+        lo, hi = max(start, bounds[g]), bounds[g + 1] if stop is None else min(stop, bounds[g + 1])
+        if lo >= hi:
+            continue
+        held: list = []
+        held_bytes = 0
+        # the skips (nulls, invalid UTF-8) of held rows count only once their part of the group decoded
+        held_skips = SkipCounter(max_examples=reporter.skips.max_examples)
+        row = bounds[g]           # the first row of the group not yet decoded
+        passed = lo               # the first row of the unit in this group not yet passed on
+        try:
+            for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g], columns=[column]):
+                first, row = row, row + batch.num_rows
+                a, b = max(lo, first), min(hi, row)
+                if a < b:
+                    array = batch.column(0).slice(a - first, b - a)
+                    held.extend(arrow_text_batches(
+                        array, a, source.source_id,
+                        reporter if reporter.raise_errors else Reporter(path, "skip", held_skips), batch_rows))
+                    held_bytes += array.nbytes
+                if held_bytes > ROW_GROUP_HOLD_BYTES:   # a big group: pass on what decoded so far
+                    reporter.skips.merge(held_skips)
+                    held_skips = SkipCounter(max_examples=reporter.skips.max_examples)
+                    yield from held
+                    held, held_bytes, passed = [], 0, b
+                if row >= hi:
+                    break
+            else:
+                if row < hi:   # damaged metadata (a column's value count) makes the group end early
+                    raise pa.ArrowInvalid(f"the row group decoded {row - bounds[g]} of the {sizes[g]} rows its "
+                                          f"metadata lists")
+        except InputError:
+            raise
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            _damaged_row_group(reporter, path, g, bounds[g], bounds[g + 1], row, passed, hi, exc)
+            continue
+        reporter.skips.merge(held_skips)
+        yield from held
+
+
+def _damaged_row_group(reporter: Reporter, path: str, group: int, first: int, end: int, row: int,
+                       passed: int, hi: int, exc: BaseException) -> None:
+    """Raise, or count the rows ``[passed, hi)`` of a damaged row group as skipped."""
+    where = (f"{path}: Parquet row group {group} (rows {first}..{end - 1}) is damaged: reading it failed at "
+             f"row {row} ({type(exc).__name__}: {exc})")
+    if reporter.raise_errors:
+        raise InputError(f"{where}. Re-download or re-write the file, or read with on_error='skip' to skip "
+                         f"this row group and count its rows", path=path, row=row, reason="corrupt_row_group")
+    count = hi - passed
+    reporter.skips.add("corrupt_row_group", path=path, row=passed, count=count,
+                       message=f"{where}; its {count} rows from row {passed} were skipped. Re-download or "
+                               f"re-write the file")
+
+
 def _columnar_arrays(source, column: str, batch_rows: int, start: int, stop: int | None):
-    """``(text array, row of its first element)`` for the batches that may
-    overlap ``[start, stop)``, in row order."""
+    """``(text array, row of its first element)`` for the batches of an Arrow
+    IPC or Feather file that may overlap ``[start, stop)``, in row order."""
     import pyarrow.ipc as ipc
 
     path, fmt = source.path, source.format
-    if fmt == "parquet":
-        pf = _parquet_file(path)
-        text_field_index(pf.schema_arrow, column, path)
-        bounds = np.concatenate([[0], np.cumsum([pf.metadata.row_group(g).num_rows
-                                                 for g in range(pf.metadata.num_row_groups)])])
-        groups = [g for g in range(len(bounds) - 1)
-                  if bounds[g + 1] > start and (stop is None or bounds[g] < stop)]
-        if not groups:
-            return
-        first = int(bounds[groups[0]])
-        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=groups, columns=[column]):
-            yield batch.column(0), first
-            first += batch.num_rows
-            if stop is not None and first >= stop:
-                return
-        return
     if fmt == "feather" and magic_bytes(path).startswith(FEATHER_V1_MAGIC):
         table = _read_feather_v1(path)
         text_field_index(table.schema, column, path)
