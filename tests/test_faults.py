@@ -46,6 +46,14 @@ def test_mutated_files_never_crash_small(fmt, tmp_path):
     tally = result["tally"]
     assert sum(v for k, v in tally.items() if k.startswith("skip/")) == 40
     assert not any("OTHER" in k for k in tally), tally
+    _no_silent_change_where_checksummed(fmt, tally)
+
+
+def _no_silent_change_where_checksummed(fmt, tally):
+    """Formats with checksums (Parquet with page CRCs, gzip, zstd with its frame checksum) never
+    give other text than written without an error or a count; Arrow IPC/Feather have none."""
+    if fmt in ("parquet", "jsonl.gz", "jsonl.zst"):
+        assert not any(k.endswith("/ok_changed") for k in tally), tally
 
 
 @pytest.mark.slow
@@ -55,6 +63,7 @@ def test_mutated_files_never_crash(fmt, tmp_path):
     print(fmt, json.dumps(result["tally"]))
     assert result["n_bad"] == 0, result["bad"]
     assert not any("OTHER" in k for k in result["tally"]), result["tally"]
+    _no_silent_change_where_checksummed(fmt, result["tally"])
 
 
 def _arrow_with_bad_offsets(path):
