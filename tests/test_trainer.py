@@ -412,3 +412,38 @@ def test_tokenizer_and_eval_files_follow_the_umask(small_corpus, tmp_path, umask
         os.umask(old)
     for name in ("tok.json", "eval.json", "eval.csv"):
         assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == 0o666 & ~umask, name
+
+
+def test_same_training_running_elsewhere(small_corpus, tmp_path, monkeypatch):
+    """A live process holding the run directory: with a work directory of its own (output or
+    work_dir) a second run stops with a LockError naming it; in the shared $TMPDIR it works apart."""
+    import socket
+
+    from ube_stream.errors import LockError
+    from ube_stream.training import trainer
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    os.makedirs(tmp_path / "tmp")
+    monkeypatch.setattr(trainer, "_train_merges", lambda *a, **k: (_ for _ in ()).throw(OSError("injected")))
+    with pytest.raises(OSError, match="injected"):
+        train(small_corpus, **RESUME)
+    monkeypatch.undo()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    (run_dir,) = glob.glob(str(tmp_path / "tmp" / "ube-train-*" / "run-*"))
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        with open(os.path.join(run_dir, "lock"), "w") as f:
+            json.dump({"host": socket.gethostname(), "pid": sleeper.pid}, f)
+        summary = TrainSummary()
+        tok = train(small_corpus, summary=summary, **RESUME)
+        assert summary.units_reused == 0 and os.path.isdir(os.path.join(run_dir, "tables"))
+        with pytest.raises(LockError, match=f"process {sleeper.pid}"):
+            train(small_corpus, work_dir=os.path.dirname(run_dir), **RESUME)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    summary = TrainSummary()                                   # the holder is gone: its tables are reused
+    assert train(small_corpus, summary=summary, **RESUME).to_json() == tok.to_json()
+    assert summary.units_reused == summary.units

@@ -277,7 +277,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         budgets = _unit_budgets(units, max_bytes)
         description = _phase1_description(sources, units, budgets, pattern=pattern_regex, column=column,
                                           text_mode=text_mode, on_error=on_error)
-        work = TrainWork(root, run_key(description), description, default_root=default_root)
+        work = TrainWork(root, run_key(description), description, default_root=default_root,
+                         private_if_busy=output is None and work_dir is None)
     summary.work_dir = work.dir
     with work:
         if spill is not None:

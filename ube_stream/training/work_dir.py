@@ -28,7 +28,9 @@ on success the run directory is removed (and ``<root>`` when it is the
 default and empty).  On failure ``tables/`` stays for the rerun.
 In-memory inputs get a fresh key per run (their documents are not
 fingerprinted): their tables are not reused, but their leftovers are removed
-like any dead run's.
+like any dead run's.  So does a training without ``output`` or ``work_dir``
+(root in ``$TMPDIR``) whose run directory a live process holds (the same
+training started twice at once): the two work apart instead of failing.
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ import uuid
 import warnings
 from typing import Any, Dict, Iterable, Optional
 
+from ..errors import LockError
 from ..shards.locks import FileLock, is_stale, read_holder
 from ..storage import TMP_SUFFIX, atomic_write_json, dumps_json, is_url, local_path
 
@@ -83,15 +86,20 @@ def run_key(parts: Dict[str, Any]) -> str:
 class TrainWork:
     """One training's run directory (see the module).  Use as a context manager."""
 
-    def __init__(self, root: str, key: Optional[str], description: Dict[str, Any], *, default_root: bool):
+    def __init__(self, root: str, key: Optional[str], description: Dict[str, Any], *, default_root: bool,
+                 private_if_busy: bool = False):
         self.root = root
         self.default_root = default_root
+        self.private_if_busy = private_if_busy
+        self.description = description
+        self._place(key)
+
+    def _place(self, key: Optional[str]) -> None:
         self.resumable = key is not None
-        self.key = key if key is not None else "memory-" + uuid.uuid4().hex[:16]
-        self.dir = os.path.join(root, RUN_PREFIX + self.key)
+        self.key = key if key is not None else "private-" + uuid.uuid4().hex[:16]
+        self.dir = os.path.join(self.root, RUN_PREFIX + self.key)
         self.tables = os.path.join(self.dir, "tables")
         self.tmp = os.path.join(self.dir, "tmp")
-        self.description = description
         self.lock = FileLock(os.path.join(self.dir, "lock"), f"the training work directory {self.dir}")
 
     # ------------------------------------------------------------------ lifetime
@@ -99,7 +107,13 @@ class TrainWork:
     def __enter__(self) -> "TrainWork":
         os.makedirs(self.root, exist_ok=True)
         self.remove_dead_runs()
-        self.lock.acquire()          # creates the run directory; from here no other run removes it
+        try:
+            self.lock.acquire()      # creates the run directory; from here no other run removes it
+        except LockError:
+            if not self.private_if_busy:
+                raise
+            self._place(None)        # the same training runs elsewhere (shared $TMPDIR): work apart, no resume
+            self.lock.acquire()
         try:
             os.makedirs(self.tables, exist_ok=True)
             with contextlib.suppress(FileNotFoundError):
