@@ -243,3 +243,31 @@ def test_lost_node_is_survived_byte_identical(corpus, tokenizers, reference, tmp
     assert result["encode_tree"] == expected
     with open(tokenizers[0], "rb") as a, open(spec["train_out"], "rb") as b:
         assert a.read() == b.read()
+
+
+def die_first_time(task):
+    """Ray task function: SIGKILL the worker on the first attempt of each task (a marker file
+    remembers it), return the task's number on the next."""
+    marker, value = task
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return value * 10
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_lost_tasks_past_rays_retries_are_resubmitted_then_named(ray_cluster, tmp_path):
+    """With Ray's own retries off, a worker killed mid-task comes back as WorkerCrashedError:
+    the driver submits the task again (same result as one clean run), and once its
+    resubmissions are spent too the run stops with WorkerDiedError naming the task."""
+    import ray.cloudpickle
+
+    from ube_stream.executors import RayExecutor, WorkerDiedError
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])   # Ray workers cannot import tests/
+    tasks = [(str(tmp_path / f"attempt-{i}"), i) for i in range(3)]
+    with pytest.warns(RuntimeWarning, match="was lost .*WorkerCrashedError.*submitting it again"):
+        assert RayExecutor(max_retries=0, resubmits=1).map(die_first_time, tasks) == [0, 10, 20]
+    again = [(str(tmp_path / f"fresh-{i}"), i) for i in range(1)]
+    with pytest.raises(WorkerDiedError, match=r"task .*fresh-0.* was lost 1 times.*WorkerCrashedError"):
+        RayExecutor(max_retries=0, resubmits=0).map(die_first_time, again)
