@@ -244,8 +244,40 @@ def read_columnar(unit, column: str, reporter: Reporter, batch_rows: int) -> Ite
 ROW_GROUP_HOLD_BYTES = 64 << 20
 
 
+class _Held:
+    """Batches of the row group being read, held back until it decoded whole (or
+    :data:`ROW_GROUP_HOLD_BYTES` of them are held); their skips (nulls, invalid
+    UTF-8) count only when they are passed on."""
+
+    def __init__(self, reporter: Reporter, source, batch_rows: int, passed: int):
+        self.reporter, self.source, self.batch_rows = reporter, source, batch_rows
+        self.start(passed)
+
+    def start(self, passed: int) -> None:
+        self.batches: list = []
+        self.bytes = 0
+        self.passed = passed          # the first row not yet passed on
+        self.skips = SkipCounter(max_examples=self.reporter.skips.max_examples)
+
+    def add(self, array, first_row: int) -> None:
+        reporter = self.reporter if self.reporter.raise_errors else Reporter(self.source.path, "skip", self.skips)
+        self.batches.extend(arrow_text_batches(array, first_row, self.source.source_id, reporter, self.batch_rows))
+        self.bytes += array.nbytes
+
+    def release(self, passed: int) -> list:
+        """The held batches, to pass on now; the next row to hold is ``passed``."""
+        self.reporter.skips.merge(self.skips)
+        out = self.batches
+        self.start(passed)
+        return out
+
+
 def _read_parquet(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterator[TextBatch]:
-    """The unit's rows of a Parquet file, one row group at a time (see the module)."""
+    """The unit's rows of a Parquet file, row group by row group (see the module).
+
+    One reader runs over all the unit's row groups (pyarrow decodes ahead);
+    when it fails, the group it was in is read again on its own, which tells a
+    damaged group from a reader that failed while decoding ahead into the next."""
     import pyarrow as pa
 
     source = unit.source
@@ -262,44 +294,72 @@ def _read_parquet(unit, column: str, reporter: Reporter, batch_rows: int) -> Ite
         reporter.problem("corrupt_file", f"{error} (at row {start})", row=start)
         return
     bounds = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).tolist()
-    for g in range(len(sizes)):
-        lo, hi = max(start, bounds[g]), bounds[g + 1] if stop is None else min(stop, bounds[g + 1])
-        if lo >= hi:
-            continue
-        held: list = []
-        held_bytes = 0
-        # the skips (nulls, invalid UTF-8) of held rows count only once their part of the group decoded
-        held_skips = SkipCounter(max_examples=reporter.skips.max_examples)
-        row = bounds[g]           # the first row of the group not yet decoded
-        passed = lo               # the first row of the unit in this group not yet passed on
+    spans = {g: (max(start, bounds[g]), bounds[g + 1] if stop is None else min(stop, bounds[g + 1]))
+             for g in range(len(sizes))}
+    groups = [g for g in range(len(sizes)) if spans[g][0] < spans[g][1]]
+    k = 0
+    while k < len(groups):
+        held = _Held(reporter, source, batch_rows, spans[groups[k]][0])
+        i = 0
+        row = bounds[groups[k]]
         try:
-            for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g], columns=[column]):
+            for batch in pf.iter_batches(batch_size=batch_rows, row_groups=groups[k:], columns=[column]):
                 first, row = row, row + batch.num_rows
-                a, b = max(lo, first), min(hi, row)
-                if a < b:
-                    array = batch.column(0).slice(a - first, b - a)
-                    held.extend(arrow_text_batches(
-                        array, a, source.source_id,
-                        reporter if reporter.raise_errors else Reporter(path, "skip", held_skips), batch_rows))
-                    held_bytes += array.nbytes
-                if held_bytes > ROW_GROUP_HOLD_BYTES:   # a big group: pass on what decoded so far
-                    reporter.skips.merge(held_skips)
-                    held_skips = SkipCounter(max_examples=reporter.skips.max_examples)
-                    yield from held
-                    held, held_bytes, passed = [], 0, b
-                if row >= hi:
-                    break
-            else:
-                if row < hi:   # damaged metadata (a column's value count) makes the group end early
-                    raise pa.ArrowInvalid(f"the row group decoded {row - bounds[g]} of the {sizes[g]} rows its "
-                                          f"metadata lists")
+                pos = first
+                while pos < row and k + i < len(groups):      # a batch may span row groups
+                    g = groups[k + i]
+                    lo, hi = spans[g]
+                    end = min(row, bounds[g + 1])
+                    a, b = max(lo, pos), min(hi, end)
+                    if a < b:
+                        held.add(batch.column(0).slice(a - first, b - a), a)
+                    pos = end
+                    if pos >= hi:                              # group g decoded whole
+                        yield from held.release(spans[groups[k + i + 1]][0] if k + i + 1 < len(groups) else hi)
+                        i += 1
+                    elif held.bytes > ROW_GROUP_HOLD_BYTES:    # a big group: pass on what decoded so far
+                        yield from held.release(b)
+                if k + i >= len(groups):
+                    return
         except InputError:
             raise
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            _damaged_row_group(reporter, path, g, bounds[g], bounds[g + 1], row, passed, hi, exc)
-            continue
-        reporter.skips.merge(held_skips)
-        yield from held
+        except (pa.ArrowException, OSError, ValueError):
+            pass
+        # the reader failed (or ended early) in group groups[k + i]: read that group alone
+        g = groups[k + i]
+        yield from _read_row_group(pf, g, held.passed, spans[g][1], bounds, sizes, column, source, reporter,
+                                   batch_rows)
+        k += i + 1
+
+
+def _read_row_group(pf, g: int, lo: int, hi: int, bounds, sizes, column: str, source, reporter: Reporter,
+                    batch_rows: int) -> Iterator[TextBatch]:
+    """Rows ``[lo, hi)`` of row group ``g`` on their own: passed on whole, or the
+    group is reported damaged (its rows from ``lo`` counted as skipped)."""
+    import pyarrow as pa
+
+    held = _Held(reporter, source, batch_rows, lo)
+    row = bounds[g]
+    try:
+        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g], columns=[column]):
+            first, row = row, row + batch.num_rows
+            a, b = max(held.passed, first), min(hi, row)
+            if a < b:
+                held.add(batch.column(0).slice(a - first, b - a), a)
+            if held.bytes > ROW_GROUP_HOLD_BYTES:
+                yield from held.release(b)
+            if row >= hi:
+                break
+        else:
+            if row < hi:   # damaged metadata (a column's value count) makes the group end early
+                raise pa.ArrowInvalid(f"the row group decoded {row - bounds[g]} of the {sizes[g]} rows its "
+                                      f"metadata lists")
+    except InputError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        _damaged_row_group(reporter, source.path, g, bounds[g], bounds[g + 1], row, held.passed, hi, exc)
+        return
+    yield from held.release(hi)
 
 
 def _damaged_row_group(reporter: Reporter, path: str, group: int, first: int, end: int, row: int,
