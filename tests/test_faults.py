@@ -597,3 +597,21 @@ def test_parquet_damaged_row_group_split_across_units(tmp_path):
         counted[unit.row_start] = skips.total
     assert kept == texts[:400] + texts[600:]
     assert {r: n for r, n in counted.items() if n} == {300: 50, 450: 150}
+
+
+def test_parquet_big_row_group_passes_on_parts_and_counts_the_rest(tmp_path, monkeypatch):
+    """A group bigger than the hold is passed on as it decodes; damage then drops (and counts)
+    the rest of it, so rows kept + rows counted is still every row, each kept row as written."""
+    from ube_stream.readers import columnar
+
+    monkeypatch.setattr(columnar, "ROW_GROUP_HOLD_BYTES", 1)
+    path = str(tmp_path / "groups.parquet")
+    texts = _parquet_with_a_damaged_row_group(path, "none")
+    (unit,) = readers.plan_units(readers.resolve_inputs(path), unit_rows=None)
+    skips = readers.SkipCounter()
+    kept = [t for batch in readers.read_unit(unit, column="text", text_mode="line", on_error="skip", skips=skips,
+                                             batch_rows=50)
+            for t in (batch.texts if isinstance(batch.texts, list) else batch.texts.to_pylist())]
+    assert len(kept) + skips.counts["corrupt_row_group"] == len(texts) and set(skips.counts) == {"corrupt_row_group"}
+    passed = len(kept) - 800                       # rows of the damaged group 2 passed on before the damage
+    assert 0 <= passed < 200 and kept == texts[:400 + passed] + texts[600:]
