@@ -70,6 +70,32 @@ from _status cimport STATUS_NO_MEMORY, STATUS_OK, check_err, fail
 
 import numpy as np
 
+cdef extern from *:
+    """
+    #include <stdlib.h>
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    #endif
+    /* nbytes for a large array read at random: on Linux aligned to 2 MiB and
+       marked for transparent huge pages, so that its reads do not each miss the
+       TLB; NULL when out of memory.  Release with free(). */
+    static void* ube_alloc_huge(size_t nbytes) {
+    #if defined(__linux__) && defined(MADV_HUGEPAGE)
+        const size_t huge = (size_t)1 << 21;
+        if (nbytes >= huge) {
+            void* block = NULL;
+            size_t rounded = (nbytes + huge - 1) & ~(huge - 1);
+            if (posix_memalign(&block, huge, rounded) != 0) return NULL;
+            madvise(block, rounded, MADV_HUGEPAGE);
+            return block;
+        }
+    #endif
+        return malloc(nbytes ? nbytes : 1);
+    }
+    """
+    void* alloc_huge "ube_alloc_huge"(size_t nbytes) noexcept nogil
+
+
 ctypedef pair[int64_t, uint64_t] heap_entry_t   # (count, ~pair_key): max-heap order
 
 # merges between two progress() calls
@@ -83,6 +109,8 @@ cdef enum:
     PAIR_CHUNK_BITS = 15
     # words fetched ahead while rewriting a pair's words
     PREFETCH_AHEAD = 8
+    # long-word nodes fetched ahead while merging a pair's positions
+    NODE_AHEAD = 32
     # a forgotten pair keeps a word-list block of up to this many entries for the next pair
     KEEP_BLOCK = 32
     # words of at least this many symbols are linked lists of positions, not rewritten
@@ -160,7 +188,7 @@ cdef class _MergeState:
     cdef vector[int32_t] symbols
     cdef vector[Word] words
     # long words: a doubly linked list of positions each (one node, 12 bytes, per position)
-    cdef vector[Node] nodes
+    cdef Node* nodes                      # (huge pages: long words are read at random)
     cdef vector[int32_t] long_start       # first position of each long word, then the end
     cdef vector[int64_t] long_count
     cdef vector[int32_t] positions        # the merged pair's positions in long words, sorted
@@ -201,6 +229,7 @@ cdef class _MergeState:
 
     def __cinit__(self):
         self.table = NULL
+        self.nodes = NULL
         self.bump = NULL
         self.bump_end = NULL
         self.merging = -1
@@ -222,6 +251,7 @@ cdef class _MergeState:
         for k in range(self.slabs.size()):
             free(self.slabs[k])
         free(self.table)
+        free(self.nodes)
 
     # ------------------------------------------------------------- word-list blocks
 
@@ -652,15 +682,15 @@ cdef class _MergeState:
         left to right, relinking the long word's list, and move the counts of
         the pairs that touch the merged occurrence: what ``rewrite_word`` does,
         without touching the rest of the word."""
-        cdef Node* nodes = self.nodes.data()
+        cdef Node* nodes = self.nodes
         cdef int32_t p, q, r, before, word
         cdef int32_t last_merged = -1   # the position merged just before (its result sits there)
         cdef int32_t lo = 0, hi = 0     # positions of the long word whose count is ``amount``
         cdef int64_t amount = 0, merged = 0
         cdef size_t k
         for k in range(self.positions.size()):
-            if k + PREFETCH_AHEAD < self.positions.size():
-                prefetch(nodes + self.positions[k + PREFETCH_AHEAD])
+            if k + NODE_AHEAD < self.positions.size():
+                prefetch(nodes + self.positions[k + NODE_AHEAD])
             p = self.positions[k]
             if nodes[p].id != left:
                 continue        # merged away, or its token changed
@@ -730,9 +760,11 @@ cdef class _MergeState:
         n_long_words = self.long_count.size()
         self.symbols.resize(<size_t>n_kept)
         self.words.resize(<size_t>n_words_kept)
-        self.nodes.resize(<size_t>n_long)
+        self.nodes = <Node*>alloc_huge(<size_t>n_long * sizeof(Node))
+        if self.nodes == NULL:
+            raise_memory_error(n_long * sizeof(Node))
         sym = self.symbols.data()
-        nodes = self.nodes.data()
+        nodes = self.nodes
         n_kept = 0
         n_long = 0
         word = 0
