@@ -175,7 +175,7 @@ def one_chunk(args) -> int:
             seconds[name].append(result["seconds"])
             peaks[name].append(result["peak_rss_mb"] - result["rss_before_mb"])
             merges[name] = result["merge_rows"]
-    for name, (symbols, offsets, counts) in cases.items():
+    for name, (symbols, _offsets, counts) in cases.items():
         print(f"  {name:<15} {len(counts):>8} words {len(symbols):>10} symbols: "
               f"{len(merges[name])} merges, median {statistics.median(seconds[name]):.2f} s "
               f"(runs {', '.join(f'{s:.2f}' for s in seconds[name])}), "
