@@ -162,9 +162,9 @@ def one_chunk(args) -> int:
     n_base = 512 if args.substrate == "ube" else (256 if args.substrate == "utf8" else 65536)
     cases = {"one chunk": routed_words([text], args.substrate), "cut into lines": routed_words(runs, args.substrate)}
     print(f"one-chunk: {len(text.encode('utf-8')) / 1e6:.1f} MB of CJK letters from {args.corpus}, "
-          f"{len(runs)} runs; substrate {args.substrate}, max_vocab {args.max_vocab}, "
+          f"{len(runs)} runs; substrate {args.substrate}, max_vocab {args.max_vocab[0]}, "
           f"min_frequency {args.min_frequency}")
-    options = {"n_base": n_base, "max_vocab": args.max_vocab, "min_frequency": args.min_frequency,
+    options = {"n_base": n_base, "max_vocab": args.max_vocab[0], "min_frequency": args.min_frequency,
                "max_token_length": args.max_token_length}
     seconds: dict = {name: [] for name in cases}
     peaks: dict = {name: [] for name in cases}
@@ -207,7 +207,8 @@ def main(argv=None) -> int:
                         help="JSON Lines (.jsonl or .jsonl.zst) with a 'text' field")
     parser.add_argument("--mb", type=float, default=20.0, help="UTF-8 megabytes of text to read")
     parser.add_argument("--substrate", choices=ref.SUBSTRATES, default="ube")
-    parser.add_argument("--max-vocab", type=int, default=32000)
+    parser.add_argument("--max-vocab", type=int, nargs="+", default=[32000],
+                        help="several: one training each, and time per merge against the first")
     parser.add_argument("--min-frequency", type=int, default=2)
     parser.add_argument("--max-token-length", type=int, default=-1, help="< 0: no limit")
     parser.add_argument("--no-peers", action="store_true", help="skip the HF tokenizers peer")
@@ -231,13 +232,19 @@ def main(argv=None) -> int:
           f"{len(counts)} unique words, {len(symbols)} symbols (prep {prep:.1f} s)")
 
     n_base = 512 if args.substrate == "ube" else 256
-    result = run_kernel(symbols, offsets, counts, {
-        "n_base": n_base, "max_vocab": args.max_vocab, "min_frequency": args.min_frequency,
-        "max_token_length": args.max_token_length})
-    print(f"ube_stream._merge.train_merges  max_vocab {args.max_vocab}: {result['merges']} merges "
-          f"in {result['seconds']:.2f} s ({result['merges'] / result['seconds']:.0f} merges/s); "
-          f"RSS {result['rss_before_mb']:.0f} MB with inputs loaded, peak {result['peak_rss_mb']:.0f} MB "
-          f"(+{result['peak_rss_mb'] - result['rss_before_mb']:.0f} MB for training)")
+    first = None
+    for max_vocab in args.max_vocab:
+        result = run_kernel(symbols, offsets, counts, {
+            "n_base": n_base, "max_vocab": max_vocab, "min_frequency": args.min_frequency,
+            "max_token_length": args.max_token_length})
+        per_merge = result["seconds"] / max(result["merges"], 1)
+        first = first or per_merge
+        print(f"ube_stream._merge.train_merges  max_vocab {max_vocab}: {result['merges']} merges "
+              f"in {result['seconds']:.2f} s ({1e6 * per_merge:.1f} us per merge, "
+              f"{per_merge / first:.2f}x the first); "
+              f"RSS {result['rss_before_mb']:.0f} MB with inputs loaded, peak {result['peak_rss_mb']:.0f} MB "
+              f"(+{result['peak_rss_mb'] - result['rss_before_mb']:.0f} MB for training)")
+    args.max_vocab = args.max_vocab[-1]
 
     if not args.no_peers:
         peer = run_hf_peer(texts, args.max_vocab, args.min_frequency)
