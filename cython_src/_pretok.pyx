@@ -1,6 +1,7 @@
 """Pre-tokenization kernels: Python-visible entries over the compiled splitters,
-_pretok_core.gpt2_split (GPT-2) and _pretok_tiktoken.tiktoken_split (cl100k,
-llama3, o200k), chosen by split code ``kind`` (``SPLIT_CODES``).
+_pretok_core.gpt2_split (GPT-2), _pretok_tiktoken.tiktoken_split (cl100k,
+llama3, o200k) and _pretok_script.script_split (SCRIPT), chosen by split code
+``kind`` (``SPLIT_CODES``).
 
 * :func:`split`: the chunk end byte offsets of one UTF-8 buffer;
 * :func:`split_batch`: the same for many documents in one buffer;
@@ -17,7 +18,7 @@ which ``ube_stream.errors.check_status`` turns into an ``InvalidTextError``.
 from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_Substring
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF, PyObject
-from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp
 
@@ -27,6 +28,7 @@ from _pretok_core cimport gpt2_split
 from _status cimport STATUS_INVALID_UTF8, STATUS_NO_MEMORY, STATUS_OK, check_err, fail
 from _pretok_tiktoken cimport (SPLIT_CL100K, SPLIT_GPT2, SPLIT_LLAMA3, SPLIT_O200K, TT_HEAD, TT_LETTER,
                                tiktoken_split)
+from _pretok_script cimport SC_SCRIPT_SHIFT, SPLIT_SCRIPT, script_split
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object)
@@ -34,7 +36,8 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object)
 
 #: split codes (the same as ube_stream.pretokenizer.SPLIT_*)
-SPLIT_CODES = {"gpt2": SPLIT_GPT2, "cl100k": SPLIT_CL100K, "llama3": SPLIT_LLAMA3, "o200k": SPLIT_O200K}
+SPLIT_CODES = {"gpt2": SPLIT_GPT2, "cl100k": SPLIT_CL100K, "llama3": SPLIT_LLAMA3, "o200k": SPLIT_O200K,
+               "script": SPLIT_SCRIPT}
 
 
 cdef inline Py_ssize_t _split(const uint8_t* data, Py_ssize_t n, const uint8_t* classes,
@@ -43,11 +46,22 @@ cdef inline Py_ssize_t _split(const uint8_t* data, Py_ssize_t n, const uint8_t* 
     ``-(pos + 1)`` for invalid UTF-8 at ``pos``."""
     if kind == SPLIT_GPT2:
         return gpt2_split(data, n, classes, ends)
+    if kind == SPLIT_SCRIPT:  # a uint16 table, passed as its bytes
+        return script_split(data, n, <const uint16_t*>classes, ends)
     return tiktoken_split(data, n, classes, ends, kind)
 
 
 cdef _check_classes(const uint8_t[::1] classes, int kind):
-    """ValueError unless ``kind`` is a split code and ``classes`` its class table."""
+    """ValueError unless ``kind`` is a split code and ``classes`` its class table (the
+    bytes of script_class_table() for SCRIPT, whose entries are uint16)."""
+    cdef const uint16_t* wide
+    if kind == SPLIT_SCRIPT:
+        # 'a' is script 5 or later (not Unknown, Common, Inherited, Han, Hiragana), a letter (0)
+        wide = <const uint16_t*>&classes[0] if classes.shape[0] == 2 * 0x110000 else NULL
+        if wide == NULL or (wide[0x61] >> SC_SCRIPT_SHIFT) < 5 or (wide[0x61] & 7) != 0:
+            raise ValueError("classes must be the bytes of script_class_table() (0x110000 uint16 entries "
+                             "of SC_* bits) for the script splitter")
+        return
     if classes.shape[0] != 0x110000:
         raise ValueError(f"classes must be the kind's class table, gpt2_class_table() or "
                          f"tiktoken_class_table() (0x110000 entries), got {classes.shape[0]} entries")

@@ -19,6 +19,9 @@
 #       STATUS_BAD_ID           position: offset of the base symbol outside the
 #                               alphabet, or -1; item: token position of the id
 #                               outside the vocabulary, or -1
+#       STATUS_NOT_BPE          position: the parts that BPE with the lower
+#                               ranks leaves of a token (not 2); item: the
+#                               token's index in rank order
 #       STATUS_NO_MEMORY        position: the bytes that could not be allocated
 #                               (-1: unknown); item: -1
 # * Programmer errors are exceptions.  Arguments the caller got wrong (shapes,
@@ -40,6 +43,7 @@ cdef enum:
     STATUS_INVALID_SYMBOLS = -2
     STATUS_BAD_ID = -3
     STATUS_NO_MEMORY = -4
+    STATUS_NOT_BPE = -5
     ERR_SIZE = 2          # err[0] position, err[1] item
 
 

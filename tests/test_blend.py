@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from test_loader import write_shard_dir
 
-from ube_stream.loader import TokenDataset
+from ube_stream.loader import TokenDataset, collate
 
 
 def make_dir(path, seed, n_docs, base):
@@ -215,3 +215,36 @@ def test_single_directory_order_is_unchanged(dirs):
     np.random.Generator(np.random.PCG64(np.random.SeedSequence([11, 2]))).shuffle(perm)
     assert ds.global_order().tolist() == perm.tolist()
     assert os.path.basename(ds.directory) == "a"
+
+
+def test_collate_packs_boundaries_for_varlen_attention(dirs):
+    """A batch of boundary samples becomes the packed varlen inputs: cu_seqlens over the
+    flattened batch are exactly where position_ids restart at 0, then B * seq_len."""
+    path, _ = dirs[2]
+    ds = TokenDataset(path, 16, return_boundaries=True, seed=1)
+    samples = [ds[k] for k in range(6)]
+    batch = collate(samples)
+    assert batch["input_ids"].shape == (6, 16) and batch["labels"].shape == (6, 16)
+    assert np.array_equal(batch["input_ids"], np.stack([s["tokens"][:-1] for s in samples]))
+    assert np.array_equal(batch["labels"], np.stack([s["tokens"][1:] for s in samples]))
+    flat_pos = batch["position_ids"].reshape(-1)
+    expected = np.append(np.flatnonzero(flat_pos == 0), 6 * 16)
+    assert batch["cu_seqlens"].dtype == np.int32 and batch["cu_seqlens"].tolist() == expected.tolist()
+    assert batch["max_seqlen"] == int(np.diff(expected).max())
+    assert len(expected) > 7                              # some windows really cross documents
+    with pytest.raises(ValueError, match="missing 'cu_seqlens'"):
+        collate([{"tokens": s["tokens"], "position_ids": s["position_ids"]} for s in samples])
+
+
+def test_collate_boundaries_through_a_torch_dataloader(dirs):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    path, _ = dirs[2]
+    base = TokenDataset(path, 16, return_boundaries=True, seed=1)
+    batch = next(iter(DataLoader(base.as_torch(), batch_size=4, collate_fn=collate)))
+    numpy_batch = collate([base[k] for k in range(4)])
+    assert batch["cu_seqlens"].dtype == torch.int32
+    assert batch["cu_seqlens"].tolist() == numpy_batch["cu_seqlens"].tolist()
+    assert batch["input_ids"].tolist() == numpy_batch["input_ids"].tolist()
+    assert batch["position_ids"].tolist() == numpy_batch["position_ids"].tolist()

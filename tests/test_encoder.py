@@ -355,12 +355,12 @@ def test_other_pattern_uses_precomputed_chunks(docs_rows):
 
     from ube_stream.pretokenizer import CL100K_PATTERN
 
-    custom = f"(?:{CL100K_PATTERN})"  # cl100k's chunks, but not its text: no compiled kernel
+    custom = f"regex:(?:{CL100K_PATTERN})"  # cl100k's chunks, but not its text: no compiled kernel
     text = [r["text"][:30000] for r in docs_rows]
     tok = train(iter(text), vocab_size=1200, substrate="utf8", pattern=custom, workers=1,
                 show_progress=False, special_tokens=[])
     assert tok.pattern_name == "custom"
-    enc = tiktoken.Encoding("cl", pat_str=custom, mergeable_ranks=_mergeable_ranks(tok),
+    enc = tiktoken.Encoding("cl", pat_str=tok.pattern, mergeable_ranks=_mergeable_ranks(tok),
                             special_tokens={})
     sample = [t[:5000] for t in text]
     for t, ids in zip(sample, tok.encode_batch(sample, num_threads=2)):

@@ -20,11 +20,13 @@ from ube_stream.evaluation.parallel_text import (
     count_floor,
     count_tokens,
     evaluate,
+    format_table,
     language_groups,
     plot_premiums,
     read_language_list,
     read_parallel,
     select_languages,
+    write_csv,
 )
 from ube_stream.sample import sample_paths
 from ube_stream.training.trainer import train
@@ -238,9 +240,13 @@ def test_cli_eval_end_to_end(sample_eval, tmp_path, capsys):
     assert [r["lang"] for r in rows] == ["en", "hi", "th", "zh"]
     assert float(rows[1]["ube_premium"]) == pytest.approx(table["languages"][1]["tokenizers"]["ube"]["premium"])
     assert rows[3]["group"] == "seen" and rows[1]["group"] == "unseen"
+    # context capacity at the default window, in the table, the JSON and the CSV
+    assert "context capacity, 2048 tokens" in out and table["context"]["window"] == 2048
+    assert int(rows[1]["ube_context_chars"]) == table["languages"][1]["tokenizers"]["ube"]["context_chars"]
     if plot:
-        with open(outputs["png"], "rb") as f:
-            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+        for png in (outputs["png"], str(tmp_path / "out-context.png")):
+            with open(png, "rb") as f:
+                assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def test_plot_without_matplotlib(monkeypatch, tmp_path, capsys, sample_eval):
@@ -272,7 +278,7 @@ def test_cli_compare_regimes(tmp_path, capsys):
                     "--out", str(out_dir), "--max-rows", "3"])
     assert code == 0
     out = capsys.readouterr().out
-    assert "vocabulary-size ablation" in out
+    assert "configurations (the paper's table)" in out and "vs utf8 W/L/T" in out
     result = json.loads((out_dir / "compare.json").read_text(encoding="utf-8"))
     assert sorted(result["vocab_sizes"]) == ["560", "600"]
     table = result["vocab_sizes"]["600"]
@@ -283,3 +289,118 @@ def test_cli_compare_regimes(tmp_path, capsys):
     for sub in ("ube", "utf8", "utf16"):
         assert (out_dir / f"{sub}-560.json").exists()
     assert (out_dir / "compare-600.csv").exists()
+
+
+# ---------------------------------------------------------------- context capacity
+
+def _brute_capacity(tok, items, window):
+    """The window filled token by token: the items' token streams one after the other,
+    from the first again when they run out; then every item counted whole when all its
+    tokens are in, and the one the window ends in by the characters whose base symbols
+    all lie in its tokens inside the window (routing from _reference, expansions from
+    the tokenizer)."""
+    from ube_stream import _reference
+
+    streams = [list(tok.encode_ordinary(t)) for t in items]
+    if not any(streams):
+        return 0, 0
+    taken = []   # (item index, tokens of it in the window), in window order
+    used = 0
+    while used < window:
+        for i, ids in enumerate(streams):
+            if used >= window:
+                break
+            n = min(len(ids), window - used)
+            if n:
+                taken.append((i, n))
+                used += n
+    chars = size = 0
+    for i, n in taken:
+        text = items[i]
+        if n == len(streams[i]):
+            chars, size = chars + len(text), size + len(text.encode("utf-8"))
+            continue
+        symbols = sum(len(tok._expansions[tok._internal_id(t)]) for t in streams[i][:n])
+        fits = max(m for m in range(len(text) + 1)
+                   if len(_reference.route_symbols(text[:m], tok.substrate)) <= symbols)
+        chars, size = chars + fits, size + len(text[:fits].encode("utf-8"))
+    return chars, size
+
+
+@pytest.mark.parametrize("window", [1, 7, 64, 333, 2048])
+def test_context_capacity_equals_brute_force(sample_eval, window):
+    from ube_stream.evaluation.parallel_text import context_capacity
+
+    tokenizers, _ = sample_eval
+    ps = read_parallel(sample_paths()["parallel"])
+    for lang in ("en", "hi", "zh", "am", "sat"):
+        items = list(ps.items[lang].values())[:40] if lang in ps.items else None
+        if items is None:
+            continue
+        for tok in tokenizers:
+            capacity = context_capacity(tok, items, window)
+            assert (capacity["characters"], capacity["bytes"]) == _brute_capacity(tok, items, window), (
+                lang, tok.substrate, window)
+
+
+def test_context_capacity_straddling_character():
+    # one CJK character is 3 UTF-8 bytes: with no merges a window of 2 tokens holds
+    # none of it, and per-token averages (chars/token x window) would say 2/3
+    tok = train(iter(["ab"] * 4), vocab_size=257, substrate="utf8", workers=1, show_progress=False,
+                special_tokens=[])
+    from ube_stream.evaluation.parallel_text import context_capacity
+
+    assert context_capacity(tok, ["中"], 2) == {"characters": 0, "bytes": 0, "tokens": 2, "passes": 0}
+    assert context_capacity(tok, ["中"], 3)["characters"] == 1
+    assert context_capacity(tok, ["中", "x"], 8) == {"characters": 4, "bytes": 8, "tokens": 8, "passes": 2}
+    with pytest.raises(ValueError, match="window"):
+        context_capacity(tok, ["x"], 0)
+
+
+def test_evaluate_reports_context_and_gains(sample_eval, tmp_path):
+    tokenizers, _ = sample_eval
+    table = evaluate(tokenizers, sample_paths()["parallel"], names=["ube", "utf8", "utf16"], context=2048,
+                     eval_langs=["en", "hi", "am", "zh"])
+    rows = {r["lang"]: r for r in table["languages"]}
+    assert table["context"]["window"] == 2048
+    gain = next(g for g in table["context"]["gains"] if (g["a"], g["b"]) == ("ube", "utf8"))
+    for lang, row in rows.items():
+        ube, utf8 = row["tokenizers"]["ube"], row["tokenizers"]["utf8"]
+        assert gain["languages"][lang] == pytest.approx(ube["context_chars"] / utf8["context_chars"] - 1)
+        assert ube["context_bytes"] >= ube["context_chars"]
+    # Hindi and Amharic (3-byte UTF-8 characters, 2 in UTF-16) fit more under UBE
+    assert gain["languages"]["hi"] > 0 and gain["languages"]["am"] > 0
+    assert "context capacity, 2048 tokens" in format_table(table)
+    write_csv(table, tmp_path / "t.csv")
+    header = next(csv.reader(open(tmp_path / "t.csv", encoding="utf-8")))
+    assert "ube_context_chars" in header and "utf8_context_bytes" in header
+
+
+@pytest.mark.slow   # eight trainings (~20 s on 2 cores)
+def test_cli_compare_several_configurations(tmp_path, capsys):
+    docs = ([{"lang": "en", "text": "the quick brown fox jumps over the lazy dog"}] * 30
+            + [{"lang": "hi", "text": "नमस्ते दुनिया, यह एक परीक्षण है"}] * 10)
+    corpus = write_lines(tmp_path / "train.jsonl", [json.dumps(d, ensure_ascii=False) for d in docs])
+    out_dir = tmp_path / "out"
+    code = run_cli(["compare", corpus, "--parallel", sample_paths()["parallel"], "--vocab-size", "560", "600",
+                    "--pattern", "gpt2", "script", "--substrates", "ube", "utf8", "--workers", "1",
+                    "--eval-langs", "hi", "zh", "-q", "--out", str(out_dir), "--max-rows", "0",
+                    "--context", "256"])
+    assert code == 0
+    out = capsys.readouterr().out
+    lines = out[out.index("configurations (the paper's table)"):].splitlines()
+    rows = [line.split() for line in lines[2:] if line.strip()]
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        (p, v, s) for p in ("gpt2", "script") for v in ("560", "600") for s in ("ube", "utf8")]
+    result = json.loads((out_dir / "compare.json").read_text(encoding="utf-8"))
+    assert sorted(result["configurations"]) == ["gpt2/560", "gpt2/600", "script/560", "script/600"]
+    table = result["configurations"]["script/600"]
+    assert table["pattern"] == "script" and table["context"]["window"] == 256
+    # the printed line is the table's summary and its ube-vs-utf8 pair
+    ube_row = next(r for r in rows if r[:3] == ["script", "600", "ube"])
+    pair = next(p for p in table["pairs"] if (p["a"], p["b"]) == ("ube", "utf8"))
+    assert float(ube_row[3]) == pytest.approx(table["summary"]["ube"]["gini"], abs=1e-4)
+    assert ube_row[-1] == f"{pair['won']}/{pair['lost']}/{pair['tied']}"
+    assert (out_dir / "ube-script-600.json").exists() and (out_dir / "compare-script-600.csv").exists()
+    with pytest.raises(ValueError, match="unknown pattern 'scirpt'"):   # before any training
+        run_cli(["compare", corpus, "--pattern", "scirpt", "-q"])

@@ -33,6 +33,7 @@ from ube_stream.pretokenizer import (
     SPLIT_GPT2,
     SPLIT_LLAMA3,
     SPLIT_O200K,
+    SPLIT_SCRIPT,
     TT_C_E,
     TT_C_L,
     TT_C_RV,
@@ -136,7 +137,7 @@ def test_dispatch_by_name_alias_and_exact_text():
     for other in (r"\p{L}+", CL100K_PATTERN + "|x", "(?:" + O200K_PATTERN + ")", "custom", None, b"gpt2"):
         assert kernel_split(other) is None
     assert _pretok.SPLIT_CODES == {"gpt2": SPLIT_GPT2, "cl100k": SPLIT_CL100K,
-                                           "llama3": SPLIT_LLAMA3, "o200k": SPLIT_O200K}
+                                           "llama3": SPLIT_LLAMA3, "o200k": SPLIT_O200K, "script": SPLIT_SCRIPT}
     # llama3 is a name for a regex that tokenizer files record as custom (as from_hf writes it)
     assert resolve_pattern("llama3") == resolve_pattern(LLAMA3_PATTERN) == ("custom", LLAMA3_PATTERN)
     assert resolve_pattern(CL100K_PATTERN) == ("cl100k", CL100K_PATTERN)

@@ -268,7 +268,7 @@ def test_empty_documents_have_no_chunks():
 
 # --------------------------------------------------------------------------- errors
 
-@pytest.mark.parametrize("pattern", ["gpt2", "cl100k", r"\w+"])
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "script", r"regex:\w+"])
 def test_lone_surrogate_names_character_offset(pattern):
     text = "héllo 世界 \ud83d tail"
     with pytest.raises(InvalidTextError) as info:
@@ -347,16 +347,16 @@ def test_tiktoken_patterns_equal_regex(name, pattern):
 
 
 def test_custom_pattern_keeps_unmatched_characters():
-    assert pretokenize("ab!!cd 12", r"\p{L}+") == ["ab", "!", "!", "cd", " ", "1", "2"]
+    assert pretokenize("ab!!cd 12", r"regex:\p{L}+") == ["ab", "!", "!", "cd", " ", "1", "2"]
     # empty matches are dropped; groups do not change what a chunk is
-    assert pretokenize("x1y", r"(\d)*") == ["x", "1", "y"]
-    assert np.array_equal(chunk_bounds("é!ü".encode(), r"\p{L}"), [2, 3, 5])
+    assert pretokenize("x1y", r"regex:(\d)*") == ["x", "1", "y"]
+    assert np.array_equal(chunk_bounds("é!ü".encode(), r"regex:\p{L}"), [2, 3, 5])
 
 
 @settings(max_examples=100, deadline=None)
 @given(interesting_text, st.sampled_from([r"\p{L}+", r"\d+|\s", r"(?:ab)+", r"[^\p{L}]{2}", r"x*"]))
 def test_custom_pattern_loses_no_text(text, pattern):
-    chunks = pretokenize(text, pattern)
+    chunks = pretokenize(text, "regex:" + pattern)
     assert "".join(chunks) == text and all(chunks)
     # every non-empty match is a chunk at its own place; every other chunk is one character
     ends = np.cumsum([len(c) for c in chunks]).tolist()
@@ -364,7 +364,7 @@ def test_custom_pattern_loses_no_text(text, pattern):
     match_spans = {m.span() for m in regex.finditer(pattern, text) if m.end() > m.start()}
     assert match_spans <= spans
     assert all(end - start == 1 for start, end in spans - match_spans)
-    assert np.array_equal(chunk_bounds(text.encode("utf-8"), pattern), byte_ends(chunks))
+    assert np.array_equal(chunk_bounds(text.encode("utf-8"), "regex:" + pattern), byte_ends(chunks))
 
 
 def test_threads_share_the_kernel():

@@ -16,7 +16,7 @@ SPLIT_CODES: dict[str, int]
 
 def split(
     data: npt.NDArray[np.uint8] | bytes | memoryview,  # uint8, C-contiguous
-    classes: npt.NDArray[np.uint8],  # the kind's table: gpt2_class_table() or tiktoken_class_table()
+    classes: npt.NDArray[np.uint8],  # the kind's table: gpt2_class_table(), tiktoken_class_table(), script_class_table() bytes
     ends: npt.NDArray[np.int64],  # out: >= len(data) entries
     kind: int,  # SPLIT_CODES[...]
     err: _Err = None,

@@ -15,6 +15,7 @@ shifted by 256.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 import regex
@@ -174,6 +175,104 @@ def pretokenize(text: str, pattern: str = GPT2_PATTERN) -> List[str]:
     return regex.findall(pattern, text)
 
 
+# ------------------------------------------------------------ SCRIPT pre-tokenization
+# Land & Arnett's rules as their code states them (group the text into runs of one
+# (script, supercategory), then join runs), with each character's class asked of the
+# regex module one property at a time: the twin of _pretok_script.pxd.
+
+#: the paper's scripts written with spaces: their letters take one leading space
+SCRIPTS_WITH_SPACES = ("Latin", "Arabic", "Devanagari", "Hangul", "Ethiopic", "Cyrillic", "Greek", "Hebrew",
+                       "Bengali", "Syriac", "Oriya", "Tamil", "Telugu", "Gurmukhi", "Gujarati", "Sinhala",
+                       "Malayalam", "Armenian", "Kannada", "Georgian")
+_SCRIPT_OVERRIDES = {"\n": ("Common", "Z"), "\t": ("Common", "Z"), "\u30fc": ("Inherited", "LM"),
+                     "\uff70": ("Inherited", "LM"), "\u0640": ("Arabic", "LM")}
+_SUPERCATEGORIES = (("LM", regex.compile(r"[\p{L}\p{M}]")), ("N", regex.compile(r"\p{N}")),
+                    ("PS", regex.compile(r"[\p{P}\p{S}]")), ("Z", regex.compile(r"\p{Z}")),
+                    ("C", regex.compile(r"\p{C}")))
+
+
+def _script_matchers() -> List[Tuple[str, Any]]:
+    from regex import _regex_core
+
+    values = _regex_core.PROPERTY_NAMES[_regex_core.PROPERTIES["SCRIPT"][0]][1]
+    return [(str(name), regex.compile(rf"\p{{Script={name}}}")) for name in values.values()]
+
+
+_SCRIPTS: List[Tuple[str, Any]] = []
+
+
+@functools.lru_cache(maxsize=None)
+def script_char_class(char: str) -> Tuple[str, str]:
+    """``(script, supercategory)`` of one character: the Script property value the
+    ``regex`` module matches (upper case, its canonical name: ``"LATIN"``,
+    ``"HANI"``), and ``LM`` / ``N`` / ``PS`` / ``Z`` / ``C``; the paper's
+    overrides first (``\\n`` and ``\\t`` are Common whitespace...)."""
+    if char in _SCRIPT_OVERRIDES:
+        script, supercategory = _SCRIPT_OVERRIDES[char]
+        return _canonical_script(script), supercategory
+    if not _SCRIPTS:
+        _SCRIPTS.extend(_script_matchers())
+    script = next(name for name, matcher in _SCRIPTS if matcher.match(char))
+    supercategory = next(name for name, matcher in _SUPERCATEGORIES if matcher.match(char))
+    return script, supercategory
+
+
+def _canonical_script(name: str) -> str:
+    """The regex module's canonical name of a Script value given by any name (``"Han"`` -> ``"HANI"``)."""
+    from regex import _regex_core
+
+    pid, by_name = _regex_core.PROPERTIES["SCRIPT"]
+    return str(_regex_core.PROPERTY_NAMES[pid][1][by_name[name.upper()]])
+
+
+def pretokenize_script(text: str, classify=script_char_class) -> List[str]:
+    """SCRIPT chunks of ``text``, the paper's way (``chunk_script_encoding``).
+
+    1. Group the characters into maximal runs of one class (``classify``:
+       ``(script, supercategory)``).
+    2. Walk the groups: a chunk starts with a group; if that group is exactly
+       one U+0020 and the next group's class takes a space (letters of
+       :data:`SCRIPTS_WITH_SPACES`, Common punctuation/symbols), the next group
+       joins and its class becomes the chunk's; then each following group joins
+       while its script is Inherited, or its supercategory is the chunk's and
+       its script is the chunk's (or the pair is Han and Hiragana).
+
+        >>> pretokenize_script("Hello  world, 42 日本です")
+        ['Hello', '  ', 'world', ',', ' ', '42', ' ', '日本です']
+    """
+    han, hiragana, inherited, common = (_canonical_script(n) for n in ("Han", "Hiragana", "Inherited", "Common"))
+    with_spaces = {_canonical_script(n) for n in SCRIPTS_WITH_SPACES}
+    groups: List[Tuple[Tuple[str, str], str]] = []
+    for char in text:
+        cls = classify(char)
+        if groups and groups[-1][0] == cls:
+            groups[-1] = (cls, groups[-1][1] + char)
+        else:
+            groups.append((cls, char))
+
+    def takes_space(cls):
+        return (cls[1] == "LM" and cls[0] in with_spaces) or cls == (common, "PS")
+
+    def joins(cur, nxt):
+        if nxt[0] == inherited:
+            return True
+        return cur[1] == nxt[1] and (cur[0] == nxt[0] or {cur[0], nxt[0]} == {han, hiragana})
+
+    chunks: List[str] = []
+    i = 0
+    while i < len(groups):
+        cur, chunk = groups[i]
+        i += 1
+        if chunk == " " and i < len(groups) and takes_space(groups[i][0]):
+            cur, chunk = groups[i][0], chunk + groups[i][1]
+            i += 1
+        while i < len(groups) and joins(cur, groups[i][0]):
+            chunk += groups[i][1]
+            i += 1
+        chunks.append(chunk)
+    return chunks
+
+
 # ------------------------------------------------------------------ BPE merge training
 
 def _threshold(min_frequency: int) -> int:
@@ -300,6 +399,31 @@ def encode_chunk_reference(symbols: Sequence[int], merges: Iterable[Sequence[int
     return ids
 
 
+def merges_from_ranks_reference(tokens: Sequence[bytes]) -> List[Tuple[int, int]]:
+    """Twin of ``_ranks.merges_from_ranks``: the merges of the multi-byte
+    ``tokens`` given in rank order (single bytes are ids 0..255, token ``k`` is
+    ``256 + k``).  Token ``k`` is the merge of the two parts that tiktoken's BPE
+    (lowest rank of the concatenated bytes first) leaves of its bytes with the
+    ranks below it; raises ValueError naming the token when it leaves another
+    number of parts."""
+    rank = {bytes([b]): b for b in range(256)}
+    merges = []
+    for k, token in enumerate(tokens):
+        parts = [token[i:i + 1] for i in range(len(token))]
+        while len(parts) > 1:
+            found = [(rank[parts[i] + parts[i + 1]], i) for i in range(len(parts) - 1)
+                     if parts[i] + parts[i + 1] in rank]
+            if not found:
+                break
+            i = min(found)[1]
+            parts[i:i + 2] = [parts[i] + parts[i + 1]]
+        if len(parts) != 2:
+            raise ValueError(f"token {k} ({token!r}) leaves {len(parts)} parts")
+        merges.append((rank[parts[0]], rank[parts[1]]))
+        rank[token] = 256 + k
+    return merges
+
+
 # ------------------------------------------------------------ tokenizer encode / decode
 # Twins of Tokenizer.encode / decode (the Cython encoder and decoder): regex
 # pre-tokenization, reference routing, encode_chunk_reference's rule per chunk,
@@ -339,7 +463,9 @@ def encode_reference(tokenizer, text: str, allowed_special=()) -> List[int]:
         if k % 2 == 1:  # a captured special token
             ids.append(allowed[piece])
             continue
-        for chunk in _chunks_reference(piece, tokenizer.pattern):
+        chunks = (pretokenize_script(piece) if tokenizer.pattern_name == "script"
+                  else _chunks_reference(piece, tokenizer.pattern))
+        for chunk in chunks:
             symbols = route_symbols(chunk, tokenizer.substrate)
             while len(symbols) >= 2:
                 ranked = [rank_of[p] for p in zip(symbols, symbols[1:]) if p in rank_of]

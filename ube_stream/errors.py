@@ -147,6 +147,7 @@ STATUS_INVALID_UTF8 = -1
 STATUS_INVALID_SYMBOLS = -2
 STATUS_BAD_ID = -3
 STATUS_NO_MEMORY = -4
+STATUS_NOT_BPE = -5
 #: entries of a kernel's ``err`` out-parameter: ``(position, item)``
 ERR_SIZE = 2
 
@@ -193,6 +194,10 @@ def check_status(status: int, err: Optional[Sequence[int]] = None, *, what: str,
         ``STATUS_INVALID_SYMBOLS`` -> :class:`SymbolDecodeError` whose
         ``position`` indexes the token ids ``ids`` and ``offset`` the base symbols.
 
+    ``"converting ranks"``
+        ``STATUS_NOT_BPE`` -> :class:`TokenizerFormatError` naming token
+        ``data[item]`` and its rank ``ids[item]``.
+
     ``STATUS_NO_MEMORY`` is a ``MemoryError`` "out of memory while {what}" with
     the bytes that could not be allocated and ``hint``, whatever ``what``.
     """
@@ -224,6 +229,11 @@ def check_status(status: int, err: Optional[Sequence[int]] = None, *, what: str,
             f"{int(ids[item])} at position {item} hold an invalid byte sequence "
             f"(base-symbol offset {position}). Such ids are not the output of encode(); "
             "pass errors='replace' to get U+FFFD", offset=position, position=item)
+    if status == STATUS_NOT_BPE and what == "converting ranks":
+        raise TokenizerFormatError(
+            f"token {bytes(data[item])!r} (rank {int(ids[item])}) is not the merge of two lower-ranked "
+            f"tokens (BPE with the ranks below it leaves {position} parts): these ranks are not a BPE "
+            "vocabulary")
     if status == STATUS_BAD_ID:
         raise _out_of_alphabet(ids, position, substrate, limit)
     if status == STATUS_INVALID_SYMBOLS:

@@ -15,7 +15,10 @@ tiktoken's ``"cl100k"`` and ``"o200k"`` patterns, and ``"llama3"`` (cl100k as
 Llama 3 and HF conversions write it), run in state machines of the same kind
 (``_pretok_tiktoken.pxd``): whenever a pattern, given by name or as its exact
 text, is one of these four, the compiled kernel splits it (:func:`kernel_split`).
-Any other regular expression runs through the ``regex`` module.  A custom
+``"script"`` is Land & Arnett's SCRIPT split at Unicode script and category
+boundaries (``_pretok_script.pxd``; no regex).  Any other regular expression
+must be marked ``"regex:EXPR"`` (an unmarked unknown string is an error listing
+the names, :func:`resolve_pattern`) and runs through the ``regex`` module.  A custom
 pattern need not match every character: each character it leaves unmatched
 becomes a chunk of its own, and empty matches are dropped, so the chunks always
 concatenate back to the input and no text is ever lost.  (For the built-in patterns this never happens: every
@@ -75,16 +78,25 @@ LLAMA3_PATTERN = (
     r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
 
-#: pattern names accepted wherever a ``pattern`` argument is
+#: regex patterns by name (compiled kernels split them: :func:`kernel_split`)
 PATTERNS = {"gpt2": GPT2_PATTERN, "cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN}
 #: names accepted for a pattern that tokenizer files record as "custom" (its regex), as
 #: files written before the name existed (e.g. by ``from_hf`` of Llama 3) do
 ALIASES = {"llama3": LLAMA3_PATTERN}
+#: rule-based splitters that no regex writes: ``"script"`` (Land & Arnett's SCRIPT
+#: pre-tokenization, ``cython_src/_pretok_script.pxd``); ``Tokenizer.pattern`` holds the name
+RULE_PATTERNS = ("script",)
+#: every name a ``pattern`` argument accepts
+PATTERN_NAMES = (*PATTERNS, *ALIASES, *RULE_PATTERNS)
+#: the prefix that marks a custom regular expression (``"regex:\\w+|\\s"``)
+REGEX_PREFIX = "regex:"
 
-# split codes of the compiled kernels (cython_src/_pretok_tiktoken.pxd SPLIT_*)
-SPLIT_GPT2, SPLIT_CL100K, SPLIT_LLAMA3, SPLIT_O200K = 0, 1, 2, 3
+# split codes of the compiled kernels (cython_src/_pretok_tiktoken.pxd SPLIT_*, _pretok_script.pxd)
+SPLIT_GPT2, SPLIT_CL100K, SPLIT_LLAMA3, SPLIT_O200K, SPLIT_SCRIPT = 0, 1, 2, 3, 4
 _KERNEL_SPLITS = {GPT2_PATTERN: SPLIT_GPT2, CL100K_PATTERN: SPLIT_CL100K, LLAMA3_PATTERN: SPLIT_LLAMA3,
-                  O200K_PATTERN: SPLIT_O200K}
+                  O200K_PATTERN: SPLIT_O200K, "script": SPLIT_SCRIPT}
+#: the splits the encoder runs inline (``_encode.Encoder(split=...)``); the others hand it chunk ends
+ENCODER_SPLITS = (SPLIT_GPT2, SPLIT_CL100K, SPLIT_LLAMA3, SPLIT_O200K)
 
 BytesLike = Union[bytes, bytearray, memoryview, np.ndarray]
 
@@ -202,52 +214,100 @@ def chunk_bounds_batch(data: BytesLike, doc_offsets: Sequence[int] | np.ndarray,
 
 
 def resolve_pattern(pattern: str) -> Tuple[str, str]:
-    """``(name, regex)`` of a pattern given by name or as a regular expression.
+    """``(name, text)`` of a pattern: a name, a marked custom regex, or the exact text
+    of a known pattern.
 
-    Known patterns are recognised by name or by their exact text (so a
-    tokenizer file records ``"gpt2"`` even when the regex was passed); an alias
-    (``"llama3"``) gives ``("custom", its regex)``; any other string is
-    ``("custom", pattern)`` after checking that it compiles.
+    * a name in :data:`PATTERNS` gives ``(name, its regex)``; an alias
+      (``"llama3"``) gives ``("custom", its regex)``; ``"script"`` gives
+      ``("script", "script")`` (a rule-based split: no regex);
+    * ``"regex:EXPR"`` is the custom regular expression ``EXPR``: ``("custom",
+      EXPR)`` after checking that it compiles, or the known name when ``EXPR``
+      is exactly a known pattern's text (so a tokenizer file records ``"gpt2"``);
+    * the unmarked exact text of a known pattern is that pattern (what
+      ``Tokenizer.pattern`` holds reads back);
+    * anything else is a :class:`ValueError` listing the known names: an
+      unmarked string is never taken for a regex (``"script"`` mistyped as
+      ``"scirpt"`` must not train the regex ``scirpt``).
     """
     if not isinstance(pattern, str) or not pattern:
-        raise ValueError(f"pattern must be a name in {sorted(PATTERNS)} or a regular expression, got {pattern!r}")
+        raise ValueError(f"pattern must be one of the names {list(PATTERN_NAMES)} or a custom regular expression "
+                         f"marked {REGEX_PREFIX!r} (e.g. 'regex:\\w+|\\s+'), got {pattern!r}")
+    return _resolved(pattern)
+
+
+@functools.lru_cache(maxsize=256)
+def _resolved(pattern: str) -> Tuple[str, str]:
     if pattern in PATTERNS:
         return pattern, PATTERNS[pattern]
     if pattern in ALIASES:
         return "custom", ALIASES[pattern]
-    for name, text in PATTERNS.items():
-        if pattern == text:
-            return name, text
+    if pattern in RULE_PATTERNS:
+        return pattern, pattern
+    marked = pattern.startswith(REGEX_PREFIX)
+    text = pattern[len(REGEX_PREFIX):] if marked else pattern
+    for name, known in PATTERNS.items():
+        if text == known:
+            return name, known
+    if text in ALIASES.values():
+        return "custom", text
+    if not marked:
+        raise ValueError(f"unknown pattern {pattern!r}: expected one of the names {list(PATTERN_NAMES)}, or a "
+                         f"custom regular expression marked {REGEX_PREFIX!r} (e.g. {REGEX_PREFIX + pattern!r})")
+    if not text:
+        raise ValueError(f"pattern {pattern!r}: the custom regular expression after {REGEX_PREFIX!r} is empty")
     try:
-        _compiled(pattern)
+        regex.compile(text)
     except regex.error as exc:
-        raise ValueError(f"pattern {pattern!r} is neither a known name ({sorted(PATTERNS)}) nor a valid "
-                         f"regular expression: {exc}") from None
-    return "custom", pattern
+        raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from None
+    return "custom", text
+
+
+def pattern_spec(name: str, text: str) -> str:
+    """The ``pattern`` argument that resolves to ``(name, text)`` (the inverse of
+    :func:`resolve_pattern`): the name, or ``"regex:" + text`` for a custom regex."""
+    return REGEX_PREFIX + text if name == "custom" else name
 
 
 # --------------------------------------------------------------------------- helpers
 
 def kernel_split(pattern: str) -> Optional[int]:
-    """Split code (``SPLIT_*``) of the compiled kernel that gives exactly
-    ``regex.findall`` of ``pattern`` (a name, an alias or a regex), or ``None``:
-    the pattern runs through ``regex``.  A regex is recognised by its exact text."""
-    if not isinstance(pattern, str):
+    """Split code (``SPLIT_*``) of the compiled kernel that splits ``pattern`` (as
+    :func:`resolve_pattern` reads it), or ``None``: the pattern runs through
+    ``regex``.  A custom regex is recognised by its exact text."""
+    if not isinstance(pattern, str) or not pattern:
         return None
-    return _KERNEL_SPLITS.get(PATTERNS.get(pattern) or ALIASES.get(pattern) or pattern)
+    try:
+        return _KERNEL_SPLITS.get(_resolved(pattern)[1])
+    except ValueError:
+        return None
+
+
+def encoder_split(pattern: str) -> Optional[int]:
+    """:func:`kernel_split` when the encoder runs that split inline (:data:`ENCODER_SPLITS`),
+    else ``None``: the encoder takes chunk ends from :func:`chunk_bounds_batch`."""
+    split = kernel_split(pattern)
+    return split if split in ENCODER_SPLITS else None
 
 
 @functools.lru_cache(maxsize=64)
 def _compiled(pattern: str) -> "regex.Pattern":
     if not isinstance(pattern, str):
-        raise TypeError(f"pattern must be a str (a name in {sorted(PATTERNS)} or a regular "
-                        f"expression), got {type(pattern).__name__}")
-    return regex.compile(PATTERNS.get(pattern) or ALIASES.get(pattern) or pattern)
+        raise TypeError(f"pattern must be a str (one of the names {list(PATTERN_NAMES)} or a custom regular "
+                        f"expression marked {REGEX_PREFIX!r}), got {type(pattern).__name__}")
+    name, text = resolve_pattern(pattern)
+    if name in RULE_PATTERNS:
+        raise ValueError(f"pattern {name!r} is a rule-based split with no regular expression")
+    return regex.compile(text)
 
 
 def _class_table(split: int) -> np.ndarray:
-    """The class table the kernel of split code ``split`` reads."""
-    return gpt2_class_table() if split == SPLIT_GPT2 else tiktoken_class_table()
+    """The class table the kernel of split code ``split`` reads, as bytes (SCRIPT's
+    entries are uint16: its table is passed as their bytes)."""
+    if split == SPLIT_GPT2:
+        return gpt2_class_table()
+    if split == SPLIT_SCRIPT:
+        return script_class_table().view(np.uint8)
+    return tiktoken_class_table()
 
 
 def _kernel_bounds(array: np.ndarray, split: int) -> np.ndarray:
@@ -412,5 +472,107 @@ def tiktoken_class_table() -> np.ndarray:
     if regex.search(r"(?i:ll|ve|re|'[sdmt])", separated.tobytes().decode("utf-32-le")):
         raise AssertionError(f"regex {regex.__version__}: one code point matches two letters of a "
                              "contraction (full case folding); the kernels fold one to one")
+    table.setflags(write=False)
+    return table
+
+
+# --------------------------------------------------------------------------- SCRIPT
+# Land & Arnett, "BPE Stays on SCRIPT" (arXiv 2505.24689), pre-tokenization as their code
+# (github.com/sanderland/script_bpe, encoding/encoder.py and pretokenize/scriptencoding.py)
+# defines it: every character has a (script, supercategory); chunks are runs of one
+# (script, supercategory) that absorb what may follow them.  The rules live in
+# cython_src/_pretok_script.pxd; the readable twin is _reference.pretokenize_script.
+
+# bits of script_class_table(): the same as SC_* in cython_src/_pretok_script.pxd
+SC_LM, SC_N, SC_PS, SC_Z, SC_C = 0, 1, 2, 3, 4   # supercategory (bits 0-2): L/M, N, P/S, Z, C
+SC_SUPER_MASK = 0x7
+SC_SPACE_JOINS = 0x8                             # a lone U+0020 before this character joins its chunk
+SC_SCRIPT_SHIFT = 4                              # bits 4-15: the script id
+# fixed script ids the rules name; the other scripts follow in the regex module's order
+SCRIPT_UNKNOWN, SCRIPT_COMMON, SCRIPT_INHERITED, SCRIPT_HAN, SCRIPT_HIRAGANA = 0, 1, 2, 3, 4
+_FIXED_SCRIPTS = ("UNKNOWN", "COMMON", "INHERITED", "HAN", "HIRAGANA")
+
+#: scripts whose letters (L/M) take one leading space into their chunk (the paper's
+#: SCRIPTS_WHICH_USE_SPACES), as the regex module names them; Common punctuation and
+#: symbols (P/S) do too
+SCRIPTS_WITH_SPACES = ("LATIN", "ARABIC", "DEVANAGARI", "HANGUL", "ETHIOPIC", "CYRILLIC", "GREEK", "HEBREW",
+                       "BENGALI", "SYRIAC", "ORIYA", "TAMIL", "TELUGU", "GURMUKHI", "GUJARATI", "SINHALA",
+                       "MALAYALAM", "ARMENIAN", "KANNADA", "GEORGIAN")
+#: the paper's per-character overrides of (script, supercategory)
+SCRIPT_OVERRIDES = {
+    0x0A: ("COMMON", SC_Z),        # \n is whitespace, not a control character
+    0x09: ("COMMON", SC_Z),        # \t likewise
+    0x30FC: ("INHERITED", SC_LM),  # KATAKANA-HIRAGANA PROLONGED SOUND MARK continues the word before it
+    0xFF70: ("INHERITED", SC_LM),  # its halfwidth form
+    0x0640: ("ARABIC", SC_LM),     # ARABIC TATWEEL (kashida) is part of Arabic words
+}
+_SUPER_PROBES = (r"[\p{L}\p{M}]+", r"\p{N}+", r"[\p{P}\p{S}]+", r"\p{Z}+", r"\p{C}+")   # in SC_* order
+
+
+def script_names() -> Tuple[str, ...]:
+    """Script names by script id of :func:`script_class_table` (the ``regex`` module's
+    ``Script`` values, upper case: ``"LATIN"``, ``"HAN"``...)."""
+    return _script_names()
+
+
+@functools.lru_cache(maxsize=None)
+def _script_names() -> Tuple[str, ...]:
+    from regex import _regex_core  # the property tables the regex module parses \p{Script=...} with
+
+    try:
+        by_name = _regex_core.PROPERTIES["SCRIPT"][1]       # every name and alias -> value
+        canonical = _regex_core.PROPERTY_NAMES[_regex_core.PROPERTIES["SCRIPT"][0]][1]   # value -> its name
+    except (AttributeError, KeyError) as exc:
+        raise RuntimeError(f"regex {regex.__version__}: cannot list the Script property's values ({exc!r}); "
+                           "the 'script' pattern needs the regex module's property tables") from None
+    missing = [name for name in _FIXED_SCRIPTS + SCRIPTS_WITH_SPACES if name not in by_name]
+    if missing:
+        raise RuntimeError(f"regex {regex.__version__}: Script values {missing} are missing")
+    fixed = [str(canonical[by_name[name]]) for name in _FIXED_SCRIPTS]
+    return tuple(fixed) + tuple(str(canonical[v]) for v in sorted(canonical) if canonical[v] not in fixed)
+
+
+def script_id(name: str) -> int:
+    """Script id (in :func:`script_class_table`) of a Script value by any of its names
+    (``"Latin"``, ``"Latn"``, ``"Han"``...)."""
+    from regex import _regex_core
+
+    key = name.upper().replace("_", "").replace(" ", "")
+    value = _regex_core.PROPERTIES["SCRIPT"][1].get(key)
+    if value is None:
+        raise ValueError(f"unknown script {name!r}")
+    return script_names().index(_regex_core.PROPERTY_NAMES[_regex_core.PROPERTIES["SCRIPT"][0]][1][value])
+
+
+@functools.lru_cache(maxsize=None)
+def script_class_table() -> np.ndarray:
+    """``uint16[0x110000]``: the SCRIPT class of every code point: its supercategory
+    (``SC_*``, bits 0-2), :data:`SC_SPACE_JOINS` (bit 3) and its script id (bits
+    4-15, an index into :func:`script_names`), all probed from the installed
+    ``regex`` (``\\p{Script=...}``, ``\\p{L}``...), then the paper's
+    :data:`SCRIPT_OVERRIDES`; surrogates 0.  Built on first use (~0.2 s), read-only.
+
+    Every scalar value has exactly one script and one supercategory (checked)."""
+    scalars, text = _scalar_text()
+    names = script_names()
+    scripts = np.full(_CODEPOINTS, -1, dtype=np.int32)
+    probe = regex.compile("|".join(f"(\\p{{Script={name}}}+)" for name in names))
+    for match in probe.finditer(text):
+        scripts[scalars[match.start():match.end()]] = match.lastindex - 1
+    supers = np.full(_CODEPOINTS, -1, dtype=np.int32)
+    probe = regex.compile("|".join(f"({p})" for p in _SUPER_PROBES))
+    for match in probe.finditer(text):
+        supers[scalars[match.start():match.end()]] = match.lastindex - 1
+    for what, found in (("script", scripts), ("general category", supers)):
+        if (found[scalars] < 0).any():
+            first = int(scalars[found[scalars] < 0][0])
+            raise AssertionError(f"regex {regex.__version__}: U+{first:04X} has no {what} the probes know")
+    for codepoint, (name, supercategory) in SCRIPT_OVERRIDES.items():
+        scripts[codepoint], supers[codepoint] = script_id(name), supercategory
+    joins = np.zeros(len(names), dtype=bool)
+    joins[[script_id(name) for name in SCRIPTS_WITH_SPACES]] = True
+    space_joins = (joins[scripts] & (supers == SC_LM)) | ((scripts == SCRIPT_COMMON) & (supers == SC_PS))
+    table = ((scripts << SC_SCRIPT_SHIFT) | supers | np.where(space_joins, SC_SPACE_JOINS, 0)).astype(np.uint16)
+    table[0xD800:0xE000] = 0
     table.setflags(write=False)
     return table

@@ -151,7 +151,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("explain", help="show the chunks, base symbols and floor costs of a text")
     p.add_argument("text", help="the text to explain ('-' reads standard input)")
     p.add_argument("--pattern", default=None,
-                   help="pre-tokenization pattern: gpt2 (default), cl100k, o200k, llama3 or a regex (with --tokenizer: "
+                   help="pre-tokenization pattern: gpt2 (default), cl100k, o200k, llama3, script or regex:EXPR (with --tokenizer: "
                         "the pattern of a tiktoken rank file)")
     add_tokenizer_options(p, required=False, with_pattern=False,
                           help="show the tokens of TEXT under this tokenizer: an ube-stream file, a HF "
@@ -188,7 +188,7 @@ def register(subparsers) -> None:
     p.add_argument("source", metavar="SRC", help="the tokenizer to convert (as for --tokenizer)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the ube-stream tokenizer file to write")
     p.add_argument("--pattern", default=None, metavar="P",
-                   help="tiktoken rank files: the pre-tokenization pattern (gpt2, cl100k, o200k, llama3 or a regex)")
+                   help="tiktoken rank files: the pre-tokenization pattern (gpt2, cl100k, o200k, llama3 or regex:EXPR)")
     p.add_argument("--special-token", action="append", default=None, metavar="TEXT[=ID]",
                    help="tiktoken rank files: a special token with its id (default: after the largest rank)")
     p.set_defaults(func=_cmd_convert)

@@ -2,11 +2,14 @@
 
 ``ube eval --tokenizer A.json [--tokenizer B.json ...] --parallel FILE``
     token premium per language, Gini, wins; ``--json``/``--csv``/``--plot``.
-``ube compare CORPUS... --parallel FILE --vocab-size 8000 [32000 ...]``
+``ube compare CORPUS... --parallel FILE --vocab-size 8000 [32000 ...] [--pattern gpt2 script]``
     trains ``ube``, ``utf8`` (BBPE) and ``utf16`` (BBPE16) tokenizers on the
-    same corpus at each vocabulary size and evaluates them (the main table and
-    the vocabulary-size ablation), split into languages SEEN in the corpus and
-    UNSEEN ones (from the corpus's ``lang`` field or ``--seen-langs``).
+    same corpus for each configuration (pattern x vocabulary size) and
+    evaluates them (the main table and the ablations), split into languages
+    SEEN in the corpus and UNSEEN ones (from the corpus's ``lang`` field or
+    ``--seen-langs``), then prints the paper's table: one line per
+    configuration and substrate with Gini, mean tokens per item, English
+    tokens, and wins/losses against BBPE (``utf8``) of the same configuration.
 
 ``--parallel`` defaults to the bundled sample (:func:`ube_stream.sample.sample_paths`).
 """
@@ -36,9 +39,13 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default=None, metavar="OUT", help="write the whole table as JSON")
     p.add_argument("--csv", default=None, metavar="OUT", help="write one row per language as CSV")
     p.add_argument("--plot", default=None, metavar="OUT.png",
-                   help='plot premiums per language (needs matplotlib: pip install "ube-stream[plot]")')
+                   help='plot premiums per language, and the context gain as OUT-context.png '
+                        '(needs matplotlib: pip install "ube-stream[plot]")')
     p.add_argument("--max-rows", type=int, default=None, metavar="N",
                    help="print at most N language rows (all by default)")
+    p.add_argument("--context", type=positive_int, default=2048, metavar="TOKENS",
+                   help="context capacity: the characters and bytes of each language that fit in a window of "
+                        "this many tokens, and the gain of each tokenizer over the others (default 2048)")
 
 
 def register(subparsers) -> None:
@@ -59,6 +66,9 @@ def register(subparsers) -> None:
     p.add_argument("--substrates", nargs="+", action="extend", default=None, metavar="S",
                    help="substrates to train, e.g. --substrates ube utf8 (default: ube utf8 utf16; "
                         "commas also separate)")
+    p.add_argument("--pattern", nargs="+", action="extend", default=None, metavar="P",
+                   help="pre-tokenization patterns to compare, e.g. --pattern gpt2 script (default: gpt2; "
+                        "names or regex:EXPR)")
     p.add_argument("--column", default="text", help="text field of the corpus (default: text)")
     p.add_argument("--lang-field", default="lang",
                    help="corpus field naming each document's language, for the seen/unseen split "
@@ -88,6 +98,7 @@ def _parallel_path(args) -> str:
 
 def _write_outputs(table: dict, *, json_path: Optional[str], csv_path: Optional[str],
                    plot_path: Optional[str], title: Optional[str] = None) -> None:
+    from ..evaluation.output import plot_context_gain
     from ..evaluation.parallel_text import plot_premiums, write_csv, write_json
 
     if json_path:
@@ -96,6 +107,8 @@ def _write_outputs(table: dict, *, json_path: Optional[str], csv_path: Optional[
         write_csv(table, csv_path)
     if plot_path:
         plot_premiums(table, plot_path, title=title)
+        if table.get("context", {}).get("gains"):   # its own panel: <plot>-context.png
+            plot_context_gain(table, _suffixed(plot_path, "-context"))
 
 
 def _plot_missing(args, command: str) -> bool:
@@ -123,24 +136,35 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     names = _tokenizer_names(list(zip(loaded, args.tokenizer)), None)
     table = evaluate(loaded, _parallel_path(args), names=names, reference=args.reference_lang,
                      eval_langs=read_language_list(args.eval_langs),
-                     seen_langs=read_language_list(args.seen_langs))
+                     seen_langs=read_language_list(args.seen_langs), context=args.context)
     sys.stdout.write(format_table(table, max_rows=args.max_rows))
     _write_outputs(table, json_path=args.json, csv_path=args.csv, plot_path=args.plot)
     return 0
 
 
-def _ablation_lines(results: dict) -> List[str]:
-    """One line per (vocab size, tokenizer): the ablation at a glance."""
-    lines = [f"{'vocab':>7} {'tokenizer':<10} {'Gini':>7} {'Gini seen':>9} {'Gini unseen':>11} "
-             f"{'mean prem':>9} {'en tokens':>10}"]
-    for vocab, table in results.items():
+def _configuration(pattern: str, vocab: int, multi_pattern: bool) -> str:
+    """The label of one configuration: ``32000``, or ``script/32000`` when patterns vary."""
+    return f"{pattern}/{vocab}" if multi_pattern else str(vocab)
+
+
+def _paper_lines(results: dict) -> List[str]:
+    """The paper's table: per configuration and substrate, Gini, mean tokens per item,
+    English tokens, and wins/losses against BBPE (utf8) of the same configuration."""
+    lines = [f"{'pattern':<10} {'vocab':>7} {'tokenizer':<10} {'Gini':>7} {'Gini seen':>9} {'Gini unseen':>11} "
+             f"{'tok/item':>8} {'en tokens':>10} {'vs utf8 W/L/T':>14}"]
+    for (pattern, vocab), table in results.items():
         for name in table["tokenizers"]:
             s = table["summary"][name]
             groups = s["groups"]
             seen = f"{groups['seen']['gini']:.4f}" if "seen" in groups else "-"
             unseen = f"{groups['unseen']['gini']:.4f}" if "unseen" in groups else "-"
-            lines.append(f"{vocab:>7} {name:<10} {s['gini']:>7.4f} {seen:>9} {unseen:>11} "
-                         f"{s['mean_premium']:>9.3f} {s['english_tokens']:>10}")
+            vs = "-"
+            for p in table["pairs"]:
+                if {p["a"], p["b"]} == {name, "utf8"}:
+                    won, lost = (p["won"], p["lost"]) if p["a"] == name else (p["lost"], p["won"])
+                    vs = f"{won}/{lost}/{p['tied']}"
+            lines.append(f"{pattern:<10} {vocab:>7} {name:<10} {s['gini']:>7.4f} {seen:>9} {unseen:>11} "
+                         f"{s['mean_tokens']:>8.2f} {s['english_tokens']:>10} {vs:>14}")
     return lines
 
 
@@ -171,46 +195,57 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     eval_langs = read_language_list(args.eval_langs)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
+    from ..pretokenizer import resolve_pattern
+
+    patterns = list(dict.fromkeys(args.pattern or ["gpt2"]))
+    for pattern in patterns:
+        resolve_pattern(pattern)   # an unknown name fails before any training
+    multi_pattern = len(patterns) > 1
     results = {}
-    for vocab in vocab_sizes:
-        tokenizers = []
-        for substrate in substrates:
-            tok = train(args.inputs, vocab_size=vocab, substrate=substrate, column=args.column,
-                        min_frequency=args.min_frequency, max_bytes=args.max_bytes, workers=args.workers,
-                        show_progress=not args.quiet)
-            if args.out:
-                tok.save(os.path.join(args.out, f"{substrate}-{vocab}.json"))
-            tokenizers.append(tok)
-        table = evaluate(tokenizers, parallel, reference=args.reference_lang, eval_langs=eval_langs,
-                         seen_langs=seen, names=substrates)
-        table["vocab_size"] = vocab
-        results[vocab] = table
-        print(f"== vocab size {vocab} ==")
-        sys.stdout.write(format_table(table, max_rows=args.max_rows))
-        print()
-    print("== vocabulary-size ablation ==")
-    print("\n".join(_ablation_lines(results)))
-    _write_compare_outputs(args, results)
+    for pattern in patterns:
+        for vocab in vocab_sizes:
+            label = _configuration(pattern, vocab, multi_pattern)
+            tokenizers = []
+            for substrate in substrates:
+                tok = train(args.inputs, vocab_size=vocab, substrate=substrate, pattern=pattern, column=args.column,
+                            min_frequency=args.min_frequency, max_bytes=args.max_bytes, workers=args.workers,
+                            show_progress=not args.quiet)
+                if args.out:
+                    tok.save(os.path.join(args.out, f"{substrate}-{label.replace('/', '-')}.json"))
+                tokenizers.append(tok)
+            table = evaluate(tokenizers, parallel, reference=args.reference_lang, eval_langs=eval_langs,
+                             seen_langs=seen, names=substrates, context=args.context)
+            table["vocab_size"] = vocab
+            table["pattern"] = tokenizers[0].pattern_name if tokenizers else pattern
+            results[pattern, vocab] = table
+            print(f"== {'pattern ' + pattern + ', ' if multi_pattern else ''}vocab size {vocab} ==")
+            sys.stdout.write(format_table(table, max_rows=args.max_rows))
+            print()
+    print("== configurations (the paper's table) ==")
+    print("\n".join(_paper_lines(results)))
+    _write_compare_outputs(args, results, multi_pattern)
     return 0
 
 
-def _write_compare_outputs(args, results: dict) -> None:
+def _write_compare_outputs(args, results: dict, multi_pattern: bool) -> None:
     from ..evaluation.parallel_text import write_json
 
     single = len(results) == 1
-    for vocab, table in results.items():
-        suffix = "" if single else f"-{vocab}"
+    for (pattern, vocab), table in results.items():
+        label = _configuration(pattern, vocab, multi_pattern).replace("/", "-")
+        suffix = "" if single else f"-{label}"
         _write_outputs(table, json_path=None,
-                       csv_path=_suffixed(args.csv, suffix) or (args.out and os.path.join(args.out, f"compare-{vocab}.csv")),
+                       csv_path=_suffixed(args.csv, suffix) or (args.out and os.path.join(args.out, f"compare-{label}.csv")),
                        plot_path=_suffixed(args.plot, suffix), title=f"Token premium per language, vocab {vocab}")
         if args.out and not args.plot:
             try:
                 _write_outputs(table, json_path=None, csv_path=None,
-                               plot_path=os.path.join(args.out, f"compare-{vocab}.png"),
+                               plot_path=os.path.join(args.out, f"compare-{label}.png"),
                                title=f"Token premium per language, vocab {vocab}")
             except ImportError:
                 pass  # the plot in --out is a bonus; --plot asks for it explicitly
-    combined = {"vocab_sizes": {str(v): t for v, t in results.items()}}
+    combined: dict = {"vocab_sizes": {str(v): t for (_, v), t in results.items()}} if not multi_pattern else {
+        "configurations": {f"{p}/{v}": t for (p, v), t in results.items()}}
     if args.json:
         write_json(combined, args.json)
     if args.out:

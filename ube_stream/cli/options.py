@@ -102,7 +102,7 @@ def add_tokenizer_options(p: argparse.ArgumentParser, *, required: bool = True, 
                    help=help + (" (repeat to compare several)" if repeat else ""))
     if with_pattern:
         p.add_argument("--pattern", default=None, metavar="P",
-                       help="tiktoken rank files: the pre-tokenization pattern (gpt2, cl100k, o200k, llama3 or a regex)")
+                       help="tiktoken rank files: the pre-tokenization pattern (gpt2, cl100k, o200k, llama3 or regex:EXPR)")
     p.add_argument("--special-token", action="append", default=None, metavar="TEXT[=ID]",
                    help="tiktoken rank files: a special token, with its id (default: after the largest rank); "
                         "repeat for several")

@@ -52,7 +52,9 @@ def register(sub) -> None:
     p.add_argument("--vocab-size", type=int, required=True,
                    help="base symbols (512 ube, 256 utf8/utf16) + merges + special tokens")
     p.add_argument("--substrate", choices=("ube", "utf8", "utf16"), default="ube")
-    p.add_argument("--pattern", default="gpt2", help="pre-tokenization: gpt2 (default), cl100k, o200k, llama3 or a regex")
+    p.add_argument("--pattern", default="gpt2", metavar="P",
+                   help="pre-tokenization: gpt2 (default), cl100k, o200k, llama3, script (Land & Arnett's SCRIPT: "
+                        "splits at Unicode script and category boundaries) or a custom regex marked regex:EXPR")
     p.add_argument("--special-token", action="append", metavar="TOK",
                    help="a special token (repeat; replaces the default <|endoftext|>)")
     p.add_argument("--min-frequency", type=int, default=2)

@@ -35,7 +35,7 @@ Worked example::
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 __all__ = [
     "language_key",
@@ -291,3 +291,32 @@ def evaluation_table(token_counts: Mapping[str, KeyTotals], *, characters: KeyTo
             pair["outcomes"] = outcomes
             pairs.append(pair)
     return {"reference": ref, "tokenizers": names, "languages": rows, "summary": summary, "pairs": pairs}
+
+
+def add_context(table: dict, capacities: Mapping[Tuple[str, str], Mapping[str, int]], window: int) -> None:
+    """Put context capacities (``capacities[name, lang]``, as
+    :func:`~ube_stream.evaluation.parallel_text.context_capacity` returns them) into
+    an :func:`evaluation_table`: ``context_chars`` / ``context_bytes`` per language
+    and tokenizer, and ``table["context"] = {"window", "gains": [{"a", "b",
+    "languages": {lang: gain}, "median", "mean", "max", "max_lang"}]}``: the gain
+    of A over B in characters that fit, ``chars_A / chars_B - 1`` (+0.53: A fits
+    53% more text), for each pair of the table, over languages where B fits any."""
+    for row in table["languages"]:
+        for name, entry in row["tokenizers"].items():
+            capacity = capacities[name, row["lang"]]
+            entry["context_chars"], entry["context_bytes"] = capacity["characters"], capacity["bytes"]
+    gains = []
+    for pair in table["pairs"]:
+        a, b = pair["a"], pair["b"]
+        per_lang = {row["lang"]: row["tokenizers"][a]["context_chars"] / row["tokenizers"][b]["context_chars"] - 1
+                    for row in table["languages"] if row["tokenizers"][b]["context_chars"] > 0}
+        values = sorted(per_lang.values())
+        gain: Dict[str, Any] = {"a": a, "b": b, "languages": per_lang}
+        if values:
+            middle = len(values) // 2
+            gain["median"] = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+            gain["mean"] = sum(values) / len(values)
+            gain["max_lang"] = max(per_lang, key=lambda lang: (per_lang[lang], lang))
+            gain["max"] = per_lang[gain["max_lang"]]
+        gains.append(gain)
+    table["context"] = {"window": window, "gains": gains}

@@ -62,7 +62,28 @@ def format_table(table: dict, *, max_rows: Optional[int] = None) -> str:
         for g, c in sorted(p["groups"].items()):
             line += f"; {g}: {c['won']}/{c['lost']}/{c['tied']}"
         lines.append(line)
+    lines.extend(_context_lines(table))
     return "\n".join(lines) + "\n"
+
+
+def _context_lines(table: dict) -> List[str]:
+    """Context capacity: per tokenizer the characters of the reference language in the
+    window, per pair the gain in characters (median, mean, largest and where)."""
+    context = table.get("context")
+    if not context:
+        return []
+    ref = table["reference"]
+    ref_row = next((r for r in table["languages"] if r["lang"] == ref), None)
+    lines = [f"context capacity, {context['window']} tokens (characters that fit; gain = A/B - 1):"]
+    if ref_row is not None:
+        lines.append("  " + ", ".join(f"{n} {ref_row['tokenizers'][n]['context_chars']} chars "
+                                      f"({ref_row['tokenizers'][n]['context_bytes']} bytes)"
+                                      for n in table["tokenizers"]) + f" of {ref}")
+    for g in context["gains"]:
+        if "median" in g:
+            lines.append(f"  {g['a']} vs {g['b']}: median {g['median']:+.1%}, mean {g['mean']:+.1%}, "
+                         f"max {g['max']:+.1%} ({g['max_lang']})")
+    return lines
 
 
 def write_json(table: dict, path) -> None:
@@ -72,13 +93,14 @@ def write_json(table: dict, path) -> None:
         f.write("\n")
 
 
-CSV_FIELDS = ("tokens", "mean_tokens", "premium", "floor", "floor_mean")
+CSV_FIELDS = ("tokens", "mean_tokens", "premium", "floor", "floor_mean", "context_chars", "context_bytes")
 
 
 def write_csv(table: dict, path) -> None:
     """One row per language: lang, script, group, items, characters,
     shared_keys, then ``<tokenizer>_<field>`` for tokens, mean_tokens,
-    premium, floor, floor_mean."""
+    premium, floor, floor_mean, context_chars, context_bytes (empty without
+    ``--context``)."""
     names = table["tokenizers"]
 
     with atomic_open(path, "w") as f:
@@ -125,6 +147,42 @@ def plot_premiums(table: dict, path, *, title: Optional[str] = None) -> None:
     ax.set_xlim(-1, len(rows))
     ax.set_ylabel(f"token premium vs {table['reference']}")
     ax.set_title(title or "Token premium per language (sorted)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_open(path, "wb") as f:
+        fig.savefig(f, format="png")
+
+
+def plot_context_gain(table: dict, path, *, title: Optional[str] = None) -> None:
+    """PNG of the context-capacity gain per language (``table["context"]``: characters
+    that fit in the window, ``A/B - 1``), one series per pair, sorted by the first
+    pair's gain.  A panel of its own beside :func:`plot_premiums`; needs matplotlib."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise ImportError(f"plotting needs matplotlib, which is not installed: {PLOT_HINT}") from exc
+    context = table.get("context")
+    if not context or not context["gains"] or not context["gains"][0]["languages"]:
+        raise ValueError("nothing to plot: the table has no context capacities (evaluate with context=...)")
+    gains = context["gains"]
+    first = gains[0]["languages"]
+    langs = sorted(first, key=lambda lang: (first[lang], lang))
+    scripts = {r["lang"]: r["script"] for r in table["languages"]}
+    fig = Figure(figsize=(max(8.0, 0.12 * len(langs) + 2), 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = range(len(langs))
+    for gain in gains:
+        ys = [100 * gain["languages"].get(lang, math.nan) for lang in langs]
+        ax.plot(xs, ys, marker="o", markersize=2.5, linewidth=0.8, label=f"{gain['a']} vs {gain['b']}")
+    ax.axhline(0.0, color="grey", linewidth=0.6, linestyle="--")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([f"{lang} ({scripts[lang]})" if scripts.get(lang) else lang for lang in langs],
+                       rotation=90, fontsize=5 if len(langs) > 60 else 8)
+    ax.set_xlim(-1, len(langs))
+    ax.set_ylabel(f"more text in {context['window']} tokens (%)")
+    ax.set_title(title or f"Context capacity gain per language ({context['window']}-token window)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     with atomic_open(path, "wb") as f:

@@ -24,10 +24,10 @@ import dataclasses
 import io
 import json
 import os
-from typing import Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 from ..errors import InputError
-from .metrics import evaluation_table, language_key, resolve_language
+from .metrics import add_context, evaluation_table, language_key, resolve_language
 from .output import format_table, plot_premiums, write_csv, write_json
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "corpus_languages",
     "count_tokens",
     "count_floor",
+    "context_capacity",
     "evaluate",
     "format_table",
     "write_json",
@@ -214,11 +215,59 @@ def _regroup(order, values) -> Dict[str, Dict[str, int]]:
     return out
 
 
-def count_tokens(tokenizer, parallel: ParallelSet) -> Dict[str, Dict[str, int]]:
-    """Tokens of every item: ``counts[lang][key]`` (one ``encode_batch`` call)."""
+def count_tokens(tokenizer, parallel: ParallelSet, *, encoded=None) -> Dict[str, Dict[str, int]]:
+    """Tokens of every item: ``counts[lang][key]`` (one ``encode_batch`` call, or the
+    ids ``encoded`` already holds, in :func:`_flat` order)."""
     order, texts = _flat(parallel)
-    encoded = tokenizer.encode_ordinary_batch(texts)
+    if encoded is None:
+        encoded = tokenizer.encode_ordinary_batch(texts)
     return _regroup(order, (len(ids) for ids in encoded))
+
+
+def context_capacity(tokenizer, items: Sequence[str], window: int, *,
+                     encoded: Optional[Sequence[Any]] = None) -> Dict[str, int]:
+    """How much of a language's text fits in a window of ``window`` tokens.
+
+    The window is filled from the token stream of the language's items in file
+    order, each item encoded on its own (as the premiums count them) and the
+    streams concatenated; when the items run out before the window is full they
+    start again from the first (``passes`` counts the complete passes).  The
+    item the window ends in counts the characters its first tokens cover
+    completely: the longest prefix of its text that the decoded tokens spell
+    (a character whose bytes straddle the window's end does not fit).  Returns
+    ``{"characters", "bytes" (UTF-8), "tokens" (the window), "passes"}``.
+    """
+    if window < 1:
+        raise ValueError(f"the context window must be >= 1 token, got {window}")
+    if encoded is None:
+        encoded = tokenizer.encode_ordinary_batch(list(items))
+    lengths = [len(ids) for ids in encoded]
+    total_tokens = sum(lengths)
+    chars = [len(t) for t in items]
+    nbytes = [len(t.encode("utf-8")) for t in items]
+    if total_tokens == 0:
+        return {"characters": 0, "bytes": 0, "tokens": window, "passes": 0}
+    passes, left = divmod(window, total_tokens)
+    characters, size = passes * sum(chars), passes * sum(nbytes)
+    for text, ids, n_tokens, n_chars, n_bytes in zip(items, encoded, lengths, chars, nbytes):
+        if left >= n_tokens:
+            left -= n_tokens
+            characters, size = characters + n_chars, size + n_bytes
+            continue
+        if left > 0:
+            decoded = tokenizer.decode([int(i) for i in ids[:left]], errors="replace")
+            covered = _common_prefix(decoded, text)
+            characters, size = characters + covered, size + len(text[:covered].encode("utf-8"))
+        break
+    return {"characters": characters, "bytes": size, "tokens": window, "passes": passes}
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
 
 
 def count_floor(substrate: str, parallel: ParallelSet) -> Dict[str, Dict[str, int]]:
@@ -247,13 +296,16 @@ def _tokenizer_names(tokenizers, names: Optional[Sequence[str]]) -> List[str]:
 
 def evaluate(tokenizers: Sequence, parallel, *, reference: str = "en",
              eval_langs: Optional[Sequence[str]] = None, seen_langs: Optional[Sequence[str]] = None,
-             names: Optional[Sequence[str]] = None) -> dict:
+             names: Optional[Sequence[str]] = None, context: Optional[int] = None) -> dict:
     """Evaluate tokenizers (objects or tokenizer file paths) on a parallel file
     (path or :class:`ParallelSet`) and return the table of
     :func:`~ube_stream.metrics.evaluation_table`, plus ``"ube_stream_version"``,
     ``"parallel"`` (the path) and ``"tokenizer_info"`` (substrate, vocabulary size, fingerprint per name).
     ``seen_langs`` (the training corpus's languages) splits the languages into
-    ``seen`` / ``unseen`` groups."""
+    ``seen`` / ``unseen`` groups.  ``context`` (a window in tokens, e.g. 2048)
+    adds :func:`context_capacity` per language and tokenizer (``context_chars``,
+    ``context_bytes``) and, per pair, the gain of A over B in characters
+    (``table["context"]``)."""
     from ..tokenizer import as_tokenizer
 
     loaded = []
@@ -268,7 +320,9 @@ def evaluate(tokenizers: Sequence, parallel, *, reference: str = "en",
     if not isinstance(parallel, ParallelSet):
         parallel = read_parallel(parallel)
     parallel = select_languages(parallel, eval_langs, reference=reference)
-    counts = {label: count_tokens(tok, parallel) for label, (tok, _) in zip(labels, loaded)}
+    order, texts = _flat(parallel)
+    encoded = {label: tok.encode_ordinary_batch(texts) for label, (tok, _) in zip(labels, loaded)}
+    counts = {label: count_tokens(tok, parallel, encoded=encoded[label]) for label, (tok, _) in zip(labels, loaded)}
     floors_by_substrate = {s: count_floor(s, parallel) for s in {tok.substrate for tok, _ in loaded}}
     floors = {label: floors_by_substrate[tok.substrate] for label, (tok, _) in zip(labels, loaded)}
     characters = {lang: {k: len(t) for k, t in keyed.items()} for lang, keyed in parallel.items.items()}
@@ -283,4 +337,13 @@ def evaluate(tokenizers: Sequence, parallel, *, reference: str = "en",
                                for label, (tok, src) in zip(labels, loaded)}
     if seen_langs is not None:
         table["seen_langs"] = list(seen_langs)
+    if context is not None:
+        capacities = {}
+        for label, (tok, _) in zip(labels, loaded):
+            start = 0
+            for lang, keyed in parallel.items.items():
+                ids = encoded[label][start:start + len(keyed)]
+                capacities[label, lang] = context_capacity(tok, list(keyed.values()), context, encoded=ids)
+                start += len(keyed)
+        add_context(table, capacities, context)
     return table

@@ -450,22 +450,60 @@ def inputs_targets(sample: Any) -> Tuple[Any, Any]:
     return sample[..., :-1], sample[..., 1:]
 
 
-def collate(samples: Sequence[Any]) -> Tuple[Any, Any]:
+def collate(samples: Sequence[Any]) -> Any:
     """Stack samples (numpy arrays or torch tensors) and split: ``(inputs, targets)``.
 
     Use as ``DataLoader(ds.as_torch(), batch_size=B, collate_fn=collate)``.
+
+    Samples with boundaries (``return_boundaries=True``: dicts) give a dict
+    instead: ``input_ids`` and ``labels`` (``B x seq_len``), ``position_ids``
+    (``B x seq_len``), and the packed form flash-attention's varlen kernels
+    take for the batch flattened to ``B * seq_len`` tokens: ``cu_seqlens``
+    (int32, every sample's document starts shifted by ``b * seq_len``, then
+    ``B * seq_len``) and ``max_seqlen`` (an int).
     """
     if not samples:
         raise ValueError("collate needs at least one sample")
     first = samples[0]
-    batch: Any
-    if type(first).__module__.startswith("torch"):
+    if isinstance(first, dict):
+        return _collate_boundaries(samples)
+    return inputs_targets(_stack([s for s in samples]))
+
+
+def _stack(arrays: Sequence[Any]) -> Any:
+    if type(arrays[0]).__module__.startswith("torch"):
         import torch
 
-        batch = torch.stack(list(samples))
-    else:
-        batch = np.stack([np.asarray(s) for s in samples])
-    return inputs_targets(batch)
+        return torch.stack(list(arrays))
+    return np.stack([np.asarray(a) for a in arrays])
+
+
+def _collate_boundaries(samples: Sequence[Any]) -> dict:
+    missing = [k for k in ("tokens", "position_ids", "cu_seqlens") if any(k not in s for s in samples)]
+    if missing:
+        raise ValueError(f"collate: boundary samples need the keys tokens, position_ids and cu_seqlens; "
+                         f"missing {missing[0]!r}")
+    tokens = _stack([s["tokens"] for s in samples])
+    seq_len = int(tokens.shape[-1]) - 1
+    parts = []
+    for b, s in enumerate(samples):
+        cu = np.asarray(s["cu_seqlens"], dtype=np.int64)
+        if cu.ndim != 1 or len(cu) < 2 or cu[0] != 0 or cu[-1] != seq_len:
+            raise ValueError(f"collate: sample {b} has cu_seqlens {cu.tolist()[:8]} that do not run "
+                             f"from 0 to seq_len {seq_len}")
+        parts.append(cu[:-1] + b * seq_len)
+    parts.append(np.array([len(samples) * seq_len], dtype=np.int64))
+    cu_all = np.concatenate(parts)
+    max_seqlen = int(np.diff(cu_all).max())
+    cu_out: Any = cu_all.astype(np.int32)
+    if type(tokens).__module__.startswith("torch"):
+        import torch
+
+        cu_out = torch.from_numpy(cu_out)
+    inputs, labels = inputs_targets(tokens)
+    return {"input_ids": inputs, "labels": labels,
+            "position_ids": _stack([s["position_ids"] for s in samples]),
+            "cu_seqlens": cu_out, "max_seqlen": max_seqlen}
 
 
 @functools.lru_cache(maxsize=None)

@@ -304,11 +304,11 @@ class Tokenizer:
         if state is None:
             import queue
 
-            from ..pretokenizer import SPLIT_GPT2, gpt2_class_table, kernel_split, tiktoken_class_table
+            from ..pretokenizer import SPLIT_GPT2, encoder_split, gpt2_class_table, tiktoken_class_table
             from ..substrate import substrate_code
 
             num_slots = max(os.cpu_count() or 1, 1) * 2
-            split = kernel_split(self.pattern)  # None: chunk ends come from the regex path
+            split = encoder_split(self.pattern)  # None: chunk ends come from chunk_bounds_batch
             split = SPLIT_GPT2 if split is None else split
             encoder = _encode.Encoder(
                 np.asarray(self.merges, dtype=np.uint32).reshape(-1, 2),
@@ -329,19 +329,19 @@ class Tokenizer:
 
     def _encode_range(self, data: np.ndarray, offsets: np.ndarray, first_doc: int = 0):
         """Internal ids of documents ``data[offsets[d]:offsets[d+1]]`` (one thread)."""
-        from ..pretokenizer import kernel_split
+        from ..pretokenizer import encoder_split, pattern_spec
 
         encoder, slots = self._kernel()
         slot = slots.get()
         err = err_buffer()
         try:
-            if kernel_split(self.pattern) is not None:  # the encoder splits inline (encoder.split)
+            if encoder_split(self.pattern) is not None:  # the encoder splits inline (encoder.split)
                 status, ids, token_offsets = encoder.encode_utf8(data, offsets, slot, err)
             else:
                 from ..pretokenizer import PatternTimeout, chunk_bounds_batch
 
                 try:
-                    ends, doc_chunks = chunk_bounds_batch(data, offsets, self.pattern,
+                    ends, doc_chunks = chunk_bounds_batch(data, offsets, pattern_spec(self.pattern_name, self.pattern),
                                                           time_limit=not self.trust_pattern)
                 except InvalidTextError as exc:
                     if exc.document is not None:

@@ -39,6 +39,8 @@ class _Exportable(Protocol):
     @property
     def pattern(self) -> str: ...
     @property
+    def pattern_name(self) -> str: ...
+    @property
     def merges(self) -> List[Tuple[int, int]]: ...
     @property
     def special_tokens(self) -> Dict[str, int]: ...
@@ -77,6 +79,13 @@ def hf_dict(tok: _Exportable) -> Dict[str, Any]:
             f"export_hf needs the utf8 substrate (HF's byte-level BPE is UTF-8 BBPE); this tokenizer is "
             f"{tok.substrate!r}. For transformers use ube_stream.hf.UbeTokenizer (every substrate; "
             "pip install \"ube-stream[hf]\")")
+    from ..pretokenizer import RULE_PATTERNS
+
+    if tok.pattern_name in RULE_PATTERNS:
+        raise ValueError(
+            f"export_hf: the {tok.pattern_name!r} pre-tokenization is a rule-based split that HF tokenizers' "
+            "pre-tokenizers (Split on one regex) cannot express; export vocab.json/merges.txt "
+            "(export_vocab_merges) or use ube_stream.hf.UbeTokenizer")
     table = {symbol_string(e, "utf8"): tok._model_id(i) for i, e in enumerate(tok._expansions)}
     merges = [[symbol_string(tok._expansions[a], "utf8"), symbol_string(tok._expansions[b], "utf8")]
               for a, b in tok.merges]

@@ -9,7 +9,7 @@ File layout (``format`` = ``"ube-stream-tokenizer"``, ``version`` = 1)::
       "format": "ube-stream-tokenizer",
       "version": 1,
       "substrate": "ube",                     # ube | utf8 | utf16
-      "pattern": {"name": "gpt2", "regex": "'s|'t|..."},
+      "pattern": {"name": "gpt2", "regex": "'s|'t|..."},   # or {"name": "script"} (no regex)
       "normalization": "none",
       "base_size": 512,                       # ids 0..base_size-1 are base symbols
       "vocab_size": 32000,                    # base + merged tokens + special tokens
@@ -18,6 +18,12 @@ File layout (``format`` = ``"ube-stream-tokenizer"``, ``version`` = 1)::
       "training": {...},                      # options and corpus totals (provenance only)
       "fingerprint": "sha256:..."             # of the canonical encoding-relevant content
     }
+
+``pattern.name`` is a known pattern (``gpt2``, ``cl100k``, ``o200k``, recorded
+with their regex, which must match this version's), ``custom`` (a regex the
+tokenizer was given, ``"regex:..."``; files from ``from_hf`` of Llama 3 record
+``llama3`` so), or a rule-based split with no regex (``script``: the object
+holds only the name).
 
 Merged token ids are derived from the merge list: merge ``k`` joins tokens
 ``left`` and ``right``; if the concatenation of their base-symbol expansions
@@ -49,11 +55,13 @@ def canonical(*, substrate: str, pattern_name: str, pattern: str, normalization:
               merges: Sequence[Tuple[int, int]], special_tokens: Mapping[str, int],
               id_map: Optional[Sequence[int]]) -> Dict[str, Any]:
     """The encoding-relevant content, in file order (``special_tokens``: text -> internal id)."""
+    from ..pretokenizer import RULE_PATTERNS
+
     content: Dict[str, Any] = {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
         "substrate": substrate,
-        "pattern": {"name": pattern_name, "regex": pattern},
+        "pattern": {"name": pattern_name} if pattern_name in RULE_PATTERNS else {"name": pattern_name, "regex": pattern},
         "normalization": normalization,
         "base_size": base_size,
         "merges": [list(m) for m in merges],
@@ -116,10 +124,23 @@ def parse(text: str, *, source: str = "<string>") -> Tuple[Dict[str, Any], Dict[
     pattern = doc["pattern"]
     kwargs = dict(substrate=doc["substrate"], merges=doc["merges"],
                   special_tokens={s["text"]: int(s["id"]) for s in doc["special_tokens"]},
-                  pattern=pattern["regex"] if pattern.get("name") == "custom" else pattern["name"],
+                  pattern=_pattern_argument(pattern, source),
                   normalization=doc.get("normalization", "none"), training=doc.get("training"),
                   id_map=doc.get("id_map"))
     return doc, kwargs
+
+
+def _pattern_argument(pattern: Mapping[str, Any], source: str) -> str:
+    """The ``pattern`` argument of a file's pattern object: the name, or ``"regex:" + regex``
+    for ``custom``; a name this version does not know is a TokenizerFormatError."""
+    from ..pretokenizer import PATTERN_NAMES, pattern_spec
+
+    name = pattern["name"]
+    if name != "custom" and name not in PATTERN_NAMES:
+        raise TokenizerFormatError(
+            f"{source}: pattern {name!r} is not one this version of ube-stream knows ({list(PATTERN_NAMES)} "
+            "or custom); upgrade ube-stream or re-train")
+    return pattern_spec(name, pattern["regex"]) if name == "custom" else name
 
 
 def _is_int(value: Any) -> bool:
@@ -140,10 +161,12 @@ def check_fields(doc: Mapping[str, Any], source: str) -> None:
     substrate = doc["substrate"]
     if substrate not in SUBSTRATES:
         raise bad("substrate", f"one of {list(SUBSTRATES)}", substrate)
+    from ..pretokenizer import RULE_PATTERNS
+
     pattern = doc["pattern"]
     if not isinstance(pattern, dict) or not isinstance(pattern.get("name"), str) \
-            or not isinstance(pattern.get("regex"), str):
-        raise bad("pattern", 'an object {"name": str, "regex": str}', pattern)
+            or not (isinstance(pattern.get("regex"), str) or pattern["name"] in RULE_PATTERNS):
+        raise bad("pattern", 'an object {"name": str, "regex": str} (or {"name": "script"})', pattern)
     if "base_size" in doc and doc["base_size"] != base_size(substrate):
         raise bad("base_size", f"{base_size(substrate)} for substrate {substrate!r}", doc["base_size"])
     if "vocab_size" in doc and not (_is_int(doc["vocab_size"]) and 0 < doc["vocab_size"] < 1 << 32):
@@ -174,8 +197,10 @@ def check_fields(doc: Mapping[str, Any], source: str) -> None:
 def check_recorded(doc: Mapping[str, Any], *, pattern: str, fingerprint: str, vocab_size: int,
                    source: str) -> None:
     """The tokenizer built from ``doc`` must have the pattern, fingerprint and size the file records."""
+    from ..pretokenizer import RULE_PATTERNS
+
     recorded = doc["pattern"]
-    if pattern != recorded.get("regex"):
+    if recorded["name"] not in RULE_PATTERNS and pattern != recorded.get("regex"):
         raise TokenizerFormatError(
             f"{source}: pattern {recorded.get('name')!r} is recorded with a regex that differs from this "
             "version's; the file was edited or written by an incompatible version")

@@ -23,7 +23,11 @@ import json
 import os
 from typing import Callable, Dict, List, Mapping, Optional, Tuple, TypeVar
 
-from ..errors import TokenizerFormatError
+import numpy as np
+
+from .. import _ranks
+from ..errors import TokenizerFormatError, check_status, err_buffer
+from ..pretokenizer import REGEX_PREFIX
 from ..storage import read_bytes
 from ..substrate import gpt2_byte_chars
 
@@ -53,8 +57,8 @@ def _hf_pattern(pre: dict | None, source: str) -> str:
                 and steps[0].get("behavior", "Isolated") == "Isolated"):
             byte_level_ok(steps[1])
             pattern = steps[0].get("pattern", {})
-            if "Regex" in pattern:
-                return pattern["Regex"]
+            if "Regex" in pattern:   # marked: any regex HF writes (a known pattern's text keeps its name)
+                return REGEX_PREFIX + pattern["Regex"]
     raise TokenizerFormatError(
         f"{source}: pre_tokenizer {json.dumps(pre)[:200]} is not supported; ube-stream reads "
         "ByteLevel(use_regex=True) or Sequence[Split(Regex, Isolated), ByteLevel(use_regex=False)]")
@@ -197,22 +201,18 @@ def load_tiktoken_ranks(path) -> Dict[bytes, int]:
     return parse_tiktoken_ranks(read_maybe_gzip(path), os.fspath(path))
 
 
-def _bpe_parts(token: bytes, ranks: Mapping[bytes, int], below: int) -> List[bytes]:
-    """tiktoken's byte-pair merge of ``token`` using only ranks < ``below``."""
-    if len(token) == 2:
-        return [token[:1], token[1:]]
-    get = ranks.get
-    parts = [token[i:i + 1] for i in range(len(token))]
-    while len(parts) > 1:
-        best, where = below, -1
-        for i in range(len(parts) - 1):
-            rank = get(parts[i] + parts[i + 1], below)
-            if rank < best:
-                best, where = rank, i
-        if where < 0:
-            break
-        parts[where:where + 2] = [parts[where] + parts[where + 1]]
-    return parts
+def _merges_of(ranks: Mapping[bytes, int]) -> List[Tuple[int, int]]:
+    """The merge list of a rank vocabulary (multi-byte tokens in rank order get
+    internal ids 256, 257, ...): the ``_ranks`` kernel runs, for every token, the
+    BPE of the ranks below it, as tiktoken's encoder would."""
+    tokens = [token for token, _ in sorted(ranks.items(), key=lambda kv: kv[1]) if len(token) > 1]
+    offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
+    np.cumsum([len(t) for t in tokens], out=offsets[1:])
+    err = err_buffer()
+    status, merges = _ranks.merges_from_ranks(b"".join(tokens), offsets, err)
+    check_status(status, err, what="converting ranks", data=tokens, ids=[ranks[t] for t in tokens])
+    assert merges is not None
+    return [(int(a), int(b)) for a, b in merges.tolist()]
 
 
 def tokenizer_from_tiktoken(cls: Callable[..., T], ranks, pattern: str, special_tokens: Mapping[str, int], *,
@@ -223,25 +223,13 @@ def tokenizer_from_tiktoken(cls: Callable[..., T], ranks, pattern: str, special_
         ranks = load_tiktoken_ranks(ranks)
     ranks = {bytes(k): int(v) for k, v in ranks.items()}
     id_map: List[int] = []
-    internal: Dict[bytes, int] = {}
     for b in range(256):
         token = bytes([b])
         if token not in ranks:
             raise TokenizerFormatError(f"byte {b} has no rank; a byte-level BPE needs all 256")
-        internal[token] = b
         id_map.append(ranks[token])
-    merges: List[Tuple[int, int]] = []
-    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
-        if len(token) < 2:
-            continue
-        parts = _bpe_parts(token, ranks, rank)
-        if len(parts) != 2:
-            raise TokenizerFormatError(
-                f"token {token!r} (rank {rank}) is not the merge of two lower-ranked tokens (BPE with the "
-                f"ranks below it leaves {len(parts)} parts): these ranks are not a BPE vocabulary")
-        merges.append((internal[parts[0]], internal[parts[1]]))
-        internal[token] = len(id_map)
-        id_map.append(rank)
+    merges = _merges_of(ranks)
+    id_map.extend(rank for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]) if len(token) > 1)
     specials = dict(sorted(special_tokens.items(), key=lambda kv: kv[1]))
     taken = set(ranks.values())
     for text, sid in specials.items():

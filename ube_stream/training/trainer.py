@@ -205,7 +205,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     Pass a :class:`TrainSummary` as ``summary`` to receive the totals.
     """
     from .. import readers
-    from ..pretokenizer import resolve_pattern
+    from ..pretokenizer import pattern_spec, resolve_pattern
     from ..substrate import base_size, substrate_code
 
     started = time.perf_counter()
@@ -223,7 +223,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     if max_token_length is not None and max_token_length < 2:
         raise ValueError(f"max_token_length must be >= 2 base symbols (or None), got {max_token_length}")
     check_on_error(on_error)
-    pattern_name, pattern_regex = resolve_pattern(pattern)
+    pattern = pattern_spec(*resolve_pattern(pattern))   # an unknown name fails here, before any work
     workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
     summary = summary if summary is not None else TrainSummary()
     summary.requested_vocab_size = vocab_size
@@ -240,7 +240,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error)
         units = readers.plan_units(sources, unit_rows=unit_rows or readers.DEFAULT_UNIT_ROWS)
         budgets = _unit_budgets(units, max_bytes)
-        tasks = [dict(unit=u, pattern=pattern_regex, column=column, text_mode=text_mode, on_error=on_error,
+        tasks = [dict(unit=u, pattern=pattern, column=column, text_mode=text_mode, on_error=on_error,
                       byte_budget=b, table_dir=tmp) for u, b in zip(units, budgets)]
         # text bytes are known ahead only for uncompressed sources (file size ~ text size)
         distinct = {u.source.source_id: u.source for u in units}.values()
@@ -290,7 +290,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         "skipped": dict(sorted(summary.skipped.items())),
     }
     tokenizer = Tokenizer(substrate=substrate, merges=merges[:, :2].tolist(), special_tokens=special_tokens,
-                          pattern=pattern_regex if pattern_name == "custom" else pattern_name, training=training)
+                          pattern=pattern, training=training)
     summary.merges = len(merges)
     summary.vocab_size = tokenizer.vocab_size
     summary.wall_seconds = time.perf_counter() - started
