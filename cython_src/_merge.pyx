@@ -24,6 +24,16 @@ Algorithm (what keeps it fast):
 * After a merge, only the words on the merged pair's list are rewritten (in
   place, left to right, without overlap) and only the pairs that touch a
   merged occurrence change their counts.
+* Long words (``LONG_WORD`` symbols or more: a whole CJK page can be one
+  chunk) are not rewritten at all: they live in doubly linked lists of
+  positions, and a pair's list holds the position of each occurrence in them
+  (as ``~position``, so negative, beside the short words' indices).  A merge
+  sorts its pair's positions and merges each one that still holds the pair,
+  left to right, relinking two nodes: its work is proportional to the
+  occurrences merged, not to the length of the words that hold them, so
+  training time is linear in the data whatever the chunk lengths.  Positions
+  are never listed twice for one pair (a position's pair only ever grows
+  longer in base symbols), and dead or changed positions are skipped when met.
 * A binary max-heap of ``(count, ~pair_key)`` with lazy invalidation: an
   entry that is higher than its pair's current count is re-pushed with the
   current count (or dropped below ``min_frequency``); an entry that is lower
@@ -37,16 +47,21 @@ Algorithm (what keeps it fast):
   candidate expansion there and looks it up by a 64-bit hash (checked by
   comparing the ids) to reuse an existing id, without a string per token.
 
-Memory: 4 bytes per base symbol of the words (int32, since merged ids exceed
-65535), 24 bytes per word of two or more symbols (words shorter than that hold
-no pair and are dropped up front), and per distinct pair 48 bytes (table slots
-and arrays) plus its word list (4 bytes per (pair, word) entry).
+Memory: 4 bytes per base symbol of the short words (int32, since merged ids
+exceed 65535), 24 bytes per word of two or more symbols (words shorter than
+that hold no pair and are dropped up front), and per distinct pair 48 bytes
+(table slots and arrays) plus its word list (4 bytes per (pair, word) entry).
+Long words take 12 bytes per symbol (a node: id, next, previous) and 4 bytes per
+listed occurrence (at most three per symbol over the whole training).
+
+Choosing the next merge happens in one place, ``pick_pair`` (the heap's
+highest count, smallest key); which pairs are tracked at all is ``allowed``.
 """
 cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy
-from libcpp.algorithm cimport make_heap, pop_heap, push_heap
+from libcpp.algorithm cimport make_heap, pop_heap, push_heap, sort
 from libcpp.pair cimport pair
 from libcpp.vector cimport vector
 
@@ -54,6 +69,32 @@ from _hash cimport hash_bytes, mix64, prefetch
 from _status cimport STATUS_NO_MEMORY, STATUS_OK, check_err, fail
 
 import numpy as np
+
+cdef extern from *:
+    """
+    #include <stdlib.h>
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    #endif
+    /* nbytes for a large array read at random: on Linux aligned to 2 MiB and
+       marked for transparent huge pages, so that its reads do not each miss the
+       TLB; NULL when out of memory.  Release with free(). */
+    static void* ube_alloc_huge(size_t nbytes) {
+    #if defined(__linux__) && defined(MADV_HUGEPAGE)
+        const size_t huge = (size_t)1 << 21;
+        if (nbytes >= huge) {
+            void* block = NULL;
+            size_t rounded = (nbytes + huge - 1) & ~(huge - 1);
+            if (posix_memalign(&block, huge, rounded) != 0) return NULL;
+            madvise(block, rounded, MADV_HUGEPAGE);
+            return block;
+        }
+    #endif
+        return malloc(nbytes ? nbytes : 1);
+    }
+    """
+    void* alloc_huge "ube_alloc_huge"(size_t nbytes) noexcept nogil
+
 
 ctypedef pair[int64_t, uint64_t] heap_entry_t   # (count, ~pair_key): max-heap order
 
@@ -68,8 +109,14 @@ cdef enum:
     PAIR_CHUNK_BITS = 15
     # words fetched ahead while rewriting a pair's words
     PREFETCH_AHEAD = 8
+    # long-word nodes fetched ahead while merging a pair's positions
+    NODE_AHEAD = 32
     # a forgotten pair keeps a word-list block of up to this many entries for the next pair
     KEEP_BLOCK = 32
+    # words of at least this many symbols are linked lists of positions, not rewritten
+    LONG_WORD = 64
+    # positions of long words are int32 (listed as ~position); words past this stay short
+    MAX_LONG_SYMBOLS = 0x7FFFFFF0
 
 
 cdef struct Word:
@@ -82,10 +129,17 @@ cdef struct Word:
 cdef struct Pair:
     uint64_t key        # (left << 32) | right
     int64_t count       # weighted occurrences over all words
-    int32_t* words      # indices of the words that may hold it (a block of ``cap``)
+    int32_t* words      # entries that may hold it (a block of ``cap``): the index of a
+                        # short word, or ~position of an occurrence in a long word
     int32_t n_words
     int32_t cap         # 0: no block yet; a power of two below 2**BIG_CLASS
     int32_t stamp       # last merge step whose count rise was recorded
+
+
+cdef struct Node:
+    int32_t id          # the token at this position of a long word; -1: merged into its left
+    int32_t next        # the next live position of the word; -1: the word's last
+    int32_t prev        # the previous live position; -1: the word's first
 
 
 cdef struct PairSlot:
@@ -130,9 +184,14 @@ cdef int64_t _wanted(exc):
 @cython.final
 cdef class _MergeState:
     """All training state; methods run without the GIL."""
-    # words (only those with >= 2 symbols), rewritten in place
+    # short words (2 .. LONG_WORD - 1 symbols), rewritten in place
     cdef vector[int32_t] symbols
     cdef vector[Word] words
+    # long words: a doubly linked list of positions each (one node, 12 bytes, per position)
+    cdef Node* nodes                      # (huge pages: long words are read at random)
+    cdef vector[int32_t] long_start       # first position of each long word, then the end
+    cdef vector[int64_t] long_count
+    cdef vector[int32_t] positions        # the merged pair's positions in long words, sorted
     # pairs by dense index, in chunks that never move (no copy, no hole when they grow),
     # and pair key -> index: open addressing, at most half full
     cdef vector[Pair*] pair_chunks
@@ -165,10 +224,12 @@ cdef class _MergeState:
     cdef int64_t max_vocab
     cdef int64_t threshold
     cdef int64_t max_len
+    cdef int64_t long_word                # words of this many symbols or more are linked lists
     cdef int32_t step
 
     def __cinit__(self):
         self.table = NULL
+        self.nodes = NULL
         self.bump = NULL
         self.bump_end = NULL
         self.merging = -1
@@ -190,6 +251,7 @@ cdef class _MergeState:
         for k in range(self.slabs.size()):
             free(self.slabs[k])
         free(self.table)
+        free(self.nodes)
 
     # ------------------------------------------------------------- word-list blocks
 
@@ -233,6 +295,8 @@ cdef class _MergeState:
     cdef int grow(self, Pair* pair) except -1 nogil:
         """Room for at least one more word in the pair's list."""
         cdef int64_t cap = <int64_t>1 << size_class(pair.cap + 1)
+        if cap > 0x40000000:
+            raise_memory_error(-1)      # n_words is int32
         cdef int32_t* block = self.block_alloc(cap)
         if pair.n_words:
             memcpy(block, pair.words, pair.n_words * sizeof(int32_t))
@@ -379,7 +443,8 @@ cdef class _MergeState:
         return self.max_len < 0 or self.token_len[left] + self.token_len[right] <= self.max_len
 
     cdef inline int add(self, int32_t left, int32_t right, int64_t amount, int32_t word) except -1 nogil:
-        """Count ``amount`` more of pair (left, right), found in ``word``."""
+        """Count ``amount`` more of pair (left, right), found in ``word`` (a short
+        word's index, or ~position of the occurrence in a long word)."""
         cdef int32_t index
         cdef Pair* pair
         if not self.allowed(left, right):
@@ -517,21 +582,19 @@ cdef class _MergeState:
             self.expansion_table.swap(bigger)
         return token
 
-    cdef int merge_next(self) except -1 nogil:
-        """Do the next merge; return 1, or 0 when training is over."""
+    cdef int32_t pick_pair(self) except -2 nogil:
+        """The pair to merge next, or -1 when none is left: the highest count (at
+        least ``threshold``), ties to the smallest ``(left, right)``.  This is the
+        one place that chooses a merge; a rule on which tracked pairs may merge
+        belongs here (drop the popped entry when the pair may not)."""
         cdef heap_entry_t top
-        cdef uint64_t key
-        cdef int32_t index, left, right, result, word, n_words
+        cdef int32_t index
         cdef int64_t count
-        cdef int32_t k
-        if self.n_vocab >= self.max_vocab:
-            return 0
         while not self.heap.empty():
             top = self.heap.front()
             pop_heap(self.heap.begin(), self.heap.end())
             self.heap.pop_back()
-            key = ~top.second
-            index = self.table_find(key)
+            index = self.table_find(~top.second)
             if index < 0:
                 continue  # the pair died out
             count = self.pair(index).count
@@ -540,43 +603,124 @@ cdef class _MergeState:
                     self.heap.push_back(heap_entry_t(count, top.second))
                     push_heap(self.heap.begin(), self.heap.end())
                 continue
-            left = <int32_t>(key >> 32)
-            right = <int32_t>(<uint32_t>key)
-            result = self.token_of(left, right)
-            self.merges.push_back(left)
-            self.merges.push_back(right)
-            self.merges.push_back(result)
-            self.step += 1
-            # rewrite the words on the pair's list; the pair keeps its index until
-            # the step ends (no new pair can take it meanwhile), and no rewrite adds
-            # it back: ``result`` is longer than ``left``, so it is neither side
-            self.merging = index
-            self.detached = self.pair(index).words
-            self.detached_cap = self.pair(index).cap
-            n_words = self.pair(index).n_words
-            self.pair(index).words = NULL
-            self.pair(index).cap = 0
-            self.pair(index).n_words = 0
-            for k in range(n_words):
-                # the words are scattered: fetch ahead, the record first, then its symbols
-                if k + 2 * PREFETCH_AHEAD < n_words:
-                    prefetch(&self.words[self.detached[k + 2 * PREFETCH_AHEAD]])
-                if k + PREFETCH_AHEAD < n_words:
-                    prefetch(self.symbols.data() + self.words[self.detached[k + PREFETCH_AHEAD]].start)
-                word = self.detached[k]
-                if self.words[word].stamp != self.step:
-                    self.words[word].stamp = self.step
-                    self.rewrite_word(word, left, right, result)
-            self.block_free(self.detached, self.detached_cap)
-            self.detached = NULL
-            self.detached_cap = 0
-            self.merging = -1
-            # every occurrence is merged (a run of ``left == right`` leaves at most
-            # a single ``left`` behind), so the pair's count is now zero
-            if self.pair(index).count == 0:
-                self.forget_pair(index)
-            self.push_risen()
-            return 1
+            return index
+        return -1
+
+    cdef int merge_next(self) except -1 nogil:
+        """Do the next merge; return 1, or 0 when training is over."""
+        cdef uint64_t key
+        cdef int32_t index, left, right, result, word, n_words, ahead
+        cdef int32_t k
+        if self.n_vocab >= self.max_vocab:
+            return 0
+        index = self.pick_pair()
+        if index < 0:
+            return 0
+        key = self.pair(index).key
+        left = <int32_t>(key >> 32)
+        right = <int32_t>(<uint32_t>key)
+        result = self.token_of(left, right)
+        self.merges.push_back(left)
+        self.merges.push_back(right)
+        self.merges.push_back(result)
+        self.step += 1
+        # rewrite the short words on the pair's list and gather its positions in
+        # long words; the pair keeps its index until the step ends (no new pair
+        # can take it meanwhile), and no rewrite adds it back: ``result`` is
+        # longer than ``left``, so it is neither side
+        self.merging = index
+        self.detached = self.pair(index).words
+        self.detached_cap = self.pair(index).cap
+        n_words = self.pair(index).n_words
+        self.pair(index).words = NULL
+        self.pair(index).cap = 0
+        self.pair(index).n_words = 0
+        self.positions.clear()
+        for k in range(n_words):
+            # the words are scattered: fetch ahead, the record first, then its symbols
+            if k + 2 * PREFETCH_AHEAD < n_words:
+                ahead = self.detached[k + 2 * PREFETCH_AHEAD]
+                if ahead >= 0:
+                    prefetch(&self.words[ahead])
+            if k + PREFETCH_AHEAD < n_words:
+                ahead = self.detached[k + PREFETCH_AHEAD]
+                if ahead >= 0:
+                    prefetch(self.symbols.data() + self.words[ahead].start)
+            word = self.detached[k]
+            if word < 0:
+                self.positions.push_back(~word)
+            elif self.words[word].stamp != self.step:
+                self.words[word].stamp = self.step
+                self.rewrite_word(word, left, right, result)
+        self.block_free(self.detached, self.detached_cap)
+        self.detached = NULL
+        self.detached_cap = 0
+        if not self.positions.empty():
+            sort(self.positions.begin(), self.positions.end())
+            self.merge_positions(left, right, result)
+        self.merging = -1
+        # every occurrence is merged (a run of ``left == right`` leaves at most
+        # a single ``left`` behind), so the pair's count is now zero
+        if self.pair(index).count == 0:
+            self.forget_pair(index)
+        self.push_risen()
+        return 1
+
+    cdef int32_t long_word_of(self, int32_t position) noexcept nogil:
+        """The long word that holds ``position`` (binary search of the starts)."""
+        cdef int32_t lo = 0, hi = <int32_t>self.long_start.size() - 1, mid
+        while hi - lo > 1:      # long_start[lo] <= position < long_start[hi]
+            mid = lo + (hi - lo) // 2
+            if self.long_start[mid] <= position:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    cdef int merge_positions(self, int32_t left, int32_t right, int32_t result) except -1 nogil:
+        """Merge each of ``positions`` (sorted) that still holds (left, right),
+        left to right, relinking the long word's list, and move the counts of
+        the pairs that touch the merged occurrence: what ``rewrite_word`` does,
+        without touching the rest of the word."""
+        cdef Node* nodes = self.nodes
+        cdef int32_t p, q, r, before, word
+        cdef int32_t last_merged = -1   # the position merged just before (its result sits there)
+        cdef int32_t lo = 0, hi = 0     # positions of the long word whose count is ``amount``
+        cdef int64_t amount = 0, merged = 0
+        cdef size_t k
+        for k in range(self.positions.size()):
+            if k + NODE_AHEAD < self.positions.size():
+                prefetch(nodes + self.positions[k + NODE_AHEAD])
+            p = self.positions[k]
+            if nodes[p].id != left:
+                continue        # merged away, or its token changed
+            q = nodes[p].next
+            if q < 0 or nodes[q].id != right:
+                continue        # its right neighbour changed
+            if not lo <= p < hi:
+                word = self.long_word_of(p)
+                lo = self.long_start[word]
+                hi = self.long_start[word + 1]
+                amount = self.long_count[word]
+            before = nodes[p].prev
+            r = nodes[q].next
+            if before >= 0:
+                # (before, p) was removed already when ``before`` was merged just now
+                if before != last_merged:
+                    self.remove(nodes[before].id, left, amount)
+                self.add(nodes[before].id, result, amount, ~before)
+            if r >= 0:
+                self.remove(right, nodes[r].id, amount)
+                # when r starts the next occurrence, that merge adds (result, result)
+                if not (nodes[r].id == left and nodes[r].next >= 0 and nodes[nodes[r].next].id == right):
+                    self.add(result, nodes[r].id, amount, ~p)
+                nodes[r].prev = p
+            nodes[p].id = result
+            nodes[p].next = r
+            nodes[q].id = -1
+            merged += amount
+            last_merged = p
+        self.pair(self.merging).count -= merged
         return 0
 
     cdef int64_t run(self, int64_t limit) except -1 nogil:
@@ -590,28 +734,52 @@ cdef class _MergeState:
 
     cdef int build(self, const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
                    const int64_t[::1] word_counts) except -1 nogil:
-        """Copy the words that hold a pair, count their pairs, build the first
-        word lists (two passes: sizes, then entries) and the first heap."""
+        """Copy the words that hold a pair (short ones back to back, long ones
+        into linked lists), count their pairs, build the first word lists (two
+        passes: sizes, then entries) and the first heap."""
         cdef Py_ssize_t k, n_words = word_counts.shape[0]
-        cdef int64_t start, end, offset, n_kept = 0, n_words_kept = 0
-        cdef int32_t word, index, n_pairs, size
-        cdef int32_t* pair_at
+        cdef int64_t start, end, length, offset, n_kept = 0, n_words_kept = 0, n_long = 0
+        cdef int32_t word, index, n_pairs, size, position, entry
+        cdef int32_t* pair_at           # short words' positions, then long words'
         cdef int32_t* sym
+        cdef Node* nodes
         cdef int64_t amount
         cdef Word* w
         cdef Pair* pair
+        cdef size_t n_long_words
+        self.long_start.push_back(0)
         for k in range(n_words):
-            if word_offsets[k + 1] - word_offsets[k] >= 2:
-                n_kept += word_offsets[k + 1] - word_offsets[k]
+            length = word_offsets[k + 1] - word_offsets[k]
+            if length >= self.long_word and n_long + length <= MAX_LONG_SYMBOLS:
+                n_long += length
+                self.long_start.push_back(<int32_t>n_long)
+                self.long_count.push_back(word_counts[k])
+            elif length >= 2:
+                n_kept += length
                 n_words_kept += 1
+        n_long_words = self.long_count.size()
         self.symbols.resize(<size_t>n_kept)
         self.words.resize(<size_t>n_words_kept)
+        self.nodes = <Node*>alloc_huge(<size_t>n_long * sizeof(Node))
+        if self.nodes == NULL:
+            raise_memory_error(n_long * sizeof(Node))
         sym = self.symbols.data()
+        nodes = self.nodes
         n_kept = 0
+        n_long = 0
         word = 0
         for k in range(n_words):
             start = word_offsets[k]
             end = word_offsets[k + 1]
+            if end - start >= self.long_word and n_long + end - start <= MAX_LONG_SYMBOLS:
+                for offset in range(start, end):
+                    nodes[n_long].id = symbols[offset]
+                    nodes[n_long].prev = <int32_t>n_long - 1
+                    nodes[n_long].next = <int32_t>n_long + 1
+                    n_long += 1
+                nodes[n_long - (end - start)].prev = -1
+                nodes[n_long - 1].next = -1
+                continue
             if end - start < 2:
                 continue
             w = &self.words[word]
@@ -627,11 +795,12 @@ cdef class _MergeState:
         self.expansion_start.push_back(0)
         self.table_alloc(MIN_TABLE_BITS)
 
-        # pass 1: the pair of each position (-1: too long to track), counts, and
-        # list sizes (kept in .cap for now)
-        pair_at = <int32_t*>malloc(max(n_kept, 1) * sizeof(int32_t))
+        # pass 1: the pair of each position (-1: too long to track, or a word's
+        # last), counts, and list sizes (kept in .cap for now): one entry per short
+        # word that holds the pair, one per occurrence in long words
+        pair_at = <int32_t*>malloc(max(n_kept + n_long, 1) * sizeof(int32_t))
         if pair_at == NULL:
-            raise_memory_error(n_kept * sizeof(int32_t))
+            raise_memory_error((n_kept + n_long) * sizeof(int32_t))
         try:
             for word in range(<int32_t>n_words_kept):
                 w = &self.words[word]
@@ -647,6 +816,17 @@ cdef class _MergeState:
                     if pair.stamp != word:      # first time in this word
                         pair.stamp = word
                         pair.cap += 1
+            for k in range(<Py_ssize_t>n_long_words):
+                amount = self.long_count[k]
+                for position in range(self.long_start[k], self.long_start[k + 1]):
+                    pair_at[n_kept + position] = -1
+                    if nodes[position].next < 0 or not self.allowed(nodes[position].id, nodes[position + 1].id):
+                        continue
+                    index = self.find_or_add_pair(pack_pair(nodes[position].id, nodes[position + 1].id))
+                    pair_at[n_kept + position] = index
+                    pair = self.pair(index)
+                    pair.count += amount
+                    pair.cap += 1
             # pass 2: a block per list, then the entries
             n_pairs = self.n_pairs
             for index in range(n_pairs):
@@ -667,6 +847,13 @@ cdef class _MergeState:
                         if pair.n_words == 0 or pair.words[pair.n_words - 1] != word:
                             pair.words[pair.n_words] = word
                             pair.n_words += 1
+            for position in range(<int32_t>n_long):
+                index = pair_at[n_kept + position]
+                if index >= 0:
+                    pair = self.pair(index)
+                    entry = ~position
+                    pair.words[pair.n_words] = entry
+                    pair.n_words += 1
         finally:
             free(pair_at)
         # the first heap, built at once
@@ -681,7 +868,7 @@ cdef class _MergeState:
 def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
                  const int64_t[::1] word_counts, int n_base, int64_t max_vocab,
                  int64_t min_frequency, int64_t max_token_length, progress=None,
-                 int64_t[::1] err=None):
+                 int64_t[::1] err=None, *, int64_t long_word=LONG_WORD):
     """Learn BPE merges from weighted words; returns ``(status, merges)``:
     int32 ``(m, 3)`` rows ``(left_id, right_id, result_id)`` in rank order.
 
@@ -692,7 +879,10 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
     ``max_vocab`` or when no pair occurs ``max(min_frequency, 1)`` times.
     ``max_token_length`` < 0 means no limit on a token's length in base
     symbols.  ``progress(merges_done)`` is called every ``PROGRESS_EVERY``
-    merges and at the end, when given.  Arguments out of range raise
+    merges and at the end, when given.  Words of ``long_word`` symbols or
+    more are merged as linked lists of positions (the result is the same;
+    tests move the threshold to run either path on any corpus).  Arguments
+    out of range raise
     ValueError; when the training state cannot grow the status is
     ``STATUS_NO_MEMORY`` (``err[0]``: the bytes it could not allocate, or -1).
     """
@@ -734,6 +924,7 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
     state.max_vocab = max_vocab
     state.threshold = min_frequency if min_frequency > 1 else 1
     state.max_len = max_token_length if max_token_length >= 0 else -1
+    state.long_word = long_word if long_word >= 2 else 2
     state.step = 0
     try:
         with nogil:

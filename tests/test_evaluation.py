@@ -8,6 +8,7 @@ import io
 import json
 import os
 
+import numpy as np
 import pytest
 import zstandard
 
@@ -247,6 +248,43 @@ def test_cli_eval_end_to_end(sample_eval, tmp_path, capsys):
         for png in (outputs["png"], str(tmp_path / "out-context.png")):
             with open(png, "rb") as f:
                 assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_groups_by_script_and_ratios_match_the_table(sample_eval, tmp_path):
+    """The plot's data, recomputed from the table by hand: every language in
+    its script's group (the script from the parallel data's lang/script
+    fields), UBE/BBPE and UBE/BBPE16 token ratios per language, groups sorted
+    by the median UBE/BBPE ratio; labels UBE / BBPE / BBPE16."""
+    from ube_stream.evaluation.output import script_groups, tokenizer_labels
+
+    table = sample_eval[1]
+    assert tokenizer_labels(table) == ["UBE", "BBPE", "BBPE16"]
+    groups = script_groups(table)
+    by_script = {g["script"]: g for g in groups}
+    expected = {}
+    for r in table["languages"]:
+        t = r["tokenizers"]
+        if all(t[n]["premium"] is not None and t[n]["tokens"] for n in ("ube", "utf8", "utf16")):
+            expected.setdefault(r["script"] or "?", []).append(
+                (r["lang"], t["ube"]["premium"], t["ube"]["tokens"] / t["utf8"]["tokens"],
+                 t["ube"]["tokens"] / t["utf16"]["tokens"]))
+    assert sorted(by_script) == sorted(expected)
+    for script, rows in expected.items():
+        g = by_script[script]
+        assert g["langs"] == [lang for lang, *_ in rows]
+        assert g["premium"]["ube"] == [p for _, p, _, _ in rows]
+        assert g["ratio"]["utf8"] == pytest.approx([q for _, _, q, _ in rows])
+        assert g["ratio"]["utf16"] == pytest.approx([q for *_, q in rows])
+    medians = [float(np.median(g["ratio"]["utf8"])) for g in groups]
+    assert medians == sorted(medians)
+    # Devanagari needs 3 UTF-8 bytes per letter: UBE saves on it against BBPE, Latin script does not
+    assert np.median(by_script["Deva"]["ratio"]["utf8"]) < 0.85 < np.median(by_script["Latn"]["ratio"]["utf8"])
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    plot_premiums(table, tmp_path / "p.png", title="t")
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_plot_without_matplotlib(monkeypatch, tmp_path, capsys, sample_eval):

@@ -46,6 +46,14 @@ def test_mutated_files_never_crash_small(fmt, tmp_path):
     tally = result["tally"]
     assert sum(v for k, v in tally.items() if k.startswith("skip/")) == 40
     assert not any("OTHER" in k for k in tally), tally
+    _no_silent_change_where_checksummed(fmt, tally)
+
+
+def _no_silent_change_where_checksummed(fmt, tally):
+    """Formats with checksums (Parquet with page CRCs, gzip, zstd with its frame checksum) never
+    give other text than written without an error or a count; Arrow IPC/Feather have none."""
+    if fmt in ("parquet", "jsonl.gz", "jsonl.zst"):
+        assert not any(k.endswith("/ok_changed") for k in tally), tally
 
 
 @pytest.mark.slow
@@ -55,6 +63,7 @@ def test_mutated_files_never_crash(fmt, tmp_path):
     print(fmt, json.dumps(result["tally"]))
     assert result["n_bad"] == 0, result["bad"]
     assert not any("OTHER" in k for k in result["tally"]), result["tally"]
+    _no_silent_change_where_checksummed(fmt, result["tally"])
 
 
 def _arrow_with_bad_offsets(path):
@@ -123,7 +132,7 @@ def test_hostile_json_row_is_one_counted_skip(tmp_path, line):
     assert list(readers.iter_texts(str(path), on_error="skip", skips=skips)) == ["before", "after"]
     assert skips.counts == {"invalid_json": 1}
     assert skips.examples[0].row == 1 and skips.examples[0].offset == len('{"text": "before"}\n')
-    with pytest.raises(InputError, match=r"rows\.jsonl: line 2 \(byte offset 19\)"):
+    with pytest.raises(InputError, match=r"rows\.jsonl: row 1 \(byte offset 19\)"):
         list(readers.iter_texts(str(path)))
 
 
@@ -538,3 +547,71 @@ def test_encode_onto_a_full_disk_is_a_storage_error(tiny_disk, tmp_path):
     with pytest.raises(StorageError, match=r"No space left on device .* free on that file system"):
         encode_corpus(str(corpus), tokenizer=tok, output=str(tiny_disk / "out"), workers=1, unit_rows=5000,
                       show_progress=False)
+
+
+# ---------------------------------------------------------------- Parquet damage, by row group
+
+def _parquet_with_a_damaged_row_group(path, compression, damaged=2, rows=1000, group_rows=200):
+    """A Parquet file of ``rows // group_rows`` row groups whose group ``damaged`` has its
+    pages overwritten in the middle (byte ranges from the file's own metadata)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = [f"row {i}: h\u00e9llo \u4e16\u754c " + "xyz" * (i % 50) for i in range(rows)]
+    pq.write_table(pa.table({"n": list(range(rows)), "text": texts}), path, row_group_size=group_rows,
+                   compression=compression, write_page_checksum=compression == "none")
+    chunk = pq.ParquetFile(path).metadata.row_group(damaged).column(1)
+    start = chunk.dictionary_page_offset or chunk.data_page_offset
+    raw = bytearray(Path(path).read_bytes())
+    middle = start + chunk.total_compressed_size // 2
+    for k in range(middle, middle + 32):
+        raw[k] ^= 0x5A
+    Path(path).write_bytes(bytes(raw))
+    return texts
+
+
+@pytest.mark.parametrize("compression", ["snappy", "zstd", "none"])
+def test_parquet_damage_drops_only_its_row_group(tmp_path, compression):
+    path = str(tmp_path / "groups.parquet")
+    texts = _parquet_with_a_damaged_row_group(path, compression)
+    skips = readers.SkipCounter()
+    got = list(readers.iter_texts(path, on_error="skip", skips=skips))
+    assert got == texts[:400] + texts[600:]                 # the groups before and after are kept
+    assert skips.counts == {"corrupt_row_group": 200}       # counted by its rows, not one corrupt_file
+    assert "row group 2 (rows 400..599)" in skips.examples[0].message
+    with pytest.raises(InputError, match=r"groups\.parquet: Parquet row group 2 \(rows 400\.\.599\) is damaged") as info:
+        list(readers.iter_texts(path))
+    assert info.value.reason == "corrupt_row_group" and info.value.row == 400
+
+
+def test_parquet_damaged_row_group_split_across_units(tmp_path):
+    """Units cut inside row groups: each unit drops (and counts) only its own rows of the damaged group."""
+    path = str(tmp_path / "groups.parquet")
+    texts = _parquet_with_a_damaged_row_group(path, "snappy")
+    units = readers.plan_units(readers.resolve_inputs(path), unit_rows=150)
+    kept, counted = [], {}
+    for unit in units:
+        skips = readers.SkipCounter()
+        for batch in readers.read_unit(unit, column="text", text_mode="line", on_error="skip", skips=skips):
+            kept.extend(batch.texts if isinstance(batch.texts, list) else batch.texts.to_pylist())
+        counted[unit.row_start] = skips.total
+    assert kept == texts[:400] + texts[600:]
+    assert {r: n for r, n in counted.items() if n} == {300: 50, 450: 150}
+
+
+def test_parquet_big_row_group_passes_on_parts_and_counts_the_rest(tmp_path, monkeypatch):
+    """A group bigger than the hold is passed on as it decodes; damage then drops (and counts)
+    the rest of it, so rows kept + rows counted is still every row, each kept row as written."""
+    from ube_stream.readers import columnar
+
+    monkeypatch.setattr(columnar, "ROW_GROUP_HOLD_BYTES", 1)
+    path = str(tmp_path / "groups.parquet")
+    texts = _parquet_with_a_damaged_row_group(path, "none")
+    (unit,) = readers.plan_units(readers.resolve_inputs(path), unit_rows=None)
+    skips = readers.SkipCounter()
+    kept = [t for batch in readers.read_unit(unit, column="text", text_mode="line", on_error="skip", skips=skips,
+                                             batch_rows=50)
+            for t in (batch.texts if isinstance(batch.texts, list) else batch.texts.to_pylist())]
+    assert len(kept) + skips.counts["corrupt_row_group"] == len(texts) and set(skips.counts) == {"corrupt_row_group"}
+    passed = len(kept) - 800                       # rows of the damaged group 2 passed on before the damage
+    assert 0 <= passed < 200 and kept == texts[:400 + passed] + texts[600:]

@@ -360,3 +360,31 @@ def test_golden_encode_utf16(trained, text, expected):
     tok = trained["utf16"]
     assert tok.encode(text).tolist() == expected
     assert tok.decode(expected) == text
+
+
+# ============================================================== one long chunk
+#
+# "ab" * 35 is one GPT-2 chunk of 70 letters: a long word, merged as a linked list
+# of positions.  ube and utf8 give ASCII its byte values:
+#   (a,b)=35 > (b,a)=34 -> X; X^35 -> (X,X)=34 -> X2: X2^17 X (left to right)
+#   (X2,X2)=16 -> X3: X3^8 X2 X;  (X3,X3)=7 -> X4: X4^4 X2 X;  (X4,X4)=3 -> X5: X5 X5 X2 X
+#   then every pair once: stop (min_frequency 2)
+# utf16 spells each letter (code, 0): a 0 b 0 ... 140 symbols
+#   (97,0) (0,98) (98,0) 35 each, (0,97) 34: tie -> smallest (0,98) -> 256: 97 256 0 ...
+#   (97,256) (256,0) 35 -> (97,256) -> 257: 257 0 ...;  (257,0) 35 -> 258 = "ab"
+#   then as above from 258^35: 259, 260, 261, 262
+LONG_CHUNK_MERGES = {
+    "ube": [(97, 98), (512, 512), (513, 513), (514, 514), (515, 515)],
+    "utf8": [(97, 98), (256, 256), (257, 257), (258, 258), (259, 259)],
+    "utf16": [(0, 98), (97, 256), (257, 0), (258, 258), (259, 259), (260, 260), (261, 261)],
+}
+
+
+@pytest.mark.parametrize("substrate", ["ube", "utf8", "utf16"])
+def test_golden_train_one_long_chunk(substrate):
+    tok = train(iter(["ab" * 35]), vocab_size=2000, substrate=substrate, workers=1, show_progress=False)
+    assert tok.merges == LONG_CHUNK_MERGES[substrate]
+    results = tok.merge_results
+    ab = results[-5]                       # X: the token "ab"; X2 "abab"; X5, the last
+    assert tok.decode([ab]) == "ab" and tok.decode([results[-4]]) == "abab"
+    assert list(tok.encode_ordinary("ab" * 35)) == [results[-1], results[-1], results[-4], ab]

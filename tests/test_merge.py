@@ -33,20 +33,29 @@ def pack(words):
     return symbols, offsets, counts
 
 
+# ``long_word`` thresholds that put every word on one path: linked lists of
+# positions (2) or in-place rewriting (the kernel before long words had a path)
+ALL_LONG, ALL_SHORT = 2, 2**62
+
+
 def kernel(word_counts, *, n_base, max_vocab, min_frequency=2, max_token_length=None,
-           progress=None):
+           progress=None, long_word=None):
     words = list(word_counts.items()) if isinstance(word_counts, dict) else list(word_counts)
+    extra = {} if long_word is None else {"long_word": long_word}
     status, merges = train_merges(*pack(words), n_base, max_vocab, min_frequency,
-                                  -1 if max_token_length is None else max_token_length, progress)
+                                  -1 if max_token_length is None else max_token_length, progress,
+                                  **extra)
     assert status == 0
     assert merges.dtype == np.int32 and merges.ndim == 2 and merges.shape[1] == 3
     return [tuple(row) for row in merges.tolist()]
 
 
 def both(word_counts, **options):
-    """Kernel and reference must give the same merges; return them."""
+    """Kernel (default threshold, and every word on either path) and reference
+    must give the same merges; return them."""
     expected = ref.train_bpe_reference(word_counts, **options)
-    assert kernel(word_counts, **options) == expected
+    for long_word in (None, ALL_LONG, ALL_SHORT):
+        assert kernel(word_counts, long_word=long_word, **options) == expected, long_word
     return expected
 
 
@@ -167,6 +176,26 @@ def test_counts_past_int32_do_not_wrap():
     assert kernel(words, n_base=256, max_vocab=258) == [(ord("z"), ord("z"), 256), (A, B, 257)]
 
 
+def test_long_words_worked_by_hand():
+    # 70 symbols, so a long word (linked list of positions) at the default threshold.
+    # "ab" * 35: (a,b)=35 > (b,a)=34 -> X=256, word X^35
+    #   (X,X)=34 -> 257: 17 of them then X     (left to right, no overlap)
+    #   (257,257)=16 -> 258: 258^8 257 X
+    #   (258,258)=7 -> 259: 259^4 257 X
+    #   (259,259)=3 -> 260: 260 260 257 X;  then every pair once: below 2, stop
+    expected = [(A, B, 256), (256, 256, 257), (257, 257, 258), (258, 258, 259), (259, 259, 260)]
+    assert both(as_words({"ab" * 35: 1}), n_base=256, max_vocab=300) == expected
+    # "a" * 67, overlapping pairs: (a,a)=66 -> Z: Z^33 a;  (Z,Z)=32 -> Y: Y^16 Z a;
+    # (Y,Y)=15 -> X^8 Y a... the run halves, leaving one of each level: T T Z a
+    expected = [(A, A, 256), (256, 256, 257), (257, 257, 258), (258, 258, 259), (259, 259, 260)]
+    assert both(as_words({"a" * 67: 1}), n_base=256, max_vocab=300) == expected
+    # beside a short word that holds the same pair, counts add up across both paths:
+    # (a,b) = 35 + 40 = 75 -> X; then the short word's (X,c) 40 beats the long word's (X,X) 34
+    words = as_words({"ab" * 35: 1, "abc": 40})
+    merges = both(words, n_base=256, max_vocab=258)
+    assert merges == [(A, B, 256), (256, C, 257)]
+
+
 # ------------------------------------------------------------------ generated corpora
 
 small_words = st.dictionaries(
@@ -189,6 +218,27 @@ def test_kernel_matches_reference_on_generated_corpora(words, n_base_extra, new_
     lengths = {t: len(e) for t, e in ref.token_expansions(merges, n_base).items()}
     if max_token_length is not None:
         assert max(lengths.values()) <= max(max_token_length, 1)
+
+
+# long words from a tiny alphabet: runs such as 'aaaa' (overlapping pairs), repeats,
+# pairs shared with short words, counts past int32
+long_words = st.dictionaries(
+    keys=st.one_of(st.lists(st.integers(0, 2), min_size=0, max_size=12),
+                   st.lists(st.sampled_from([0, 0, 0, 1, 1, 2, 3]), min_size=60, max_size=300),
+                   st.lists(st.integers(0, 1), min_size=2, max_size=6).flatmap(
+                       lambda unit: st.integers(10, 60).map(lambda n: unit * n))).map(tuple),
+    values=st.one_of(st.integers(1, 5), st.integers(1, 2**40)),
+    min_size=1, max_size=6,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(words=long_words, new_tokens=st.integers(1, 60), min_frequency=st.integers(0, 3),
+       max_token_length=st.one_of(st.none(), st.integers(2, 9)))
+def test_long_words_match_reference_on_generated_corpora(words, new_tokens, min_frequency,
+                                                         max_token_length):
+    both(words, n_base=4, max_vocab=4 + new_tokens, min_frequency=min_frequency,
+         max_token_length=max_token_length)
 
 
 @settings(max_examples=100, deadline=None)
@@ -248,6 +298,21 @@ def test_kernel_matches_reference_on_real_text(chunk_counts, substrate, n_base):
             except UnicodeDecodeError:
                 continue  # part of a character's bytes
         assert len(pieces) > 100 and all(piece in text for piece in pieces)
+
+
+@pytest.mark.parametrize("substrate, n_base", [("ube", 512), ("utf8", 256), ("utf16", 256)])
+def test_whole_pages_as_one_chunk_match_on_every_substrate(substrate, n_base):
+    """Real text not pre-tokenized: each page of 26 languages is one word of
+    hundreds to thousands of symbols.  Small: kernel == reference; large (1500
+    merges over 67 pages): the linked-list path == in-place rewriting, merge for merge."""
+    rows = docs_sample_rows()
+    small = collections.Counter(tuple(ref.route_symbols(row["text"][:400], substrate)) for row in rows[:3])
+    both(dict(small), n_base=n_base, max_vocab=n_base + 60, min_frequency=2)
+    pages = collections.Counter(tuple(ref.route_symbols(row["text"][:3000], substrate)) for row in rows)
+    assert min(map(len, pages)) >= 64         # every page is a long word
+    linked = kernel(pages, n_base=n_base, max_vocab=n_base + 1500, long_word=ALL_LONG)
+    assert len(linked) == 1500
+    assert kernel(pages, n_base=n_base, max_vocab=n_base + 1500, long_word=ALL_SHORT) == linked
 
 
 # ------------------------------------------------------------------ the call itself

@@ -2,7 +2,8 @@
 and survive what clusters do: a killed worker, a killed driver, a lock left by a lost
 node; a corrupt input stops at once with the local error.
 
-The cluster is a local one started here (``ray.init(num_cpus=2)``).  Related tests
+The cluster is a local one started here (``ray.init(num_cpus=2)``); the lost-node
+test starts its own three-node cluster in a child (tests/faults/ray_lost_node.py).  Related tests
 elsewhere: ``--rank/--world-size`` + ``--finalize`` equal to one run, and SIGKILL of a
 local run then rerun (tests/test_shards.py: test_three_ranks_and_finalize_equal_a_single_run,
 test_sigkill_then_rerun_is_byte_identical); ``import ube_stream`` does not import Ray
@@ -209,3 +210,64 @@ def test_without_ray_the_cli_says_how_to_install(tmp_path, corpus):
     check = "import sys, ube_stream.shards, ube_stream.cli.shards; print('ray' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
+
+
+def test_lost_node_is_survived_byte_identical(corpus, tokenizers, reference, tmp_path):
+    """A three-node cluster on this machine (head without CPUs, two one-CPU workers): a worker
+    node is removed while encode units run, and later one while train counts; Ray re-runs the
+    lost tasks on the surviving node and both outputs equal the local executor's bytes.
+    Runs in a child process (its own cluster, not this module's)."""
+    import hashlib
+
+    from ube_stream import readers
+
+    spec = {"corpus": corpus, "tokenizer": tokenizers[0], "encode_out": str(tmp_path / "enc"),
+            "train_out": str(tmp_path / "tok.json"), "result": str(tmp_path / "result.json"),
+            "unit_rows": UNIT_ROWS, "shard_tokens": 4000,
+            "units": len(readers.plan_units(readers.resolve_inputs(corpus), unit_rows=UNIT_ROWS)),
+            "vocab_size": 512 + 300 + 1}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    env = {k: v for k, v in os.environ.items() if k != "UBE_TEST_KILL_UNIT"}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "faults", "ray_lost_node.py"),
+                           str(tmp_path / "spec.json")], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(spec["result"]) as f:
+        result = json.load(f)
+    # each node was lost mid-run: after its first finished unit, with units still to run
+    assert [(e["what"], e["killed_after_units"] < e["of"]) for e in result["log"]] == [("encode", True),
+                                                                                       ("train", True)]
+    assert result["encode_units_done"] == spec["units"]
+    expected = {k: None if v is None else hashlib.sha256(v).hexdigest() for k, v in reference[1].items()}
+    assert result["encode_tree"] == expected
+    with open(tokenizers[0], "rb") as a, open(spec["train_out"], "rb") as b:
+        assert a.read() == b.read()
+
+
+def die_first_time(task):
+    """Ray task function: SIGKILL the worker on the first attempt of each task (a marker file
+    remembers it), return the task's number on the next."""
+    marker, value = task
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return value * 10
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_lost_tasks_past_rays_retries_are_resubmitted_then_named(ray_cluster, tmp_path):
+    """With Ray's own retries off, a worker killed mid-task comes back as WorkerCrashedError:
+    the driver submits the task again (same result as one clean run), and once its
+    resubmissions are spent too the run stops with WorkerDiedError naming the task."""
+    import ray.cloudpickle
+
+    from ube_stream.executors import RayExecutor, WorkerDiedError
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])   # Ray workers cannot import tests/
+    tasks = [(str(tmp_path / f"attempt-{i}"), i) for i in range(3)]
+    with pytest.warns(RuntimeWarning, match="was lost .*WorkerCrashedError.*submitting it again"):
+        assert RayExecutor(max_retries=0, resubmits=1).map(die_first_time, tasks) == [0, 10, 20]
+    again = [(str(tmp_path / f"fresh-{i}"), i) for i in range(1)]
+    with pytest.raises(WorkerDiedError, match=r"task .*fresh-0.* was lost 1 times.*WorkerCrashedError"):
+        RayExecutor(max_retries=0, resubmits=0).map(die_first_time, again)

@@ -284,11 +284,11 @@ def test_missing_and_non_text_columns(tmp_path):
     assert "'body'" in str(_error(stream, on_error="skip"))  # a wrong column is never skipped
 
 
-def test_invalid_utf8_in_text_names_line_and_byte(tmp_path):
+def test_invalid_utf8_in_text_names_row_and_byte(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes("ok\nné\n".encode() + b"ab\xffcd\nlast\n")
     err = _error(str(path))
-    assert str(path) in str(err) and "line 3" in str(err) and "byte offset 9" in str(err)
+    assert str(path) in str(err) and "row 2:" in str(err) and "byte offset 9" in str(err)
     assert (err.row, err.offset, err.reason) == (2, 9, "invalid_utf8")
     skips = SkipCounter()
     assert list(iter_texts(str(path), on_error="skip", skips=skips)) == ["ok", "né", "last"]
@@ -298,7 +298,7 @@ def test_invalid_utf8_in_text_names_line_and_byte(tmp_path):
 JSONL_CASES = [
     (b'{"text": "ok"}\n', None, None),
     (b'{"text": "caf\xc3"}\n', "invalid_utf8", "byte offset 28"),
-    (b'{"text": "x",}\n', "invalid_json", "line 3"),
+    (b'{"text": "x",}\n', "invalid_json", "row 2 (byte offset"),
     (b'["text"]\n', "not_object", "found a list"),
     (b'{"body": "x"}\n', "missing_field", "'body'"),
     (b'{"text": 5}\n', "not_string", "found int"),
@@ -318,7 +318,7 @@ def test_jsonl_errors_and_exact_skip_counts(tmp_path):
         one = tmp_path / f"one{i}.jsonl"
         one.write_bytes(b'{"text": "ok"}\n' * i + line)
         err = _error(str(one))
-        assert err.reason == reason and err.row == i and str(one) in str(err) and f"line {i + 1}" in str(err)
+        assert err.reason == reason and err.row == i and str(one) in str(err) and f"row {i}" in str(err)
         assert needle in str(err)
     err = _error(str(path))
     assert err.reason == "invalid_utf8" and err.offset == 28 and "byte offset 28" in str(err)
@@ -489,7 +489,7 @@ def test_dataset_dict_directory_and_picklable_units(tmp_path, docs):
                           "test": datasets.Dataset.from_dict({"text": docs[40:50]})}).save_to_disk(str(root))
     (root / "train" / "cache-stray.arrow").write_bytes(b"not listed in state.json")
     # the whole folder would mix train and test: refused, naming the splits and the fix
-    with pytest.raises(InputError, match=r"DatasetDict folder with splits \['train', 'test'\]; .* e\.g\. "):
+    with pytest.raises(InputError, match=r"DatasetDict folder with splits 'train', 'test'; .* split='train'"):
         resolve_inputs(str(root))
     sources = resolve_inputs(str(root / "train"))
     assert [os.path.relpath(s.path, root).split(os.sep)[0] for s in sources] == ["train"]
@@ -514,6 +514,132 @@ def test_json_suffix_is_json_lines_and_a_json_array_is_refused(tmp_path):
     (tmp_path / "arr.json").write_text(json.dumps([{"text": "x"}]))
     with pytest.raises(InputError, match=r"arr\.json: a JSON array, not JSON Lines"):
         resolve_inputs(str(tmp_path / "arr.json"))
+
+
+# --------------------------------------------------------------------------- content sniffing, --format
+
+def _jsonl_bytes(texts):
+    return "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts).encode("utf-8")
+
+
+def test_content_sniffing_decides_when_the_name_does_not(tmp_path, docs):
+    from ube_stream.readers.formats import detect_format
+
+    texts = docs[:200]
+    (tmp_path / "jsonl_no_suffix").write_bytes(_jsonl_bytes(texts))
+    (tmp_path / "gzip_no_suffix").write_bytes(gzip.compress(_jsonl_bytes(texts)))
+    (tmp_path / "part.zst").write_bytes(zstandard.ZstdCompressor().compress(_jsonl_bytes(texts)))
+    pq.write_table(pa.table({"text": texts}), tmp_path / "parquet_blob")
+    feather.write_feather(pa.table({"text": texts}), tmp_path / "arrow_blob", compression="uncompressed")
+    with ipc.new_stream(str(tmp_path / "stream_blob"), pa.schema([("text", pa.string())])) as w:
+        w.write_table(pa.table({"text": texts}))
+    expected = {"jsonl_no_suffix": ("jsonl", None), "gzip_no_suffix": ("jsonl", "gzip"),
+                "part.zst": ("jsonl", "zstd"), "parquet_blob": ("parquet", None),
+                "arrow_blob": ("arrow_file", None), "stream_blob": ("arrow_stream", None)}
+    for name, fmt in expected.items():
+        path = str(tmp_path / name)
+        assert detect_format(path) == fmt, name
+        assert list(iter_texts(path)) == texts, name
+    # plain text is never guessed; the error says how to name it, and format= reads it
+    (tmp_path / "notes").write_text("one\ntwo\n", encoding="utf-8")
+    err = _error(str(tmp_path / "notes"))
+    assert err.reason == "unknown_format" and "notes" in str(err) and 'format="text"' in str(err)
+    assert list(iter_texts(str(tmp_path / "notes"), format="text")) == ["one", "two"]
+    # a JSON-looking first line that is not an object is not JSON Lines
+    (tmp_path / "array_lines").write_text('["a"]\n', encoding="utf-8")
+    assert _error(str(tmp_path / "array_lines")).reason == "unknown_format"
+    # format= is checked once, with the accepted names in the message
+    with pytest.raises(ValueError, match="format must be one of parquet, arrow_file"):
+        resolve_inputs(str(tmp_path / "notes"), format="csv")
+    # a forced line format still notices compression by its magic bytes
+    assert list(iter_texts(str(tmp_path / "gzip_no_suffix"), format="jsonl")) == texts
+
+
+def test_directory_walk_lists_every_skipped_file_with_its_reason(tmp_path, docs):
+    from ube_stream.readers import SkippedFile
+
+    root = tmp_path / "corpus"
+    (root / "_tmp").mkdir(parents=True)
+    (root / "_tmp" / "half.jsonl").write_bytes(_jsonl_bytes(["hidden folder"]))
+    (root / "a.jsonl").write_bytes(_jsonl_bytes(docs[:5]))
+    (root / "b_no_suffix").write_bytes(_jsonl_bytes(docs[5:9]))   # sniffed: JSON Lines, read
+    (root / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")
+    (root / "README.md").write_text("# about this corpus\n", encoding="utf-8")
+    (root / "stats.csv").write_text("lang,n\nen,5\n", encoding="utf-8")
+    skipped = []
+    sources = resolve_inputs(str(root), skipped_files=skipped)
+    assert [os.path.basename(s.path) for s in sources] == ["a.jsonl", "b_no_suffix"]
+    assert list(iter_texts(str(root))) == docs[:9]
+    hidden = "hidden name (starts with '.' or '_')"
+    unknown = "format not recognised from the name or the content (pass format= to read it)"
+    assert skipped == sorted([SkippedFile(str(root / ".DS_Store"), hidden),
+                              SkippedFile(str(root / "README.md"), unknown),
+                              SkippedFile(str(root / "_tmp") + "/", hidden),
+                              SkippedFile(str(root / "stats.csv"), unknown)])
+    assert all(os.path.isabs(s.path) for s in skipped)
+
+
+def test_dataset_dict_needs_a_split_and_reads_only_it(tmp_path, docs):
+    import datasets
+
+    root = tmp_path / "dd"
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": docs[:40]}),
+                          "test": datasets.Dataset.from_dict({"text": docs[40:50]})}).save_to_disk(str(root))
+    with pytest.raises(InputError, match=r"splits 'train', 'test'.*choose one with split="):
+        resolve_inputs(str(root))
+    with pytest.raises(InputError, match=r"no split 'validation'; its splits are 'train', 'test'") as info:
+        resolve_inputs(str(root), split="validation")
+    assert info.value.reason == "dataset_dict"
+    skipped = []
+    sources = resolve_inputs(str(root), split="test", skipped_files=skipped)
+    assert {os.path.relpath(s.path, root).split(os.sep)[0] for s in sources} == {"test"}
+    assert list(iter_texts(str(root), split="test")) == docs[40:50]
+    assert list(iter_texts(str(root), split="train")) == docs[:40]
+    reasons = {os.path.relpath(s.path.rstrip("/"), root): s.reason for s in skipped}
+    assert reasons["train"] == "split 'train' of a DatasetDict, not selected (split='test')"
+    assert reasons["dataset_dict.json"].startswith("HF datasets metadata")
+    assert reasons[os.path.join("test", "dataset_info.json")].startswith("HF datasets metadata")
+    # a split for inputs that hold no DatasetDict is an error, not ignored
+    (tmp_path / "plain.jsonl").write_bytes(_jsonl_bytes(["x"]))
+    with pytest.raises(InputError, match="no input is a datasets DatasetDict"):
+        resolve_inputs(str(tmp_path / "plain.jsonl"), split="train")
+    # the same rule for a DatasetDict in memory
+    in_memory = datasets.load_from_disk(str(root))
+    assert list(iter_texts(in_memory, split="train")) == docs[:40]
+    with pytest.raises(InputError, match=r"has no split 'dev'"):
+        list(iter_texts(in_memory, split="dev"))
+    with pytest.raises(InputError, match="not a dataset dict"):
+        list(iter_texts(in_memory["train"], split="train"))
+
+
+def test_column_on_plain_text_is_an_error_naming_the_file(tmp_path):
+    path = tmp_path / "lines.txt"
+    path.write_text("a\nb\n", encoding="utf-8")
+    err = _error(str(path), column="body")
+    assert err.reason == "bad_option" and str(path) in str(err) and "column='body'" in str(err)
+    assert list(iter_texts(str(path))) == ["a", "b"]
+
+
+def test_one_numbering_scheme_across_formats(tmp_path):
+    """The same bad document (row 3: a null / invalid UTF-8) is reported as
+    ``row 3`` by every reader, in the message and in the skip example."""
+    good = ["zero", "one", "two"]
+    (tmp_path / "t.txt").write_bytes(b"zero\none\ntwo\nbad\xff\nfour\n")
+    (tmp_path / "j.jsonl").write_bytes(_jsonl_bytes(good) + b'{"text": null}\n' + _jsonl_bytes(["four"]))
+    (tmp_path / "g.jsonl.gz").write_bytes(gzip.compress(_jsonl_bytes(good) + b'{"text": "\xff"}\n'))
+    pq.write_table(pa.table({"text": good + [None, "four"]}), tmp_path / "p.parquet")
+    raw = [b"zero", b"one", b"two", b"\xff", b"four"]   # a string array holding invalid UTF-8 (unvalidated)
+    offsets = np.concatenate([[0], np.cumsum([len(r) for r in raw])]).astype(np.int32)
+    bad = pa.Array.from_buffers(pa.string(), len(raw), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(raw))])
+    with ipc.new_file(str(tmp_path / "b.arrow"), pa.schema([("text", pa.string())])) as w:
+        w.write_batch(pa.record_batch([bad], names=["text"]))
+    for name in ("t.txt", "j.jsonl", "g.jsonl.gz", "p.parquet", "b.arrow"):
+        skips = SkipCounter()
+        texts = list(iter_texts(str(tmp_path / name), on_error="skip", skips=skips))
+        assert texts[:3] == good, name
+        (example,) = skips.examples
+        assert example.row == 3 and "row 3" in example.message, (name, example)
+        assert "line " not in example.message, (name, example.message)
 
 
 @pytest.mark.parametrize("escaped, expected", [

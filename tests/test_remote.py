@@ -93,7 +93,7 @@ def s3_tree(fs, prefix):
 
 def without_source_paths(manifest_bytes):
     doc = json.loads(manifest_bytes)
-    for s in doc["sources"]:
+    for s in doc["sources"] + doc["skipped_files"]:
         s["path"] = os.path.basename(s["path"])
     return doc
 
@@ -101,6 +101,8 @@ def without_source_paths(manifest_bytes):
 def without_training_inputs(tokenizer_bytes):
     doc = json.loads(tokenizer_bytes)
     doc["training"].pop("inputs")
+    for s in doc["training"]["skipped_files"]:
+        s["path"] = os.path.basename(s["path"])
     return doc
 
 
@@ -140,6 +142,11 @@ def test_train_on_s3_matches_local(trained, corpus, s3):
     assert remote["training"].pop("inputs") == [f"{corpus[1]}/{n}" for n in ("a.jsonl", "b.txt.gz", "c.parquet")]
     assert local["training"].pop("inputs") == [os.path.join(corpus[0], n) for n in ("a.jsonl", "b.txt.gz",
                                                                                       "c.parquet")]
+    # ... and listed it, with its reason, as a full path / URL
+    hidden = "hidden name (starts with '.' or '_')"
+    assert remote["training"].pop("skipped_files") == [{"path": f"{corpus[1]}/_skipped.jsonl", "reason": hidden}]
+    assert local["training"].pop("skipped_files") == [{"path": os.path.join(corpus[0], "_skipped.jsonl"),
+                                                       "reason": hidden}]
     assert remote == local
 
 
@@ -277,3 +284,50 @@ def test_missing_and_unfinished_urls_are_clear(s3, corpus):
     # file:// URLs are local paths
     assert [s.path for s in resolve_inputs("file://" + corpus[0])] == \
         [os.path.join(corpus[0], n) for n in ("a.jsonl", "b.txt.gz", "c.parquet")]
+
+
+def test_dataset_dict_split_and_sniffing_on_s3(s3, tmp_path, multilingual_lines):
+    """A DatasetDict folder and a suffix-less JSON Lines object under an s3://
+    prefix: the same split rules, sniffing and skipped-file list as on disk."""
+    import datasets
+
+    from ube_stream.errors import InputError
+    from ube_stream.readers import SkippedFile, iter_texts, resolve_inputs
+
+    lines = multilingual_lines[:30]
+    local = tmp_path / "dd"
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": lines[:20]}),
+                          "test": datasets.Dataset.from_dict({"text": lines[20:]})}).save_to_disk(str(local))
+    s3.put(str(local), f"{BUCKET}/dd", recursive=True)
+    url = f"s3://{BUCKET}/dd"
+    with pytest.raises(InputError, match=r"splits 'train', 'test'.*split="):
+        resolve_inputs(url)
+    with pytest.raises(InputError, match=r"no split 'dev'"):
+        resolve_inputs(url, split="dev")
+    skipped = []
+    sources = resolve_inputs(url, split="test", skipped_files=skipped)
+    assert all(s.path.startswith(f"{url}/test/") for s in sources)
+    assert list(iter_texts(url, split="test")) == lines[20:]
+    assert SkippedFile(f"{url}/train/", "split 'train' of a DatasetDict, not selected (split='test')") in skipped
+    body = "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in lines).encode()
+    s3.pipe_file(f"{BUCKET}/sniff/part-0000", body)
+    s3.pipe_file(f"{BUCKET}/sniff/README", b"about this prefix\n")
+    skipped = []
+    assert [s.format for s in resolve_inputs(f"s3://{BUCKET}/sniff", skipped_files=skipped)] == ["jsonl"]
+    assert [s.path for s in skipped] == [f"s3://{BUCKET}/sniff/README"]
+    assert list(iter_texts(f"s3://{BUCKET}/sniff")) == lines
+
+
+def test_encode_in_memory_data_to_s3_matches_local(s3, trained, tmp_path, multilingual_lines):
+    from ube_stream.shards import TokenShards, encode_corpus
+
+    lines = multilingual_lines[:120]
+    url = f"s3://{BUCKET}/in-memory-shards"
+    local = encode_corpus(iter(lines), tokenizer=trained[0], output=str(tmp_path / "local"), workers=2, unit_rows=50,
+                          show_progress=False)
+    remote = encode_corpus(iter(lines), tokenizer=trained[0], output=url, workers=2, unit_rows=50,
+                           show_progress=False)
+    assert [s["sha256"] for s in remote["shards"]] == [s["sha256"] for s in local["shards"]]
+    assert remote["sources"] == local["sources"] and remote["sources"][0]["path"].startswith("<in-memory ")
+    assert not s3.exists(f"{BUCKET}/in-memory-shards/units")
+    assert TokenShards(url).decode_doc(7) == lines[7]

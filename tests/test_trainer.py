@@ -1,8 +1,14 @@
 """The streaming trainer end to end: kernels vs reference, determinism, HF quality, file format."""
 import collections
+import glob
 import json
+import os
+import shutil
+import signal
+import stat
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -272,3 +278,172 @@ def test_cli_train_bad_input_names_file(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert Tokenizer.load(out).training["skipped"] == {"invalid_utf8": 1}
+
+
+# ---------------------------------------------------------------- crashes: kept count tables, work directory, modes
+
+RESUME = dict(vocab_size=700, substrate="ube", workers=1, unit_rows=100, show_progress=False)
+
+
+@pytest.fixture(scope="module")
+def clean_tokenizer_bytes(small_corpus, tmp_path_factory):
+    """The tokenizer file of an uninterrupted run (the truth a resumed run must equal)."""
+    out = tmp_path_factory.mktemp("clean") / "tok.json"
+    summary = TrainSummary()
+    train(small_corpus, output=str(out), summary=summary, **RESUME)
+    assert summary.units > 3 and summary.units_reused == 0
+    assert not os.path.exists(str(out) + ".ube-work"), "a finished run leaves its work directory behind"
+    return out.read_bytes()
+
+
+def _records(work_root):
+    return sorted(os.path.basename(p) for p in glob.glob(os.path.join(work_root, "run-*", "tables", "*.json")))
+
+
+def test_failed_phase2_keeps_tables_and_rerun_reuses_them(small_corpus, tmp_path, monkeypatch,
+                                                          clean_tokenizer_bytes):
+    from ube_stream.training import trainer
+
+    out = tmp_path / "tok.json"
+
+    def broken_merges(*args, **kwargs):
+        raise MemoryError("phase 2 failed (injected)")
+
+    monkeypatch.setattr(trainer, "_train_merges", broken_merges)
+    with pytest.raises(MemoryError, match="injected"):
+        train(small_corpus, output=str(out), **RESUME)
+    assert not out.exists()
+    kept = _records(str(out) + ".ube-work")
+    assert len(kept) > 3
+    monkeypatch.undo()
+
+    def no_recount(task):
+        raise AssertionError(f"unit {task['unit'].unit_id} was counted again")
+
+    monkeypatch.setattr(trainer, "_count_unit_star", no_recount)   # workers=1: phase 1 runs in this process
+    summary = TrainSummary()
+    train(small_corpus, output=str(out), summary=summary, **RESUME)
+    assert summary.units_reused == summary.units == len(kept)
+    assert out.read_bytes() == clean_tokenizer_bytes
+    assert not os.path.exists(str(out) + ".ube-work")
+
+
+def test_sigkilled_train_resumes_from_the_finished_units(small_corpus, tmp_path, clean_tokenizer_bytes):
+    from ube_stream import readers
+
+    out = tmp_path / "tok.json"
+    units = readers.plan_units(readers.resolve_inputs(small_corpus), unit_rows=RESUME["unit_rows"])
+    killed = next(i for i, u in enumerate(units) if u.source.source_id == 1 and u.row_start > 0)
+    env = dict(os.environ, UBE_TEST_KILL_UNIT=f"{out}.ube-work/*|{units[killed].unit_id}|{tmp_path / 'killed'}|group")
+    proc = subprocess.run([sys.executable, "-m", "ube_stream", "train", *small_corpus, "--vocab-size", "700",
+                           "--unit-rows", "100", "--workers", "1", "-q", "-o", str(out)],
+                          capture_output=True, text=True, env=env, start_new_session=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert not out.exists()
+    assert len(_records(str(out) + ".ube-work")) == killed     # the units before the killed one are kept
+    proc = subprocess.run([sys.executable, "-m", "ube_stream", "train", *small_corpus, "--vocab-size", "700",
+                           "--unit-rows", "100", "--workers", "2", "-o", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"({killed} counted by an earlier run" in proc.stderr
+    assert out.read_bytes() == clean_tokenizer_bytes
+    assert not os.path.exists(str(out) + ".ube-work")
+
+
+def test_changed_input_never_reuses_stale_tables(small_corpus, tmp_path, monkeypatch):
+    from ube_stream.training import trainer
+
+    inputs = []
+    for i, path in enumerate(small_corpus):
+        inputs.append(str(tmp_path / f"part-{i}.jsonl"))
+        shutil.copyfile(path, inputs[-1])
+    out = tmp_path / "tok.json"
+    monkeypatch.setattr(trainer, "_train_merges", lambda *a, **k: (_ for _ in ()).throw(OSError("injected")))
+    with pytest.raises(OSError, match="injected"):
+        train(inputs, output=str(out), **RESUME)
+    stale = glob.glob(str(out) + ".ube-work/run-*")
+    assert len(stale) == 1
+    monkeypatch.undo()
+    with open(inputs[0], "a", encoding="utf-8") as f:        # same size class, new content
+        f.write(json.dumps({"text": "a line added after the crash, counted by the rerun"}) + "\n")
+    summary = TrainSummary()
+    train(inputs, output=str(out), summary=summary, **RESUME)
+    assert summary.units_reused == 0
+    assert not os.path.exists(stale[0]), "the dead run's stale tables were left behind"
+    assert out.read_text(encoding="utf-8") == train(inputs, **RESUME).to_json()
+
+
+def test_leftovers_of_dead_runs_are_removed_live_ones_kept(small_corpus, tmp_path, monkeypatch):
+    import socket
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    os.makedirs(tmp_path / "tmp")
+    work = tmp_path / "work"
+    dead, live = work / "run-dead", work / "run-live"
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        for d, pid in ((dead, 2 ** 22 + 12345), (live, sleeper.pid)):
+            os.makedirs(d / "tmp")
+            (d / "tmp" / "in-memory.arrow").write_bytes(b"x" * 4096)
+            (d / "lock").write_text(json.dumps({"host": socket.gethostname(), "pid": pid}))
+        texts = [json.loads(line)["text"] for p in small_corpus for line in open(p, encoding="utf-8")][:300]
+        train(iter(texts), work_dir=str(work), **RESUME)         # in memory: spilled under the work dir
+        assert sorted(os.listdir(work)) == ["run-live"]
+        train(iter(texts), **RESUME)                              # no output, no work_dir: $TMPDIR, cleaned
+        assert os.listdir(tmp_path / "tmp") == []
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_tokenizer_and_eval_files_follow_the_umask(small_corpus, tmp_path, umask):
+    from ube_stream.evaluation.output import write_csv, write_json
+
+    tok = train(small_corpus[:1], vocab_size=600, workers=1, show_progress=False)
+    table = {"tokenizers": [], "languages": []}
+    old = os.umask(umask)
+    try:
+        tok.save(tmp_path / "tok.json")
+        write_json(table, tmp_path / "eval.json")
+        write_csv(table, tmp_path / "eval.csv")
+    finally:
+        os.umask(old)
+    for name in ("tok.json", "eval.json", "eval.csv"):
+        assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == 0o666 & ~umask, name
+
+
+def test_same_training_running_elsewhere(small_corpus, tmp_path, monkeypatch):
+    """A live process holding the run directory: with a work directory of its own (output or
+    work_dir) a second run stops with a LockError naming it; in the shared $TMPDIR it works apart."""
+    import socket
+
+    from ube_stream.errors import LockError
+    from ube_stream.training import trainer
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    os.makedirs(tmp_path / "tmp")
+    monkeypatch.setattr(trainer, "_train_merges", lambda *a, **k: (_ for _ in ()).throw(OSError("injected")))
+    with pytest.raises(OSError, match="injected"):
+        train(small_corpus, **RESUME)
+    monkeypatch.undo()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    (run_dir,) = glob.glob(str(tmp_path / "tmp" / "ube-train-*" / "run-*"))
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        with open(os.path.join(run_dir, "lock"), "w") as f:
+            json.dump({"host": socket.gethostname(), "pid": sleeper.pid}, f)
+        summary = TrainSummary()
+        tok = train(small_corpus, summary=summary, **RESUME)
+        assert summary.units_reused == 0 and os.path.isdir(os.path.join(run_dir, "tables"))
+        with pytest.raises(LockError, match=f"process {sleeper.pid}"):
+            train(small_corpus, work_dir=os.path.dirname(run_dir), **RESUME)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    summary = TrainSummary()                                   # the holder is gone: its tables are reused
+    assert train(small_corpus, summary=summary, **RESUME).to_json() == tok.to_json()
+    assert summary.units_reused == summary.units

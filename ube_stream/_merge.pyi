@@ -16,6 +16,9 @@ def train_merges(
     max_token_length: int,      # longest token in base symbols; < 0: no limit
     progress: Optional[Callable[[int], object]] = None,  # progress(merges_done)
     err: Optional[npt.ArrayLike] = None,  # None or int64[ERR_SIZE]
+    *,
+    long_word: int = ...,       # words of this many symbols or more merge as linked lists
+                                # of positions (default 64; same merges either way)
 ) -> Tuple[int, Optional[np.ndarray]]:
     # (status, int32[m, 3]: (left_id, right_id, result_id) in rank order);
     # STATUS_NO_MEMORY: err = (bytes not allocated or -1, -1)

@@ -17,8 +17,9 @@ function calls ``worker_state(setup, *args)``, which runs ``setup`` once per
 process and caches it by its arguments, so a worker that runs many tasks
 loads it once.
 
-System failures (a worker process killed) are retried a bounded number of
-times by Ray; application errors (a corrupt input file) are raised at once,
+System failures (a worker process killed, a node lost) are retried a bounded
+number of times by Ray, and a task whose retries are spent is submitted again
+by the driver (bounded too); application errors (a corrupt input file) are raised at once,
 with their original message, and never retried.
 """
 from __future__ import annotations
@@ -70,7 +71,8 @@ class Executor(abc.ABC):
 
 class WorkerDiedError(UbeError, RuntimeError):
     """A local worker process died (a signal such as SIGKILL from the OOM
-    killer, or an exit) while it ran a task, twice for the same task."""
+    killer, or an exit) while it ran a task, twice for the same task; or a Ray
+    task was lost more often than its retries and resubmissions allow."""
 
 
 _GUARD_HINT = ('Under the "spawn" start method every worker imports the main script again, so a script that '
@@ -290,13 +292,21 @@ def _remote_error(payload: tuple[BaseException, str]) -> BaseException:
 
 
 class RayExecutor(Executor):
-    """Each task is a Ray task (``num_cpus=1``); ``max_retries`` bounds the
-    retries after system failures (a worker process that died)."""
+    """Each task is a Ray task (``num_cpus=1``); ``max_retries`` bounds Ray's
+    own retries after system failures (a worker process that died, a lost
+    node).  A task whose retries are spent on such failures (or whose result
+    was lost with its node) is submitted again by the driver, up to
+    ``resubmits`` times, then the run stops with :class:`WorkerDiedError`
+    naming the unit and the Ray error.  Unit functions are idempotent (they
+    commit by atomic rename and take over dead attempts' locks), so a rerun
+    attempt is always safe."""
 
     name = "ray"
     multi_host = True
+    #: Ray errors that mean "the attempt was lost", not "the unit failed"
+    LOST = ("WorkerCrashedError", "NodeDiedError", "ObjectLostError", "OwnerDiedError", "LocalRayletDiedError")
 
-    def __init__(self, address: Optional[str] = None, *, max_retries: int = 3,
+    def __init__(self, address: Optional[str] = None, *, max_retries: int = 3, resubmits: int = 2,
                  num_cpus: Optional[int] = None):
         ray = import_ray()
         if not ray.is_initialized():
@@ -307,7 +317,9 @@ class RayExecutor(Executor):
                 kwargs["num_cpus"] = num_cpus
             ray.init(**kwargs)
         self._ray = ray
+        self.resubmits = resubmits
         self._remote = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(_ray_call)
+        self._lost = tuple(getattr(ray.exceptions, name) for name in self.LOST if hasattr(ray.exceptions, name))
 
     def map(self, fn: Callable[[Any], Any], tasks: Sequence[Any], *,
             on_result: Optional[Callable[[Any], None]] = None) -> List[Any]:
@@ -315,12 +327,14 @@ class RayExecutor(Executor):
         tasks = list(tasks)
         refs = [self._remote.remote(fn, task) for task in tasks]
         index_of = {ref: i for i, ref in enumerate(refs)}
+        submitted = [1] * len(tasks)
         results: List[Any] = [None] * len(tasks)
         pending = list(refs)
         try:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
                 for ref in done:
+                    index = index_of.pop(ref)
                     try:
                         result = ray.get(ref)
                     except ray.exceptions.RayTaskError as exc:
@@ -328,7 +342,23 @@ class RayExecutor(Executor):
                         cause = exc.as_instanceof_cause()
                         original = getattr(exc, "cause", None)
                         raise (original if isinstance(original, BaseException) else cause) from None
-                    results[index_of[ref]] = result
+                    except self._lost as exc:
+                        if submitted[index] > self.resubmits:
+                            raise WorkerDiedError(
+                                f"the Ray task running {_describe(tasks[index])} was lost {submitted[index]} "
+                                f"times, each after Ray's own retries ({type(exc).__name__}: {exc}); the run is "
+                                f"stopped. Check the cluster's nodes (memory, preemption), then rerun: committed "
+                                f"work is kept") from None
+                        import warnings
+
+                        warnings.warn(f"the Ray task running {_describe(tasks[index])} was lost "
+                                      f"({type(exc).__name__}); submitting it again", RuntimeWarning, stacklevel=2)
+                        submitted[index] += 1
+                        again = self._remote.remote(fn, tasks[index])
+                        index_of[again] = index
+                        pending.append(again)
+                        continue
+                    results[index] = result
                     if on_result is not None:
                         on_result(result)
         except BaseException:

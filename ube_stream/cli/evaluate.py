@@ -20,7 +20,7 @@ import os
 import sys
 from typing import List, Optional
 
-from .options import add_workers_option, positive_int
+from .options import add_format_options, add_workers_option, positive_int
 
 __all__ = ["register"]
 
@@ -69,7 +69,7 @@ def register(subparsers) -> None:
     p.add_argument("--pattern", nargs="+", action="extend", default=None, metavar="P",
                    help="pre-tokenization patterns to compare, e.g. --pattern gpt2 script (default: gpt2; "
                         "names or regex:EXPR)")
-    p.add_argument("--column", default="text", help="text field of the corpus (default: text)")
+    add_format_options(p)
     p.add_argument("--lang-field", default="lang",
                    help="corpus field naming each document's language, for the seen/unseen split "
                         "(default: lang; ignored when --seen-langs is given)")
@@ -184,7 +184,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     elif args.seen_langs:
         seen = read_language_list(args.seen_langs)
     else:
-        seen = corpus_languages(args.inputs, field=args.lang_field)
+        seen = corpus_languages(args.inputs, field=args.lang_field, format=args.format, split=args.split)
         if seen is None:
             print(f"ube compare: the corpus has no {args.lang_field!r} field: no seen/unseen split "
                   "(pass --seen-langs to get one)", file=sys.stderr)
@@ -207,7 +207,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             label = _configuration(pattern, vocab, multi_pattern)
             tokenizers = []
             for substrate in substrates:
-                tok = train(args.inputs, vocab_size=vocab, substrate=substrate, pattern=pattern, column=args.column,
+                tok = train(args.inputs, vocab_size=vocab, substrate=substrate, pattern=pattern,
+                            column=args.column, format=args.format, split=args.split,
                             min_frequency=args.min_frequency, max_bytes=args.max_bytes, workers=args.workers,
                             show_progress=not args.quiet)
                 if args.out:

@@ -5,8 +5,9 @@ import argparse
 import os
 import re
 
-INPUTS_HELP = ("files, directories or globs: Parquet, Arrow IPC/Feather, JSONL, text (plain, .zst or .gz), "
-               "HF datasets save_to_disk directories")
+INPUTS_HELP = ("files, directories, globs or URLs (s3://, gs://, hf://, ...): Parquet, Arrow IPC/Feather, JSONL "
+               "(.jsonl/.ndjson/.json), text (plain, .zst or .gz), HF datasets save_to_disk directories (a "
+               "DatasetDict with --split); a name without a known suffix is recognised by its content")
 
 
 def positive_int(text: str) -> int:
@@ -36,13 +37,29 @@ def byte_size(text: str) -> int:
     return int(value)
 
 
+def add_format_options(p: argparse.ArgumentParser, *, prefix: str = "", column: bool = True) -> None:
+    """``--column``, ``--format`` and ``--split``: how every command that reads a
+    corpus reads it (validated here, once, with the library's own choices)."""
+    from ..readers.formats import FORMAT_CHOICES
+
+    if column:
+        p.add_argument("--column", default="text",
+                       help=f"{prefix}text column / JSON field (default: text; an error on plain text)")
+    p.add_argument("--format", choices=FORMAT_CHOICES, default=None,
+                   help=f"{prefix}read every input as this format (default: from the file name, else the content; "
+                        "arrow: IPC file or stream by its magic bytes)")
+    p.add_argument("--split", default=None, metavar="NAME",
+                   help=f"{prefix}the split of a HF DatasetDict folder to read (required for one: splits are "
+                        "never mixed)")
+
+
 def add_input_options(p: argparse.ArgumentParser, *, positional: bool = True, prefix: str = "",
                       workers_help: str = "worker processes (default: all cores)") -> None:
-    """``INPUT...`` (when ``positional``), ``--column``, ``--text-mode``, ``--unit-rows``,
-    ``--on-error`` and ``--workers``; ``prefix`` starts each help text (e.g. ``"--corpus: "``)."""
+    """``INPUT...`` (when ``positional``), ``--column``, ``--format``, ``--split``, ``--text-mode``,
+    ``--unit-rows``, ``--on-error`` and ``--workers``; ``prefix`` starts each help text (e.g. ``"--corpus: "``)."""
     if positional:
         p.add_argument("inputs", nargs="+", metavar="INPUT", help=INPUTS_HELP)
-    p.add_argument("--column", default="text", help=f"{prefix}text column / JSON field (default: text)")
+    add_format_options(p, prefix=prefix)
     p.add_argument("--text-mode", choices=("line", "file"), default="line",
                    help=f"{prefix}plain text: one document per line (default) or per file")
     p.add_argument("--unit-rows", type=positive_int, default=None, metavar="N",
@@ -67,7 +84,10 @@ _FLAGS = [
     (re.compile(r"\brank and world_size\b"), "--rank and --world-size"),
     (re.compile(r"\btheir rank\b"), "their --rank"),
     (re.compile(r"\beval_langs\b"), "--eval-langs"),
-    (re.compile(r"\b(column|format)=(?=[\s,;.)]|$)"), r"--\1"),
+    (re.compile(r"\b(column|format|split)=(?=[\s,;.)]|$)"), r"--\1"),
+    (re.compile(r"\bsplit=('[^']*')"), r"--split \1"),
+    (re.compile(r"\bcolumn=('[^']*')"), r"--column \1"),
+    (re.compile(r"\bformat=\"([a-z_]+)\""), r"--format \1"),
     (re.compile(r"\bthe same call\b"), "the same command"),
     (re.compile(r"\bpattern and special_tokens\b"), "--pattern and --special-token"),
     (re.compile(r"\bpass pattern="), "pass --pattern"),

@@ -75,6 +75,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
     encode_corpus(args.inputs, tokenizer=load_tokenizer(args), output=args.output, workers=args.workers, eos=args.eos,
                   bos=args.bos, eos_token=args.eos_token, bos_token=args.bos_token, shard_tokens=args.shard_tokens,
                   unit_rows=args.unit_rows, column=args.column, text_mode=args.text_mode, on_error=args.on_error,
+                  format=args.format, split=args.split,
                   show_progress=not args.quiet, rank=args.rank, world_size=args.world_size,
                   finalize=args.finalize, summary=summary, executor=args.executor,
                   ray_address=args.ray_address)
@@ -136,4 +137,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
               f"skipped {skipped}\n")
     special = ", ".join(f"{t} {n:,}" for t, n in totals.get("special_text", {}).items()) or "none"
     out.write(f"special text in documents (encoded as plain text): {special}\n")
+    from ..readers import skipped_files_lines
+
+    for line in skipped_files_lines(m.get("skipped_files", [])):
+        out.write(line + "\n")
     return 0

@@ -16,9 +16,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         special_tokens=args.special_token or ("<|endoftext|>",), min_frequency=args.min_frequency,
         max_token_length=args.max_token_length, max_bytes=args.max_bytes, workers=args.workers,
         show_progress=not args.quiet, column=args.column, text_mode=args.text_mode,
-        unit_rows=args.unit_rows, on_error=args.on_error, executor=args.executor,
-        ray_address=args.ray_address, work_dir=args.work_dir, summary=summary)
-    tokenizer.save(args.output)
+        unit_rows=args.unit_rows, on_error=args.on_error, format=args.format, split=args.split, executor=args.executor,
+        ray_address=args.ray_address, work_dir=args.work_dir, output=args.output, summary=summary)
     if not args.quiet:
         print(f"wrote {args.output}: {tokenizer!r}", file=sys.stderr)
         print(summary.format(), file=sys.stderr)
@@ -65,7 +64,8 @@ def register(sub) -> None:
                    help="local process pool (default) or a Ray cluster (pip install \"ube-stream[ray]\")")
     p.add_argument("--ray-address", default=None, help="Ray cluster address (e.g. auto); default: start a local one")
     p.add_argument("--work-dir", default=None,
-                   help="directory for intermediate count tables (on a multi-node Ray cluster: shared storage)")
+                   help="directory for the count tables (default: OUTPUT.ube-work beside the output; on a "
+                        "multi-node Ray cluster: shared storage); kept when a run fails so a rerun resumes")
     p.add_argument("-o", "--output", required=True, help="tokenizer file to write (JSON)")
     p.set_defaults(func=cmd_train)
 

@@ -1,7 +1,7 @@
 """``ube verify``: offline round-trip checks (exit status 0 only when everything matched).
 
     ube verify --unicode [--tokenizer T] [--substrate S ...]
-    ube verify --corpus INPUT... --tokenizer T [--column C --text-mode M --on-error E --workers N]
+    ube verify --corpus INPUT... --tokenizer T [--column C --format F --split S --text-mode M --on-error E --workers N]
     ube verify --shards DIR [--tokenizer T] [--workers N] [--sample N]
 """
 from __future__ import annotations
@@ -34,6 +34,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             return 2
         report = verification.verify_corpus(args.corpus, args.tokenizer, column=args.column,
                                             text_mode=args.text_mode, on_error=args.on_error,
+                                            format=args.format, split=args.split,
                                             unit_rows=args.unit_rows, workers=args.workers,
                                             show_progress=show_progress, max_examples=args.max_examples)
     else:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import csv
 import json
 import math
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from ..storage import atomic_open
 
-__all__ = ["format_table", "write_json", "write_csv", "plot_premiums"]
+__all__ = ["format_table", "write_json", "write_csv", "plot_premiums", "script_groups", "tokenizer_labels"]
 
 PLOT_HINT = 'pip install "ube-stream[plot]"'
 
@@ -114,9 +114,76 @@ def write_csv(table: dict, path) -> None:
                           for n in names for field in CSV_FIELDS])
 
 
+# ISO 15924 names of the scripts in the bundled sample (others are shown by their code)
+SCRIPT_NAMES = {
+    "Adlm": "Adlam", "Arab": "Arabic", "Armn": "Armenian", "Beng": "Bengali", "Cakm": "Chakma",
+    "Cans": "Canadian Syllabics", "Cher": "Cherokee", "Copt": "Coptic", "Cyrl": "Cyrillic", "Deva": "Devanagari",
+    "Ethi": "Ethiopic", "Geor": "Georgian", "Grek": "Greek", "Gujr": "Gujarati", "Guru": "Gurmukhi",
+    "Hans": "Han (Simplified)", "Hant": "Han (Traditional)", "Hebr": "Hebrew", "Hmnp": "Nyiakeng Puachue Hmong",
+    "Jpan": "Japanese", "Khmr": "Khmer", "Knda": "Kannada", "Kore": "Korean", "Laoo": "Lao", "Latn": "Latin",
+    "Mlym": "Malayalam", "Mymr": "Myanmar", "Nkoo": "N'Ko", "Olck": "Ol Chiki", "Orya": "Odia", "Osge": "Osage",
+    "Sinh": "Sinhala", "Sunu": "Sunuwar", "Syrc": "Syriac", "Taml": "Tamil", "Telu": "Telugu", "Tfng": "Tifinagh",
+    "Thaa": "Thaana", "Thai": "Thai", "Tibt": "Tibetan", "Vaii": "Vai", "Yiii": "Yi",
+}
+SUBSTRATE_LABELS = {"ube": "UBE", "utf8": "BBPE", "utf16": "BBPE16"}
+_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+
+
+def tokenizer_labels(table: dict) -> List[str]:
+    """Display names: ``UBE`` / ``BBPE`` / ``BBPE16`` for tokenizers named by
+    their substrate (as ``ube demo`` and ``ube compare`` name them), else the name."""
+    info = table.get("tokenizer_info", {})
+    labels = []
+    for name in table["tokenizers"]:
+        substrate = info.get(name, {}).get("substrate")
+        labels.append(SUBSTRATE_LABELS.get(name, name) if name == substrate or substrate is None else name)
+    return labels
+
+
+def _quartiles(values: List[float]):
+    import numpy as np
+
+    q1, median, q3 = np.percentile(values, [25, 50, 75])
+    return float(q1), float(median), float(q3)
+
+
+def script_groups(table: dict) -> List[dict]:
+    """Languages grouped by script, for the plot: per script its languages'
+    premiums per tokenizer and the token ratio of the first tokenizer to each
+    other one (``tokens_first / tokens_other`` per language: below 1, the
+    first needs fewer tokens), sorted by the median ratio to the second
+    tokenizer.  Languages without a script are grouped under ``"?"``."""
+    names = table["tokenizers"]
+    groups: dict = {}
+    for r in table["languages"]:
+        t = r["tokenizers"]
+        if any(t[n]["premium"] is None or not t[n]["tokens"] for n in names):
+            continue
+        g = groups.setdefault(r["script"] or "?", {"script": r["script"] or "?", "langs": [],
+                                                     "premium": {n: [] for n in names},
+                                                     "ratio": {n: [] for n in names[1:]}})
+        g["langs"].append(r["lang"])
+        for n in names:
+            g["premium"][n].append(t[n]["premium"])
+        for n in names[1:]:
+            g["ratio"][n].append(t[names[0]]["tokens"] / t[n]["tokens"])
+    out = list(groups.values())
+    if len(names) > 1:
+        out.sort(key=lambda g: (_quartiles(g["ratio"][names[1]])[1], -len(g["langs"]), g["script"]))
+    else:
+        out.sort(key=lambda g: (-_quartiles(g["premium"][names[0]])[1], g["script"]))
+    return out
+
+
 def plot_premiums(table: dict, path, *, title: Optional[str] = None) -> None:
-    """PNG of the token premium per language (sorted by the first tokenizer's
-    premium), one series per tokenizer, x labels ``lang (Script)``.
+    """PNG of the evaluation grouped by script: one row per script (``Latin
+    (229)``: its name and number of languages), sorted by how much the first
+    tokenizer saves over the second.  Left: the token premium vs the
+    reference language of each tokenizer (median marker, bar from the 25th
+    to the 75th percentile of the script's languages).  Right: the token
+    ratio first/other per language (e.g. UBE/BBPE and UBE/BBPE16; below 1 the
+    first tokenizer needs fewer tokens), median and the full range.  The
+    title line counts the languages each pair won, lost and tied.
 
     Needs matplotlib (the ``[plot]`` extra); without it, ImportError says how
     to install it.  Uses the Agg canvas directly, so no GUI backend and no
@@ -128,27 +195,68 @@ def plot_premiums(table: dict, path, *, title: Optional[str] = None) -> None:
     except ImportError as exc:
         raise ImportError(f"plotting needs matplotlib, which is not installed: {PLOT_HINT}") from exc
     names = table["tokenizers"]
-    rows = [r for r in table["languages"] if r["tokenizers"][names[0]]["premium"] is not None]
-    rows.sort(key=lambda r: (r["tokenizers"][names[0]]["premium"], r["lang"]))
-    if not rows:
+    labels = dict(zip(names, tokenizer_labels(table)))
+    groups = script_groups(table)
+    if not groups:
         raise ValueError("nothing to plot: no language has a premium")
-    fig = Figure(figsize=(max(8.0, 0.12 * len(rows) + 2), 5.5), dpi=100)
+    n_rows = len(groups)
+    two = len(names) > 1
+    fig = Figure(figsize=(13.0 if two else 8.0, 2.2 + 0.27 * n_rows), dpi=110)
     FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    xs = range(len(rows))
-    for n in names:
-        ys = [r["tokenizers"][n]["premium"] for r in rows]
-        ax.plot(xs, [math.nan if y is None else y for y in ys], marker="o", markersize=2.5, linewidth=0.8,
-                label=f"{n} (Gini {table['summary'][n]['gini']:.3f})")
-    ax.axhline(1.0, color="grey", linewidth=0.6, linestyle="--")
-    ax.set_xticks(list(xs))
-    ax.set_xticklabels([f"{r['lang']} ({r['script']})" if r["script"] else r["lang"] for r in rows],
-                       rotation=90, fontsize=5 if len(rows) > 60 else 8)
-    ax.set_xlim(-1, len(rows))
-    ax.set_ylabel(f"token premium vs {table['reference']}")
-    ax.set_title(title or "Token premium per language (sorted)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    axes = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [1.25, 1]}) if two else [fig.subplots()]
+    ys = list(range(n_rows))[::-1]          # the first group at the top
+    ytick = [f"{SCRIPT_NAMES.get(g['script'], g['script'])} ({len(g['langs'])})" for g in groups]
+    band = 0.26
+
+    ax = axes[0]
+    for k, n in enumerate(names):
+        offset = band * (k - (len(names) - 1) / 2)
+        stats = [_quartiles(g["premium"][n]) for g in groups]
+        ax.hlines([y - offset for y in ys], [s[0] for s in stats], [s[2] for s in stats],
+                  color=_COLORS[k % len(_COLORS)], linewidth=2.2, alpha=0.55)
+        ax.plot([s[1] for s in stats], [y - offset for y in ys], "o", markersize=4.5,
+                color=_COLORS[k % len(_COLORS)],
+                label=f"{labels[n]} (Gini {table['summary'][n]['gini']:.3f})")
+    ax.axvline(1.0, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_yticks(ys)
+    ax.set_yticklabels(ytick, fontsize=9)
+    ax.set_ylim(-0.7, n_rows - 0.3)
+    ax.set_xlabel(f"token premium vs {table['reference']} (tokens / {table['reference']} tokens; median, "
+                  "bar: middle half of the languages)", fontsize=9)
+    ax.set_title("Premium per script", fontsize=11)
+    ax.grid(axis="x", linewidth=0.4, alpha=0.5)
+
+    if two:
+        ax = axes[1]
+        others = names[1:]
+        for k, n in enumerate(others, start=1):
+            offset = band * ((k - 1) - (len(others) - 1) / 2)
+            values = [g["ratio"][n] for g in groups]
+            ax.hlines([y - offset for y in ys], [min(v) for v in values], [max(v) for v in values],
+                      color=_COLORS[k % len(_COLORS)], linewidth=1.2, alpha=0.5)
+            ax.plot([_quartiles(v)[1] for v in values], [y - offset for y in ys], "D", markersize=4.5,
+                    color=_COLORS[k % len(_COLORS)], label=f"{labels[names[0]]} / {labels[n]}")
+        ax.axvline(1.0, color="black", linewidth=0.9)
+        ax.set_xlabel(f"tokens of {labels[names[0]]} / tokens of the other, per language "
+                      "(median, bar: all languages)", fontsize=9)
+        ax.set_title(f"< 1: {labels[names[0]]} needs fewer tokens      > 1: it needs more", fontsize=11)
+        ax.grid(axis="x", linewidth=0.4, alpha=0.5)
+        ax.tick_params(axis="y", length=0)
+    for ax in axes:
+        ax.tick_params(axis="x", labelsize=9)
+    pairs = [p for p in table.get("pairs", []) if p["a"] == names[0]]
+    score = "; ".join(f"{labels[p['a']]} vs {labels[p['b']]}: fewer tokens in {p['won']}, more in {p['lost']}, "
+                      f"tied {p['tied']} of {p['won'] + p['lost'] + p['tied']} languages" for p in pairs)
+    fig.suptitle((title or "Token premium by script") + (f"\n{score}" if score else ""), fontsize=11)
+    handles: List[Any] = []
+    names_shown: List[str] = []
+    for ax in axes:
+        h, lbl = ax.get_legend_handles_labels()
+        handles += h
+        names_shown += lbl
+    fig.legend(handles=handles, labels=names_shown, loc="lower center", ncol=len(handles), fontsize=9, frameon=False)
+    height = fig.get_figheight()
+    fig.tight_layout(rect=(0, 0.45 / height, 1, 1))
     with atomic_open(path, "wb") as f:
         fig.savefig(f, format="png")
 

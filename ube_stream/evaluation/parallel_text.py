@@ -180,13 +180,15 @@ def select_languages(parallel: ParallelSet, eval_langs: Optional[Sequence[str]],
                        scripts={lang: s for lang, s in parallel.scripts.items() if lang in keep})
 
 
-def corpus_languages(inputs, *, field: str = "lang") -> Optional[List[str]]:
+def corpus_languages(inputs, *, field: str = "lang", format: Optional[str] = None,
+                     split: Optional[str] = None) -> Optional[List[str]]:
     """Distinct values of the ``field`` of a training corpus (the languages it
-    holds), or ``None`` when the corpus has no such field."""
+    holds), or ``None`` when the corpus has no such field (plain text has none).
+    ``format``/``split``: as for :func:`~ube_stream.readers.resolve_inputs`."""
     from ..readers.inputs import iter_texts
 
     try:
-        seen = dict.fromkeys(t for t in iter_texts(inputs, column=field, on_error="raise") if t)
+        seen = dict.fromkeys(t for t in iter_texts(inputs, column=field, on_error="raise", format=format, split=split) if t)
     except InputError:
         return None
     return list(seen) or None

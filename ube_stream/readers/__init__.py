@@ -12,19 +12,25 @@ from .inputs import (
                      DEFAULT_BATCH_ROWS,
                      DEFAULT_UNIT_ROWS,
                      FORMATS,
+                     MEMORY_PREFIX,
                      TEXT_MODES,
+                     SkippedFile,
                      Source,
                      WorkUnit,
                      is_paths,
                      iter_batches,
                      iter_texts,
+                     memory_name,
                      plan_units,
                      read_unit,
                      resolve_inputs,
+                     skipped_files_lines,
+                     spill_to_arrow,
 )
 
 __all__ = [
     "Source", "WorkUnit", "TextBatch", "SkipCounter", "SkipExample", "Reporter", "drop_bad_documents",
-    "is_paths", "resolve_inputs", "plan_units", "read_unit", "iter_batches", "iter_texts",
-    "DEFAULT_UNIT_ROWS", "DEFAULT_BATCH_ROWS", "FORMATS", "TEXT_MODES",
+    "SkippedFile", "is_paths", "resolve_inputs", "spill_to_arrow", "memory_name", "plan_units", "read_unit",
+    "iter_batches", "iter_texts", "DEFAULT_UNIT_ROWS", "DEFAULT_BATCH_ROWS", "FORMATS", "TEXT_MODES",
+    "MEMORY_PREFIX", "skipped_files_lines",
 ]

@@ -2,6 +2,19 @@
 unit read only its rows), Arrow IPC file and stream, Feather v1/v2, and Arrow
 arrays from memory.  Memory-mapped where possible; only the text column is
 read.  Internal; pyarrow is imported inside the functions.
+
+**Damage.**  Every array is validated before a value is read.  A Parquet file
+is read row group by row group (each has its own pages, located from the
+footer), so damage is reported by row group: the error names the group, its
+rows and the row it failed at, and ``on_error="skip"`` drops only that row
+group's rows of the unit, counted by rows as ``corrupt_row_group``; the row
+groups before and after it are read.  A group's batches are held back until
+the group has decoded whole (up to :data:`ROW_GROUP_HOLD_BYTES` of text; the
+rest of a bigger group is passed on as it decodes, and damage there drops the
+group's remaining rows).  Page checksums are verified when the writer stored them
+(``pq.write_table(..., write_page_checksum=True)``); without them, damage
+that still decodes cannot be told from data.  A damaged footer, Arrow IPC
+or Feather file is one ``corrupt_file`` for the rest of the unit.
 """
 from __future__ import annotations
 
@@ -11,7 +24,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..storage import is_url, open_input
-from .batch import SKIP_HINT, Reporter, TextBatch
+from .batch import SKIP_HINT, Reporter, SkipCounter, TextBatch
 from .formats import FEATHER_V1_MAGIC, magic_bytes
 
 
@@ -150,8 +163,8 @@ def _parquet_file(path: str):
     import pyarrow.parquet as pq
 
     if is_url(path):
-        return pq.ParquetFile(open_input(path))
-    return pq.ParquetFile(path, memory_map=True)
+        return pq.ParquetFile(open_input(path), page_checksum_verification=True)
+    return pq.ParquetFile(path, memory_map=True, page_checksum_verification=True)
 
 
 def columnar_num_rows(path: str, fmt: str, column: str) -> int:
@@ -206,6 +219,9 @@ def read_columnar(unit, column: str, reporter: Reporter, batch_rows: int) -> Ite
 
     source = unit.source
     start, stop = unit.row_start, unit.row_stop
+    if source.format == "parquet":
+        yield from _read_parquet(unit, column, reporter, batch_rows)
+        return
     row = start
     try:
         for array, first in _columnar_arrays(source, column, batch_rows, start, stop):
@@ -224,28 +240,148 @@ def read_columnar(unit, column: str, reporter: Reporter, batch_rows: int) -> Ite
         reporter.problem("corrupt_file", f"{error} (at row {row})", row=row)
 
 
+#: text held back per Parquet row group so a damaged group is dropped whole (see the module)
+ROW_GROUP_HOLD_BYTES = 64 << 20
+
+
+class _Held:
+    """Batches of the row group being read, held back until it decoded whole (or
+    :data:`ROW_GROUP_HOLD_BYTES` of them are held); their skips (nulls, invalid
+    UTF-8) count only when they are passed on."""
+
+    def __init__(self, reporter: Reporter, source, batch_rows: int, passed: int):
+        self.reporter, self.source, self.batch_rows = reporter, source, batch_rows
+        self.start(passed)
+
+    def start(self, passed: int) -> None:
+        self.batches: list = []
+        self.bytes = 0
+        self.passed = passed          # the first row not yet passed on
+        self.skips = SkipCounter(max_examples=self.reporter.skips.max_examples)
+
+    def add(self, array, first_row: int) -> None:
+        reporter = self.reporter if self.reporter.raise_errors else Reporter(self.source.path, "skip", self.skips)
+        self.batches.extend(arrow_text_batches(array, first_row, self.source.source_id, reporter, self.batch_rows))
+        self.bytes += array.nbytes
+
+    def release(self, passed: int) -> list:
+        """The held batches, to pass on now; the next row to hold is ``passed``."""
+        self.reporter.skips.merge(self.skips)
+        out = self.batches
+        self.start(passed)
+        return out
+
+
+def _read_parquet(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterator[TextBatch]:
+    """The unit's rows of a Parquet file, row group by row group (see the module).
+
+    One reader runs over all the unit's row groups (pyarrow decodes ahead);
+    when it fails, the group it was in is read again on its own, which tells a
+    damaged group from a reader that failed while decoding ahead into the next."""
+    import pyarrow as pa
+
+    source = unit.source
+    path, start, stop = source.path, unit.row_start, unit.row_stop
+    try:
+        pf = _parquet_file(path)
+        text_field_index(pf.schema_arrow, column, path)
+        meta = pf.metadata
+        sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+    except InputError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        error = _corrupt(path, source.format, exc)
+        reporter.problem("corrupt_file", f"{error} (at row {start})", row=start)
+        return
+    bounds = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).tolist()
+    spans = {g: (max(start, bounds[g]), bounds[g + 1] if stop is None else min(stop, bounds[g + 1]))
+             for g in range(len(sizes))}
+    groups = [g for g in range(len(sizes)) if spans[g][0] < spans[g][1]]
+    k = 0
+    while k < len(groups):
+        held = _Held(reporter, source, batch_rows, spans[groups[k]][0])
+        i = 0
+        row = bounds[groups[k]]
+        try:
+            for batch in pf.iter_batches(batch_size=batch_rows, row_groups=groups[k:], columns=[column]):
+                first, row = row, row + batch.num_rows
+                pos = first
+                while pos < row and k + i < len(groups):      # a batch may span row groups
+                    g = groups[k + i]
+                    lo, hi = spans[g]
+                    end = min(row, bounds[g + 1])
+                    a, b = max(lo, pos), min(hi, end)
+                    if a < b:
+                        held.add(batch.column(0).slice(a - first, b - a), a)
+                    pos = end
+                    if pos >= hi:                              # group g decoded whole
+                        yield from held.release(spans[groups[k + i + 1]][0] if k + i + 1 < len(groups) else hi)
+                        i += 1
+                    elif held.bytes > ROW_GROUP_HOLD_BYTES:    # a big group: pass on what decoded so far
+                        yield from held.release(b)
+                if k + i >= len(groups):
+                    return
+        except InputError:
+            raise
+        except (pa.ArrowException, OSError, ValueError):
+            pass
+        # the reader failed (or ended early) in group groups[k + i]: read that group alone
+        g = groups[k + i]
+        yield from _read_row_group(pf, g, held.passed, spans[g][1], bounds, sizes, column, source, reporter,
+                                   batch_rows)
+        k += i + 1
+
+
+def _read_row_group(pf, g: int, lo: int, hi: int, bounds, sizes, column: str, source, reporter: Reporter,
+                    batch_rows: int) -> Iterator[TextBatch]:
+    """Rows ``[lo, hi)`` of row group ``g`` on their own: passed on whole, or the
+    group is reported damaged (its rows from ``lo`` counted as skipped)."""
+    import pyarrow as pa
+
+    held = _Held(reporter, source, batch_rows, lo)
+    row = bounds[g]
+    try:
+        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g], columns=[column]):
+            first, row = row, row + batch.num_rows
+            a, b = max(held.passed, first), min(hi, row)
+            if a < b:
+                held.add(batch.column(0).slice(a - first, b - a), a)
+            if held.bytes > ROW_GROUP_HOLD_BYTES:
+                yield from held.release(b)
+            if row >= hi:
+                break
+        else:
+            if row < hi:   # damaged metadata (a column's value count) makes the group end early
+                raise pa.ArrowInvalid(f"the row group decoded {row - bounds[g]} of the {sizes[g]} rows its "
+                                      f"metadata lists")
+    except InputError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        _damaged_row_group(reporter, source.path, g, bounds[g], bounds[g + 1], row, held.passed, hi, exc)
+        return
+    yield from held.release(hi)
+
+
+def _damaged_row_group(reporter: Reporter, path: str, group: int, first: int, end: int, row: int,
+                       passed: int, hi: int, exc: BaseException) -> None:
+    """Raise, or count the rows ``[passed, hi)`` of a damaged row group as skipped."""
+    where = (f"{path}: Parquet row group {group} (rows {first}..{end - 1}) is damaged: reading it failed at "
+             f"row {row} ({type(exc).__name__}: {exc})")
+    if reporter.raise_errors:
+        raise InputError(f"{where}. Re-download or re-write the file, or read with on_error='skip' to skip "
+                         f"this row group and count its rows", path=path, row=row, reason="corrupt_row_group")
+    count = hi - passed
+    reporter.skips.add("corrupt_row_group", path=path, row=passed, count=count,
+                       message=f"{where}; its {count} rows from row {passed} were skipped. Re-download or "
+                               f"re-write the file")
+
+
 def _columnar_arrays(source, column: str, batch_rows: int, start: int, stop: int | None):
-    """``(text array, row of its first element)`` for the batches that may
-    overlap ``[start, stop)``, in row order."""
+    """``(text array, row of its first element)`` for the batches of an Arrow
+    IPC or Feather file that may overlap ``[start, stop)``, in row order."""
     import pyarrow.ipc as ipc
 
     path, fmt = source.path, source.format
-    if fmt == "parquet":
-        pf = _parquet_file(path)
-        text_field_index(pf.schema_arrow, column, path)
-        bounds = np.concatenate([[0], np.cumsum([pf.metadata.row_group(g).num_rows
-                                                 for g in range(pf.metadata.num_row_groups)])])
-        groups = [g for g in range(len(bounds) - 1)
-                  if bounds[g + 1] > start and (stop is None or bounds[g] < stop)]
-        if not groups:
-            return
-        first = int(bounds[groups[0]])
-        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=groups, columns=[column]):
-            yield batch.column(0), first
-            first += batch.num_rows
-            if stop is not None and first >= stop:
-                return
-        return
     if fmt == "feather" and magic_bytes(path).startswith(FEATHER_V1_MAGIC):
         table = _read_feather_v1(path)
         text_field_index(table.schema, column, path)

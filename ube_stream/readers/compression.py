@@ -100,7 +100,7 @@ def report_broken(reporter: Reporter, exc: BaseException, compression: str | Non
     reason = "truncated_file" if isinstance(exc, EOFError) else "corrupt_file"
     what = "is truncated" if reason == "truncated_file" else "is corrupt"
     reporter.problem(reason, f"{reporter.path}: the {compression or 'file'} stream {what} at decompressed byte "
-                             f"offset {pos} (line {row + 1}): {exc}. Re-download or re-compress the file, "
+                             f"offset {pos} (row {row}): {exc}. Re-download or re-compress the file, "
                              f"or read with on_error='skip' to skip the whole file and count its rows",
                      row=row, offset=pos)
 

@@ -12,20 +12,30 @@ and the Python API calls ``iter_texts(inputs)`` with paths or in-memory data.
 
 **Formats.** Parquet (``.parquet``/``.pq``), Arrow IPC file and stream
 (``.arrow``/``.arrows``/``.ipc``: the magic bytes decide), Feather
-(``.feather``, v1 and v2), JSON Lines (``.jsonl``/``.ndjson``) and plain text
-(``.txt``/``.text``), the last two optionally ``.zst`` or ``.gz``.  ``.json``
-files are read as JSON Lines (Megatron's and HF's convention); one whose
-content starts with ``[`` (a JSON array) is refused with a hint.  A HF
-``datasets`` directory written by ``save_to_disk`` is read through the Arrow
-stream files its ``state.json`` lists; a ``DatasetDict`` directory (several
-splits) is refused with the list of its splits: name one split's folder, so
-that train and test are never mixed silently.  Directories are walked recursively in sorted order and
-keep only files with a known suffix (names starting with ``.`` or ``_`` are
-skipped); globs (``*``, ``?``, ``[``, ``**``) are expanded.
+(``.feather``, v1 and v2), JSON Lines (``.jsonl``/``.ndjson``/``.json``) and
+plain text (``.txt``/``.text``), the last two optionally ``.zst`` or ``.gz``.
+A ``.json`` file whose content starts with ``[`` (a JSON array) is refused
+with a hint.  When the name does not tell, the content does (see
+:mod:`~ube_stream.readers.formats`: gzip/zstd magic, ``PAR1``, ``ARROW1``,
+Arrow streams, JSON Lines; plain text is never guessed), and ``format=``
+forces one format for every file.  A HF ``datasets`` directory written by
+``save_to_disk`` is read through the Arrow stream files its ``state.json``
+lists; a ``DatasetDict`` directory (several splits) needs ``split=NAME``:
+only that split's folder is read, the others are listed as skipped, and a
+missing or unknown split is an error listing the splits, so train and test
+are never mixed silently.  Directories are walked recursively in sorted
+order; globs (``*``, ``?``, ``[``, ``**``) are expanded.  **Every file a walk
+leaves out** (names starting with ``.`` or ``_``, formats not recognised,
+unselected splits, datasets metadata) is returned as a :class:`SkippedFile`
+with its reason (``skipped_files=``), and the pipeline lists them in its
+summary and MANIFEST / training metadata.
 
-**Documents.** One row / one JSON line / one text line is one document; rows
-are numbered from 0 inside each file (JSONL and text: the line number, blank
-JSONL lines included).  Text lines are split on ``\\n`` only and one trailing
+**Documents.** One row / one JSON line / one text line is one document.
+**One numbering scheme**: rows are numbered from 0 inside each file, for
+every format (JSONL and text: row N is line N + 1 in an editor, blank JSONL
+lines included), and every message, skip example and provenance record says
+``row N`` with that number (plus a byte offset where there is one).  Text
+lines are split on ``\\n`` only and one trailing
 ``\\r`` is removed; U+2028, U+0085 and a lone ``\\r`` are content.  A final
 ``\\n`` ends the last line, so ``"a\\nb\\n"`` and ``"a\\nb"`` are both two
 documents, and ``"a\\n\\nb"`` is three (the empty line is an empty document).
@@ -65,15 +75,15 @@ import numpy as np
 from ..errors import InputError
 from ..storage import file_size, filesystem, is_url, local_path
 from . import columnar, formats
-from .batch import Reporter, SkipCounter, SkipExample, TextBatch, check_text_value
+from .batch import SKIP_HINT, Reporter, SkipCounter, SkipExample, TextBatch, check_text_value
 from .compression import scan_line_starts
 from .jsonl import read_jsonl
 from .text import read_text_file, read_text_lines
 
 __all__ = [
-    "Source", "WorkUnit", "TextBatch", "SkipCounter", "SkipExample",
-    "resolve_inputs", "plan_units", "read_unit", "iter_batches", "iter_texts",
-    "DEFAULT_UNIT_ROWS", "DEFAULT_BATCH_ROWS", "FORMATS", "TEXT_MODES",
+    "Source", "WorkUnit", "TextBatch", "SkipCounter", "SkipExample", "SkippedFile",
+    "resolve_inputs", "spill_to_arrow", "memory_name", "plan_units", "read_unit", "iter_batches", "iter_texts",
+    "DEFAULT_UNIT_ROWS", "DEFAULT_BATCH_ROWS", "FORMATS", "TEXT_MODES", "MEMORY_PREFIX",
 ]
 
 DEFAULT_UNIT_ROWS = 100_000
@@ -119,160 +129,229 @@ class WorkUnit:
 
 # --------------------------------------------------------------------------- resolving inputs
 
+def skipped_files_lines(skipped_files: list[dict[str, str]], shown: int = 20) -> list[str]:
+    """Summary lines listing the files directory walks left out, with reasons
+    (the first ``shown``; MANIFEST / training metadata hold them all)."""
+    if not skipped_files:
+        return ["skipped files  none"]
+    lines = [f"skipped files  {len(skipped_files):,} (not read; reasons below)"]
+    lines += [f"  {f['path']}: {f['reason']}" for f in skipped_files[:shown]]
+    if len(skipped_files) > shown:
+        lines.append(f"  ... and {len(skipped_files) - shown:,} more (all listed in MANIFEST.json / the "
+                     f"tokenizer's training metadata)")
+    return lines
+
+
+
 def is_paths(inputs: Any) -> bool:
     if isinstance(inputs, (str, os.PathLike)):
         return True
     return isinstance(inputs, (list, tuple)) and all(isinstance(i, (str, os.PathLike)) for i in inputs)
 
 
-def _dataset_dir_files(directory: str) -> list[str] | None:
-    """The Arrow files a ``save_to_disk`` directory lists in ``state.json``."""
-    state_path = os.path.join(directory, "state.json")
-    if not os.path.isfile(state_path):
-        return None
-    try:
-        with open(state_path, encoding="utf-8") as f:
-            state = json.load(f)
-        names = [entry["filename"] for entry in state["_data_files"]]
-    except (ValueError, KeyError, TypeError):
-        return None
-    files = [os.path.join(directory, name) for name in names]
-    for file in files:
-        if not os.path.isfile(file):
-            raise InputError(f"{state_path} lists {file}, which does not exist; the dataset directory is "
-                             f"incomplete: save it again with save_to_disk", path=file, reason="missing_file")
-    return files
+HIDDEN_REASON = "hidden name (starts with '.' or '_')"
+UNKNOWN_REASON = "format not recognised from the name or the content (pass format= to read it)"
+METADATA_REASON = "HF datasets metadata, not data (state.json names the data files)"
+HIDDEN_PREFIXES = (".", "_")
 
 
-def _refuse_dataset_dict(root: str, dict_file: str, raw: bytes | None = None) -> None:
-    """A ``DatasetDict`` folder holds several splits (train, test, ...): reading
-    them all as one corpus would mix them silently, so one must be named."""
+@dataclass(frozen=True, order=True)
+class SkippedFile:
+    """A file (or folder, ``path`` ending in ``/``) that a directory walk did not
+    read, with the reason, e.g. ``hidden name (starts with '.' or '_')``.
+    ``path`` is absolute (or a full URL)."""
+
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "reason": self.reason}
+
+
+class _Tree:
+    """A local directory tree or an fsspec prefix, walked the same way: full
+    paths (absolute, or URLs) in, full paths out."""
+
+    def __init__(self, top: str):
+        self.remote = is_url(top)
+        if self.remote:
+            self.fs, self.inner = filesystem(top)
+        else:
+            self.inner = os.path.abspath(top)
+
+    def walk(self):
+        """``(root, dirs, files)`` top-down; ``dirs`` may be pruned in place."""
+        return self.fs.walk(self.inner, topdown=True) if self.remote else os.walk(self.inner)
+
+    def join(self, root: str, name: str) -> str:
+        return f"{root.rstrip('/')}/{name}" if self.remote else os.path.join(root, name)
+
+    def full(self, path: str) -> str:
+        return self.fs.unstrip_protocol(path) if self.remote else path
+
+    def read(self, path: str) -> bytes:
+        if self.remote:
+            return self.fs.cat_file(path)
+        with open(path, "rb") as f:
+            return f.read()
+
+
+def _listed_data_files(tree: _Tree, root: str, files: list[str]) -> list[str] | None:
+    """The Arrow files a ``save_to_disk`` folder lists in ``state.json``."""
+    if "state.json" not in files:
+        return None
+    state_path = tree.join(root, "state.json")
     try:
-        if raw is None:
-            with open(dict_file, "rb") as f:
-                raw = f.read()
-        splits = [str(name) for name in json.loads(raw)["splits"]]
+        names = [entry["filename"] for entry in json.loads(tree.read(state_path))["_data_files"]]
     except (OSError, ValueError, KeyError, TypeError):
-        splits = []
-    example = f"{root.rstrip('/')}/{splits[0]}" if splits else f"{root.rstrip('/')}/train"
-    raise InputError(f"{root}: a datasets DatasetDict folder with splits {splits or '(unreadable list)'}; "
-                     f"reading them all would mix them, so name one split's folder, e.g. {example}",
-                     path=root, reason="dataset_dict")
+        return None
+    for name in names:
+        if name not in files:
+            missing = tree.full(tree.join(root, name))
+            raise InputError(f"{tree.full(state_path)} lists {missing}, which does not exist; the dataset "
+                             f"directory is incomplete: save it again with save_to_disk", path=missing,
+                             reason="missing_file")
+    return [tree.join(root, name) for name in names]
 
 
-def _walk(directory: str) -> list[str]:
+def _dict_splits(tree: _Tree, root: str) -> list[str]:
+    try:
+        return [str(name) for name in json.loads(tree.read(tree.join(root, "dataset_dict.json")))["splits"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def _choose_split(tree: _Tree, root: str, dirs: list[str], split: str | None) -> str:
+    """The split folder of a ``DatasetDict`` folder to read: ``split``, which
+    must be one of its splits (reading them all would mix train and test)."""
+    splits = _dict_splits(tree, root)
+    where = tree.full(root).rstrip("/")
+    available = ", ".join(map(repr, splits)) if splits else "(unreadable list: see dataset_dict.json)"
+    if split is None:
+        raise InputError(f"{where}: a datasets DatasetDict folder with splits {available}; reading them all "
+                         f"would mix them, so choose one with split= (e.g. split={(splits or ['train'])[0]!r}) "
+                         f"or name one split's folder, e.g. {where}/{(splits or ['train'])[0]}",
+                         path=where, reason="dataset_dict")
+    if split not in splits or split not in dirs:
+        raise InputError(f"{where}: the DatasetDict folder has no split {split!r}; its splits are {available}: "
+                         f"choose one of them with split=", path=where, reason="dataset_dict")
+    return split
+
+
+def _walk(top: str, split: str | None, skipped: list[SkippedFile], used_split: list[str]) -> list[str]:
+    """Data files under ``top`` (a directory or an fsspec prefix), in sorted
+    order; every file (or folder) left out is appended to ``skipped`` with
+    its reason.  A ``DatasetDict`` folder is entered through its ``split``
+    folder only (its other splits are listed as skipped)."""
+    tree = _Tree(top)
     found: list[str] = []
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
-        if "dataset_dict.json" in files:
-            _refuse_dataset_dict(root, os.path.join(root, "dataset_dict.json"))
-        listed = _dataset_dir_files(root)
+    for root, dirs, names in tree.walk():
+        dirs.sort()
+        names = sorted(names)
+        for d in [d for d in dirs if d.startswith(HIDDEN_PREFIXES)]:
+            skipped.append(SkippedFile(tree.full(tree.join(root, d)) + "/", HIDDEN_REASON))
+            dirs.remove(d)
+        if "dataset_dict.json" in names:
+            chosen = _choose_split(tree, root, dirs, split)
+            used_split.append(tree.full(root))
+            for d in dirs:
+                if d != chosen:
+                    skipped.append(SkippedFile(tree.full(tree.join(root, d)) + "/",
+                                               f"split {d!r} of a DatasetDict, not selected (split={chosen!r})"))
+            dirs[:] = [chosen]
+            skipped.extend(SkippedFile(tree.full(tree.join(root, name)), METADATA_REASON) for name in names)
+            continue
+        listed = _listed_data_files(tree, root, names)
         if listed is not None:
             found.extend(listed)
+            skipped.extend(SkippedFile(tree.full(tree.join(root, name)), METADATA_REASON)
+                           for name in names if tree.join(root, name) not in listed)
+            for d in dirs:
+                skipped.append(SkippedFile(tree.full(tree.join(root, d)) + "/",
+                                           "folder inside a HF datasets folder (not listed in state.json)"))
             dirs[:] = []
             continue
-        found.extend(os.path.join(root, name) for name in sorted(files)
-                     if not name.startswith((".", "_")) and formats.is_known_suffix(name))
+        for name in names:
+            path = tree.join(root, name)
+            if name.startswith(HIDDEN_PREFIXES):
+                skipped.append(SkippedFile(tree.full(path), HIDDEN_REASON))
+            elif formats.is_known_suffix(name) or formats.sniff_format(tree.full(path))[0] is not None:
+                found.append(path)
+            else:
+                skipped.append(SkippedFile(tree.full(path), UNKNOWN_REASON))
     if not found:
-        raise InputError(f"{directory}: no readable files in this directory (looked for "
+        shown = "; ".join(f"{s.path} ({s.reason})" for s in skipped[:5])
+        raise InputError(f"{top}: no readable files here (looked for "
                          f"{', '.join(sorted(formats.FORMAT_SUFFIXES))}, optionally .zst/.gz for JSONL and text, "
-                         f"and HF save_to_disk folders)", path=directory, reason="no_files")
-    return found
+                         f"files whose content is recognisable, and HF save_to_disk folders)"
+                         + (f"; skipped {len(skipped)}: {shown}" if skipped else ""), path=top, reason="no_files")
+    return [tree.full(path) for path in found]
 
 
-def _remote_dataset_files(fs, directory: str, names: set[str]) -> list[str] | None:
-    if "state.json" not in names:
-        return None
-    try:
-        state = json.loads(fs.cat_file(f"{directory}/state.json"))
-        listed = [entry["filename"] for entry in state["_data_files"]]
-    except (ValueError, KeyError, TypeError, FileNotFoundError):
-        return None
-    missing = [name for name in listed if name not in names]
-    if missing:
-        url = fs.unstrip_protocol(f"{directory}/{missing[0]}")
-        raise InputError(f"{fs.unstrip_protocol(directory)}/state.json lists {url}, which does not exist; the "
-                         f"dataset directory is incomplete: save it again with save_to_disk", path=url,
-                         reason="missing_file")
-    return [f"{directory}/{name}" for name in listed]
-
-
-def _expand_url(item: str) -> list[str]:
-    """Objects behind a URL (an object, a prefix walked like a directory, or a
-    glob), as full URLs, in sorted order."""
-    fs, inner = filesystem(item)
-    if any(ch in inner for ch in _GLOB_CHARS):
-        matches = sorted(fs.glob(inner))
-        if not matches:
-            raise InputError(f"{item}: no object matches this pattern", path=item, reason="missing_file")
-        return [url for match in matches for url in _expand_url(fs.unstrip_protocol(match))]
-    if fs.isfile(inner):
-        return [fs.unstrip_protocol(inner)]
-    if not fs.isdir(inner):
-        raise InputError(f"{item}: no such object or prefix; check the URL and the store's credentials",
-                         path=item, reason="missing_file")
-    found: list[str] = []
-    datasets: list[str] = []
-    for root, _dirs, files in sorted(fs.walk(inner)):
-        if any(part.startswith((".", "_")) for part in root[len(inner.rstrip("/")):].split("/") if part):
-            continue
-        if any(root.startswith(d + "/") for d in datasets):
-            continue
-        if "dataset_dict.json" in files:
-            _refuse_dataset_dict(fs.unstrip_protocol(root), "", fs.cat_file(f"{root}/dataset_dict.json"))
-        listed = _remote_dataset_files(fs, root, set(files))
-        if listed is not None:
-            found.extend(listed)
-            datasets.append(root)
-            continue
-        found.extend(f"{root}/{name}" for name in sorted(files)
-                     if not name.startswith((".", "_")) and formats.is_known_suffix(name))
-    if not found:
-        raise InputError(f"{item}: no readable files under this prefix (looked for "
-                         f"{', '.join(sorted(formats.FORMAT_SUFFIXES))}, optionally .zst/.gz for JSONL and text, "
-                         f"and HF save_to_disk folders)", path=item, reason="no_files")
-    return [fs.unstrip_protocol(path) for path in found]
-
-
-def _expand(item: str) -> list[str]:
+def _expand(item: str, split: str | None, skipped: list[SkippedFile], used_split: list[str]) -> list[str]:
     item = local_path(item)
     if is_url(item):
-        return _expand_url(item)
+        fs, inner = filesystem(item)
+        if any(ch in inner for ch in _GLOB_CHARS):
+            matches = sorted(fs.glob(inner))
+            if not matches:
+                raise InputError(f"{item}: no object matches this pattern", path=item, reason="missing_file")
+            return [p for match in matches for p in _expand(fs.unstrip_protocol(match), split, skipped, used_split)]
+        if fs.isfile(inner):
+            return [fs.unstrip_protocol(inner)]
+        if not fs.isdir(inner):
+            raise InputError(f"{item}: no such object or prefix; check the URL and the store's credentials",
+                             path=item, reason="missing_file")
+        return _walk(item, split, skipped, used_split)
     if os.path.isdir(item):
-        return _walk(item)
+        return _walk(item, split, skipped, used_split)
     if os.path.isfile(item):
         return [item]
     if any(ch in item for ch in _GLOB_CHARS):
         matches = sorted(glob.glob(item, recursive=True))
         if not matches:
             raise InputError(f"{item}: no file matches this pattern", path=item, reason="missing_file")
-        return [path for match in matches for path in _expand(match)]
+        return [path for match in matches for path in _expand(match, split, skipped, used_split)]
     raise InputError(f"{item}: no such file or directory; check the path (and quote globs so the shell "
                      f"does not expand them). A str is always a path: to read texts held in memory, pass "
                      f"an iterator such as iter(texts) to iter_texts", path=item, reason="missing_file")
 
 
 def resolve_inputs(inputs, *, column: str = "text", text_mode: str = "line", format: str | None = None,
-                   on_error: str = "raise") -> list[Source]:
+                   on_error: str = "raise", split: str | None = None,
+                   skipped_files: list[SkippedFile] | None = None) -> list[Source]:
     """Expand paths, directories and globs into :class:`Source` s, sorted by
     absolute path and de-duplicated.
 
     Columnar files are opened for their row count and checked for a text
-    ``column`` (a missing or non-text column always raises).  ``format``
-    forces the format of every file.  With ``on_error="skip"`` a columnar file
-    whose metadata cannot be read gets ``num_rows=None`` and is counted when
-    read; with ``"raise"`` it raises here.
+    ``column`` (a missing or non-text column always raises); ``column`` other
+    than ``"text"`` on a plain-text file raises (text has no fields).
+    ``format`` forces the format of every file.  ``split`` names the split
+    of a ``DatasetDict`` folder to read (required for one; an error when no
+    input is one).  Every file a directory walk leaves out is appended to
+    ``skipped_files`` as a :class:`SkippedFile`.  With ``on_error="skip"`` a
+    columnar file whose metadata cannot be read gets ``num_rows=None`` and is
+    counted when read; with ``"raise"`` it raises here.
     """
     if text_mode not in TEXT_MODES:
         raise ValueError(f"text_mode must be one of {TEXT_MODES}, got {text_mode!r}")
+    formats.check_format(format)
     if not is_paths(inputs):
         raise TypeError(f"resolve_inputs takes a path or a list of paths, got {type(inputs).__name__}; "
                         f"to read texts in memory use iter_texts / iter_batches")
     items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     if not items:
         raise InputError("no inputs given: pass at least one file, directory or glob", reason="no_files")
+    skipped: list[SkippedFile] = []
+    used_split: list[str] = []
     paths = sorted({path if is_url(path) else os.path.abspath(path)
-                    for item in items for path in _expand(os.fspath(item))})
+                    for item in items for path in _expand(os.fspath(item), split, skipped, used_split)})
+    if split is not None and not used_split:
+        raise InputError(f"split={split!r} was given, but no input is a datasets DatasetDict folder (one holding "
+                         f"dataset_dict.json); drop split=, or point the input at the DatasetDict folder",
+                         reason="dataset_dict")
+    if skipped_files is not None:
+        skipped_files.extend(sorted(set(skipped)))
     sources = []
     for source_id, path in enumerate(paths):
         fmt, compression = formats.detect_format(path, format)
@@ -283,8 +362,13 @@ def resolve_inputs(inputs, *, column: str = "text", text_mode: str = "line", for
             except InputError as exc:
                 if on_error == "raise" or exc.reason != "corrupt_file":
                     raise
-        elif fmt == "text" and text_mode == "file":
-            num_rows = 1
+        elif fmt == "text":
+            if column != "text":
+                raise InputError(f"{path}: plain text has no columns or fields, but column={column!r} was given; "
+                                 f"drop column= for text files (or read JSON Lines / columnar files only)",
+                                 path=path, reason="bad_option")
+            if text_mode == "file":
+                num_rows = 1
         sources.append(Source(source_id, path, fmt, compression, file_size(path), num_rows))
     return sources
 
@@ -338,39 +422,88 @@ def read_unit(unit: WorkUnit, *, column: str = "text", text_mode: str = "line", 
 
 def iter_batches(inputs, *, column: str = "text", text_mode: str = "line", on_error: str = "raise",
                  batch_rows: int = DEFAULT_BATCH_ROWS, skips: SkipCounter | None = None,
-                 format: str | None = None) -> Iterator[TextBatch]:
+                 format: str | None = None, split: str | None = None) -> Iterator[TextBatch]:
     """Batches from paths (a path, or a list of paths, directories, globs:
     read file by file in source order) or from in-memory data: a
-    ``datasets.Dataset`` / ``IterableDataset``, a pyarrow Table / Array, or
-    any iterable of strings (or of dicts holding ``column``).  A list of
-    ``str`` means paths: pass ``iter(texts)`` for a list of texts."""
+    ``datasets.Dataset`` / ``IterableDataset`` (a ``DatasetDict`` with
+    ``split=``), a pyarrow Table / RecordBatch / Array, or any iterable of
+    strings (or of dicts holding ``column``).  A list of ``str`` means paths:
+    pass ``iter(texts)`` for a list of texts.  In-memory data is read a batch
+    at a time, so a streaming ``IterableDataset`` is consumed in bounded memory."""
     if is_paths(inputs):
-        sources = resolve_inputs(inputs, column=column, text_mode=text_mode, format=format, on_error=on_error)
+        sources = resolve_inputs(inputs, column=column, text_mode=text_mode, format=format, on_error=on_error,
+                                 split=split)
         for unit in plan_units(sources, unit_rows=None):
             yield from read_unit(unit, column=column, text_mode=text_mode, on_error=on_error,
                                  batch_rows=batch_rows, skips=skips)
         return
-    yield from _memory_batches(inputs, column, on_error, batch_rows, skips)
+    yield from _memory_batches(inputs, column, on_error, batch_rows, skips, split)
 
 
 def iter_texts(inputs, *, column: str = "text", text_mode: str = "line", on_error: str = "raise",
-               skips: SkipCounter | None = None, format: str | None = None) -> Iterator[str]:
+               skips: SkipCounter | None = None, format: str | None = None,
+               split: str | None = None) -> Iterator[str]:
     """Documents as ``str``, from paths or in-memory data (see :func:`iter_batches`)."""
     for batch in iter_batches(inputs, column=column, text_mode=text_mode, on_error=on_error,
-                              skips=skips, format=format):
+                              skips=skips, format=format, split=split):
         yield from batch.to_pylist()
 
 
+MEMORY_PREFIX = "<in-memory "
+
+
+def memory_name(data: Any) -> str:
+    """How an in-memory input is named in messages and in MANIFEST / training
+    metadata: ``<in-memory datasets.arrow_dataset.Dataset>`` (never a path)."""
+    return f"{MEMORY_PREFIX}{type(data).__module__}.{type(data).__name__}>"
+
+
+def spill_to_arrow(data: Any, path: str, *, column: str = "text", on_error: str = "raise",
+                   skips: SkipCounter | None = None, split: str | None = None) -> int:
+    """Write the documents of in-memory ``data`` (anything :func:`iter_batches`
+    takes that is not a path) to an Arrow IPC stream file at ``path`` (local
+    or a URL; written atomically) with one ``large_string`` column ``text``,
+    a batch at a time (bounded memory); returns the number of documents.
+
+    This is how worker processes read in-memory inputs: the file is one
+    source, cut into work units of ``unit_rows`` rows like any other, so the
+    result does not depend on the number of workers.  Its rows number the
+    documents written (0-based); items skipped here (nulls, and bad items
+    with ``on_error="skip"``) are counted in ``skips`` and not numbered."""
+    import pyarrow as pa
+
+    from ..storage import atomic_open
+
+    schema = pa.schema([pa.field("text", pa.large_string())])
+    written = 0
+    with atomic_open(path, "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+        for batch in iter_batches(data, column=column, on_error=on_error, skips=skips, split=split):
+            texts = batch.texts if isinstance(batch.texts, list) else batch.texts.to_pylist()
+            writer.write_batch(pa.record_batch([pa.array(texts, type=pa.large_string())], schema=schema))
+            written += len(texts)
+    return written
+
+
 def _memory_batches(data, column: str, on_error: str, batch_rows: int,
-                    skips: SkipCounter | None) -> Iterator[TextBatch]:
-    name = f"<{type(data).__module__}.{type(data).__name__}>"
+                    skips: SkipCounter | None, split: str | None = None) -> Iterator[TextBatch]:
+    name = memory_name(data)
     reporter = Reporter(name, on_error, skips)
     if "datasets" in sys.modules:
         import datasets
 
         if isinstance(data, (datasets.DatasetDict, datasets.IterableDatasetDict)):
-            raise InputError(f"{name}: a dataset dict holds splits {sorted(data)}; pass one, e.g. data['train']",
-                             reason="bad_input")
+            if split is None or split not in data:
+                problem = "choose one with split=" if split is None else f"it has no split {split!r}"
+                raise InputError(f"{name}: a dataset dict holds splits {sorted(data)}; {problem} (e.g. "
+                                 f"split={sorted(data)[0]!r}), or pass one, e.g. data[{sorted(data)[0]!r}]",
+                                 reason="dataset_dict")
+            data, split = data[split], None
+    if split is not None:
+        raise InputError(f"{name}: split={split!r} was given, but the input is not a dataset dict; drop split=",
+                         reason="dataset_dict")
+    if "datasets" in sys.modules:
+        import datasets
+
         if isinstance(data, datasets.Dataset):
             if column not in data.column_names:
                 raise InputError(f"{name}: no column {column!r}; the dataset has columns "
@@ -400,10 +533,11 @@ def _memory_batches(data, column: str, on_error: str, batch_rows: int,
     for row, value in enumerate(data):
         if isinstance(value, dict):
             if column not in value:
-                reporter.problem("missing_field", f"{name}: item {row} has no field {column!r}", row=row)
+                reporter.problem("missing_field", f"{name}: row {row} has no field {column!r}; choose the field "
+                                                 f"with column= {SKIP_HINT}", row=row)
                 continue
             value = value[column]
-        text = check_text_value(value, reporter, row, f"{name}: item {row}")
+        text = check_text_value(value, reporter, row, f"{name}: row {row}")
         if text is not None:
             texts.append(text)
             rows.append(row)

@@ -71,14 +71,14 @@ def read_jsonl(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterat
 
 
 def _json_text(line: bytes, column: str, reporter: Reporter, row: int, pos: int) -> str | None:
-    where = f"{reporter.path}: line {row + 1} (byte offset {pos})"
+    where = f"{reporter.path}: row {row} (byte offset {pos})"
     if not line.strip():
         reporter.skips.add("blank_line", path=reporter.path, row=row, offset=pos, message=f"{where} is blank")
         return None
     try:
         decoded = line.decode("utf-8")
     except UnicodeDecodeError as exc:
-        reporter.problem("invalid_utf8", f"{reporter.path}: line {row + 1}: invalid UTF-8 at byte offset "
+        reporter.problem("invalid_utf8", f"{reporter.path}: row {row}: invalid UTF-8 at byte offset "
                                          f"{pos + exc.start} ({exc.reason}); re-encode the file as UTF-8 "
                                          f"{SKIP_HINT}", row=row, offset=pos + exc.start)
         return None

@@ -75,7 +75,7 @@ def _block_batches(block: bytes, row: int, pos: int, unit, reporter: Reporter, b
             except UnicodeDecodeError as exc:
                 good[i] = False
                 at = pos + int(starts[i]) + exc.start
-                reporter.problem("invalid_utf8", f"{reporter.path}: line {rows[i] + 1}: invalid UTF-8 at byte "
+                reporter.problem("invalid_utf8", f"{reporter.path}: row {rows[i]}: invalid UTF-8 at byte "
                                                  f"offset {at} ({exc.reason}); re-encode the file as UTF-8 "
                                                  f"{SKIP_HINT}", row=int(rows[i]), offset=at)
         starts, ends, rows = starts[good], ends[good], rows[good]
@@ -109,9 +109,8 @@ def read_text_file(unit, reporter: Reporter) -> Iterator[TextBatch]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        reporter.problem("invalid_utf8", f"{source.path}: invalid UTF-8 at byte offset {exc.start} (line {line}, "
-                                         f"{exc.reason}); re-encode the file as UTF-8 {SKIP_HINT}",
+        reporter.problem("invalid_utf8", f"{source.path}: row 0 (the whole file): invalid UTF-8 at byte offset "
+                                         f"{exc.start} ({exc.reason}); re-encode the file as UTF-8 {SKIP_HINT}",
                          row=0, offset=exc.start)
         return
     yield TextBatch([text], np.zeros(1, dtype=np.int64), source.source_id)

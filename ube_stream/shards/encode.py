@@ -50,6 +50,7 @@ from .._version import __version__
 from ..errors import ShardFormatError
 from ..executors import Executor, executor_class, get_executor, import_ray
 from ..readers.batch import check_on_error
+from ..readers.inputs import skipped_files_lines
 from ..storage import (
     atomic_write_bytes,
     atomic_write_json,
@@ -74,6 +75,7 @@ __all__ = ["encode_corpus", "encode_unit", "TokenShards", "Shard", "EncodeSummar
 
 DEFAULT_SHARD_TOKENS = 1 << 28          # 1 GiB of uint32 per shard at most (plus one document)
 DEFAULT_EOS_TOKEN = "<|endoftext|>"
+MEMORY_SPILL_NAME = "in-memory.arrows"   # in-memory inputs, written under units/ (see encode_corpus)
 _KNOWN_ENTRIES = {fmt.MANIFEST_NAME, fmt.TOKENIZER_NAME, fmt.UNITS_DIR, fmt.SHARDS_DIR, fmt.LOCKS_DIR}
 _TEMP_PREFIXES = (fmt.MANIFEST_NAME + fmt.TMP_SUFFIX, fmt.TOKENIZER_NAME + fmt.TMP_SUFFIX)
 
@@ -91,6 +93,7 @@ class EncodeSummary:
     bytes_read: int = 0            # UTF-8 bytes of the documents this call encoded
     skipped: Dict[str, int] = dataclasses.field(default_factory=dict)
     skip_examples: List[str] = dataclasses.field(default_factory=list)
+    skipped_files: List[Dict[str, str]] = dataclasses.field(default_factory=list)   # left out by directory walks
     special_text: Dict[str, int] = dataclasses.field(default_factory=dict)   # special-token text in documents
     wall_seconds: float = 0.0
     finalized: bool = False
@@ -111,6 +114,7 @@ class EncodeSummary:
             "skipped rows   " + (", ".join(f"{k}: {v:,}" for k, v in sorted(self.skipped.items())) or "none"),
         ]
         lines += [f"  e.g. {m}" for m in self.skip_examples[:3]]
+        lines += skipped_files_lines(self.skipped_files)
         if self.special_text:
             found = ", ".join(f"{t} {n:,}" for t, n in sorted(self.special_text.items()))
             lines.append(f"special text   {sum(self.special_text.values()):,} occurrences of special-token text "
@@ -186,12 +190,25 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                   bos: bool = False, eos_token: Optional[str] = None, bos_token: Optional[str] = None,
                   shard_tokens: int = DEFAULT_SHARD_TOKENS, unit_rows: Optional[int] = None,
                   column: str = "text", text_mode: str = "line", on_error: str = "raise",
-                  show_progress: bool = True, rank: Optional[int] = None, world_size: Optional[int] = None,
+                  format: Optional[str] = None, split: Optional[str] = None, show_progress: bool = True,
+                  rank: Optional[int] = None, world_size: Optional[int] = None,
                   finalize: bool = False, summary: Optional[EncodeSummary] = None,
                   executor: str | Executor = "local", ray_address: Optional[str] = None) -> Dict[str, Any]:
     """Encode a corpus into a token shard directory; returns the MANIFEST dict.
 
-    ``inputs``: files, directories or globs (see :mod:`ube_stream.readers`).
+    ``inputs``: files, directories or globs (see :mod:`ube_stream.readers`;
+    ``format`` forces the format of every file, ``split`` picks the split of a
+    ``DatasetDict`` folder), or in-memory data, as :func:`~ube_stream.train`
+    takes it: a ``datasets.Dataset`` / streaming ``IterableDataset`` (a
+    ``DatasetDict`` with ``split``), a pyarrow Table / Array, or an iterable of
+    ``str`` (or of dicts holding ``column``).  In-memory data is first written,
+    a batch at a time (bounded memory), to one Arrow stream file
+    ``units/in-memory.arrows`` inside ``output`` (removed when the directory
+    is finished); that file is then cut into units of ``unit_rows`` rows like
+    any source, so the shards are byte-identical for any ``workers``.  Its
+    MANIFEST source is named ``<in-memory TYPE>`` and its rows number the
+    documents written.  A rerun must pass the same data (a changed size is
+    refused); ``rank``/``world_size`` need files.
     ``tokenizer``: a tokenizer file path or a :class:`~ube_stream.Tokenizer`.
     Every document gets ``eos_token`` (default ``<|endoftext|>``) appended
     unless ``eos=False``, and ``bos_token`` prepended with ``bos=True``.
@@ -237,19 +254,41 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
 
     tok, tokenizer_bytes = _load_tokenizer(tokenizer)
     eos_name, eos_id, bos_name, bos_id = _special_ids(tok, eos, bos, eos_token, bos_token)
-    sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error)
+    labels: Dict[str, str] = {}
+    memory_skips = readers.SkipCounter()
+    if not readers.is_paths(inputs):
+        if world_size is not None:
+            raise ValueError("in-memory inputs cannot be shared between ranks (each rank's call holds its own "
+                             "data); write them to files (e.g. Dataset.to_parquet) and encode those with "
+                             "rank and world_size")
+        spill = join(out, fmt.UNITS_DIR, MEMORY_SPILL_NAME)
+        if not remote:
+            _check_output_dir(out)
+            os.makedirs(os.path.join(out, fmt.UNITS_DIR), exist_ok=True)
+        labels[spill] = readers.memory_name(inputs)
+        readers.spill_to_arrow(inputs, spill, column=column, on_error=on_error, skips=memory_skips, split=split)
+        inputs, column, split = [spill], "text", None
+    skipped_files: List[Any] = []
+    sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error,
+                                     format=format, split=split, skipped_files=skipped_files)
+    summary.skipped_files = [f.to_dict() for f in skipped_files]
     unit_rows = unit_rows or readers.DEFAULT_UNIT_ROWS
     units = readers.plan_units(sources, unit_rows=unit_rows)
-    plan = {
+    plan: Dict[str, Any] = {
         "format": fmt.MANIFEST_FORMAT, "version": fmt.MANIFEST_VERSION,
         "tokenizer": {"file": fmt.TOKENIZER_NAME, "fingerprint": tok.fingerprint, "substrate": tok.substrate,
                       "vocab_size": tok.vocab_size},
         "special_ids": {"eos": eos_id, "bos": bos_id},
         "options": {"eos_token": eos_name, "bos_token": bos_name, "shard_tokens": shard_tokens,
-                    "unit_rows": unit_rows, "column": column, "text_mode": text_mode, "on_error": on_error},
-        "sources": [{"source_id": s.source_id, "path": s.path, "size": s.size, "format": s.format}
-                    for s in sources],
+                    "unit_rows": unit_rows, "column": column, "text_mode": text_mode, "on_error": on_error,
+                    "format": format, "split": split},
+        "sources": [{"source_id": s.source_id, "path": labels.get(s.path, s.path), "size": s.size,
+                     "format": s.format} for s in sources],
+        "skipped_files": summary.skipped_files,
     }
+    if labels:
+        plan["sources"][0]["skipped_in_memory"] = dict(memory_skips.counts)
+        summary.skip_examples = [e.message for e in memory_skips.examples]
     summary.units_total = len(units)
     if remote:
         return _encode_remote(out, plan, units, tok, tokenizer_bytes, summary, started, executor=executor,
@@ -381,7 +420,8 @@ def _cleanup_finished_remote(out: str) -> None:
 def _already_complete(out: str, manifest_path: str, plan: Dict[str, Any], summary: EncodeSummary,
                       show_progress: bool) -> Dict[str, Any]:
     manifest = fmt.read_json(manifest_path, "MANIFEST.json")
-    recorded = dict(manifest, sources=[{k: s.get(k) for k in ("source_id", "path", "size", "format")}
+    keys = ("source_id", "path", "size", "format")
+    recorded = dict(manifest, sources=[{k: s[k] for k in keys + ("skipped_in_memory",) if k in s}
                                        for s in manifest.get("sources", [])])
     different = _differences(recorded, {k: v for k, v in plan.items() if k != "format"})
     if different:
@@ -431,33 +471,23 @@ def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], s
                add, fn=encode_unit_star) -> None:
     """Run the unit tasks on the executor, calling ``add(record)`` as units
     finish (order does not matter: names come from unit ids)."""
-    from ..progress import progress_bar
+    from ..progress import DocumentProgress, planned_rows
 
     if not tasks:
         return
-    per_source: Dict[int, int] = {}
-    for t in tasks:
-        per_source[t["unit"].source.source_id] = per_source.get(t["unit"].source.source_id, 0) + 1
-    weight = {t["unit"].unit_id: t["unit"].source.size // per_source[t["unit"].source.source_id] for t in tasks}
-    docs = tokens = 0
-    t0 = time.perf_counter()
+    progress = DocumentProgress(desc="encoding", expected_rows=planned_rows([t["unit"] for t in tasks]),
+                                enabled=show_progress)
 
     def on_result(record: Dict[str, Any]) -> None:
-        nonlocal docs, tokens
-        docs += record["documents"]
-        tokens += record["tokens"]
-        bar.update(weight[record["unit_id"]])
-        elapsed = max(time.perf_counter() - t0, 1e-9)
-        bar.set_postfix(docs=f"{docs:,}", docs_s=f"{docs / elapsed:,.0f}", tokens=f"{tokens:,}", refresh=False)
+        progress.add(documents=record["documents"], skipped=record["rows_read"] - record["documents"],
+                     utf8_bytes=record["bytes"], tokens=record["tokens"])
         add(record)
 
     runner = get_executor(executor, workers=workers, ray_address=ray_address)
-    bar = progress_bar(total=sum(weight.values()), desc="encoding", unit="B", unit_scale=True,
-                       enabled=show_progress)
     try:
         runner.map(fn, tasks, on_result=on_result)
     finally:
-        bar.close()
+        progress.close()
         if runner is not executor:
             runner.close()
 
@@ -498,11 +528,15 @@ def _finalize(out: str, plan: Dict[str, Any], units, world_size: Optional[int]) 
 def build_manifest(plan: Dict[str, Any], records: List[Dict[str, Any]]) -> Dict[str, Any]:
     """The MANIFEST dict from the run plan and every unit's record (in unit order)."""
     sources = []
-    for s in plan["sources"]:
-        sources.append(dict(s, rows_read=0, documents=0, skipped={}))
-    shards = []
     totals: Dict[str, Any]
     totals = {"documents": 0, "tokens": 0, "rows_read": 0, "skipped": {}, "shards": 0, "special_text": {}}
+    for s in plan["sources"]:
+        before = dict(s.get("skipped_in_memory", {}))   # items of an in-memory input skipped before the spill
+        sources.append(dict(s, rows_read=sum(before.values()), documents=0, skipped=before))
+        totals["rows_read"] += sum(before.values())
+        for reason, n in before.items():
+            totals["skipped"][reason] = totals["skipped"].get(reason, 0) + n
+    shards = []
     for record in sorted(records, key=lambda r: r["unit_id"]):
         src = sources[record["source_id"]]
         src["rows_read"] += record["rows_read"]
@@ -525,4 +559,5 @@ def build_manifest(plan: Dict[str, Any], records: List[Dict[str, Any]]) -> Dict[
     totals["shards"] = len(shards)
     return {"format": fmt.MANIFEST_FORMAT, "version": fmt.MANIFEST_VERSION, "ube_stream_version": __version__,
             "dtype": "uint32", "tokenizer": plan["tokenizer"], "special_ids": plan["special_ids"],
-            "options": plan["options"], "sources": sources, "shards": shards, "totals": totals}
+            "options": plan["options"], "sources": sources, "skipped_files": plan.get("skipped_files", []),
+            "shards": shards, "totals": totals}

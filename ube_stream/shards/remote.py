@@ -41,10 +41,11 @@ import os
 import tempfile
 from typing import Any, Dict, Iterable, List, Optional
 
+from .._faults import kill_point
 from ..errors import ShardFormatError
 from ..storage import atomic_write_bytes, atomic_write_json, filesystem, join
 from . import index_format as fmt
-from .writer import _test_kill_hook, encode_unit
+from .writer import encode_unit
 
 __all__ = ["encode_unit_remote", "remote_committed_records", "remote_entries", "cached_directory",
            "cache_root"]
@@ -117,7 +118,7 @@ def encode_unit_remote(task: Dict[str, Any]) -> Dict[str, Any]:
         for shard in record["shards"]:
             for key in ("index_file", "tokens_file"):
                 fs.put_file(os.path.join(staging, shard[key]), f"{inner}/{shard[key]}")
-        _test_kill_hook(url, unit_id)
+        kill_point(url, unit_id)
         atomic_write_json(join(url, fmt.UNITS_DIR, unit_id + ".json"), record)   # the commit point
     return record
 

@@ -27,6 +27,7 @@ from typing import Any, BinaryIO, Dict, List, Optional
 
 import numpy as np
 
+from .._faults import kill_point
 from ..errors import InvalidTextError, LockError, ShardFormatError
 from ..executors import worker_state
 from ..storage import atomic_write_json, storage_error
@@ -282,7 +283,7 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
                 ids, token_offsets = with_special_tokens(ids, np.asarray(token_offsets, dtype=np.int64),
                                                          bos_id, eos_id)
                 shards.add(ids, token_offsets, batch.rows, unit.source.source_id)
-                _test_kill_hook(out_dir, unit_id)
+                kill_point(out_dir, unit_id)
                 documents += len(token_offsets) - 1
                 tokens += int(token_offsets[-1])
                 nbytes += int(offsets[-1] - offsets[0])
@@ -339,25 +340,6 @@ def _drop_lock(path: str, holder: Dict[str, Any]) -> None:
         except FileExistsError:
             pass
     os.unlink(aside)
-
-
-def _test_kill_hook(out_dir: str, unit_id: str) -> None:
-    """TEST ONLY (tests/test_ray.py, test_remote.py): ``UBE_TEST_KILL_UNIT="<out_dir>|<unit_id>|<marker>"``
-    makes the process encoding that unit of that output SIGKILL itself once, part way through
-    (creating ``<marker>`` first so the retry runs normally); a fourth field ``group`` kills its
-    whole process group instead (the driver too: a crashed run).  Unset in normal use: one dict lookup."""
-    spec = os.environ.get("UBE_TEST_KILL_UNIT")
-    if spec and spec.split("|")[:2] == [out_dir, unit_id]:
-        fields = spec.split("|")
-        try:
-            os.close(os.open(fields[2], os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            return
-        import signal
-
-        if fields[3:] == ["group"]:
-            os.killpg(os.getpgrp(), signal.SIGKILL)
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def encode_unit_star(task: Dict[str, Any]) -> Dict[str, Any]:

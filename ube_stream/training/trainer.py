@@ -3,9 +3,12 @@
 Phase 1 (counts, one task per work unit, spread over processes): read the
 unit's documents, pre-tokenize them into chunks (Cython, GPT-2 pattern) and
 count each distinct chunk by its UTF-8 bytes in a Cython hash table (int64
-counts, no Python object per occurrence).  Each task writes its table to a
-temporary ``.npz`` file and returns only a small record; the driver adds the
-tables in unit order.
+counts, no Python object per occurrence).  Each task writes its table to an
+``.npz`` file, then its record beside it (the unit's commit point), and returns
+the small record; the driver adds the tables in unit order.  The tables live in
+a work directory (:mod:`.work_dir`: ``<output>.ube-work/`` by default) that is
+kept when the training fails or is killed, so a rerun counts only the units
+that were not finished, and is removed once the tokenizer file is written.
 
 Phase 2 (merges, in the driver): route each distinct chunk to base symbols
 (routing is a function of the characters, so it runs once per distinct chunk,
@@ -23,18 +26,20 @@ import dataclasses
 import os
 import resource
 import sys
-import tempfile
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import _count, _merge, _route
+from .._faults import kill_point
 from .._version import __version__
 from ..errors import InvalidTextError, check_status, err_buffer
 from ..executors import get_executor
 from ..readers.batch import check_on_error
+from ..storage import atomic_write_json
 from ..tokenizer.core import Tokenizer
+from .work_dir import TrainWork, run_key, work_root
 
 DEFAULT_SPECIAL_TOKENS = ("<|endoftext|>",)
 
@@ -51,6 +56,18 @@ class CountRecord:
     skips: Dict[str, int]
     skip_examples: List[str]
 
+    def to_json(self) -> Dict[str, Any]:
+        doc = dataclasses.asdict(self)
+        doc["table"] = doc.pop("table_path") is not None
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: Dict[str, Any], table_path: str) -> "CountRecord":
+        return cls(unit_id=doc["unit_id"], table_path=table_path if doc["table"] else None,
+                   documents=int(doc["documents"]), bytes=int(doc["bytes"]), chunks=int(doc["chunks"]),
+                   skips={str(k): int(v) for k, v in doc["skips"].items()},
+                   skip_examples=[str(e) for e in doc["skip_examples"]])
+
 
 @dataclasses.dataclass
 class TrainSummary:
@@ -62,14 +79,21 @@ class TrainSummary:
     vocab_size: int = 0
     requested_vocab_size: int = 0
     skipped: Dict[str, int] = dataclasses.field(default_factory=dict)
+    skipped_files: List[Dict[str, str]] = dataclasses.field(default_factory=list)   # left out by directory walks
     wall_seconds: float = 0.0
     count_seconds: float = 0.0
     merge_seconds: float = 0.0
     peak_rss_bytes: int = 0
+    #: work units, and how many of them a killed or failed earlier run had counted already
+    units: int = 0
+    units_reused: int = 0
+    work_dir: str = ""
 
     def format(self) -> str:
         lines = [
             f"documents      {self.documents:,}",
+            f"units          {self.units:,}" + (f" ({self.units_reused:,} counted by an earlier run, reused from "
+                                                 f"{self.work_dir})" if self.units_reused else ""),
             f"bytes          {self.bytes:,}",
             f"chunks         {self.chunks:,} ({self.unique_chunks:,} unique)",
             f"merges         {self.merges:,}",
@@ -81,6 +105,9 @@ class TrainSummary:
         ]
         if self.skipped:
             lines.append("skipped rows   " + ", ".join(f"{k}: {v:,}" for k, v in sorted(self.skipped.items())))
+        from ..readers.inputs import skipped_files_lines
+
+        lines += skipped_files_lines(self.skipped_files)
         return "\n".join(lines)
 
 
@@ -122,7 +149,9 @@ def _unit_budgets(units, max_bytes: Optional[int]) -> List[Optional[int]]:
 
 def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str,
                byte_budget: Optional[int], table_dir: str) -> CountRecord:
-    """Phase-1 unit function: count the chunks of one work unit into a table file."""
+    """Phase-1 unit function: count the chunks of one work unit into
+    ``<table_dir>/<unit_id>.npz``, then write its record beside it as
+    ``<unit_id>.json`` (the commit point a rerun looks for)."""
     from .. import readers
     from ..pretokenizer import chunk_bounds_batch
     from ..readers.batch import drop_bad_documents
@@ -158,28 +187,15 @@ def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str
         documents += len(offsets) - 1
         nbytes += int(offsets[-1] - offsets[0])
         nchunks += len(ends)
+    kill_point(table_dir, unit.unit_id)
     table_path = None
     if len(counter):
-        table_path = os.path.join(table_dir, f"counts-{unit.unit_id}.npz")
+        table_path = os.path.join(table_dir, f"{unit.unit_id}.npz")
         save_table(table_path, counter.export())
-    return CountRecord(unit.unit_id, table_path, documents, nbytes, nchunks,
-                       dict(skips.counts), [e.message for e in skips.examples])
-
-
-def _spill_to_arrow(data: Any, path: str, *, column: str, on_error: str, skips) -> List[str]:
-    """Write in-memory documents (an iterable of str, a ``datasets`` dataset, an
-    Arrow table) to an Arrow IPC stream file, batch by batch, so worker
-    processes can read them like any other source."""
-    import pyarrow as pa
-
-    from .. import readers
-
-    schema = pa.schema([pa.field("text", pa.large_string())])
-    with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
-        for batch in readers.iter_batches(data, column=column, on_error=on_error, skips=skips):
-            texts = batch.texts if isinstance(batch.texts, list) else batch.texts.to_pylist()
-            writer.write_batch(pa.record_batch([pa.array(texts, type=pa.large_string())], schema=schema))
-    return [path]
+    record = CountRecord(unit.unit_id, table_path, documents, nbytes, nchunks,
+                         dict(skips.counts), [e.message for e in skips.examples])
+    atomic_write_json(os.path.join(table_dir, f"{unit.unit_id}.json"), record.to_json(), unique=True)
+    return record
 
 
 def _count_unit_star(kwargs: Dict[str, Any]) -> CountRecord:
@@ -191,18 +207,29 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
           max_token_length: Optional[int] = None, max_bytes: Optional[int] = None,
           workers: Optional[int] = None, show_progress: bool = True, column: str = "text",
           text_mode: str = "line", unit_rows: Optional[int] = None, on_error: str = "raise",
-          executor: str = "local", ray_address: Optional[str] = None, work_dir: Optional[str] = None,
-          summary: Optional[TrainSummary] = None) -> Tokenizer:
+          format: Optional[str] = None, split: Optional[str] = None, executor: str = "local",
+          ray_address: Optional[str] = None, work_dir: Optional[str] = None,
+          output: Optional[str] = None, summary: Optional[TrainSummary] = None) -> Tokenizer:
     """Train a byte-level BPE tokenizer on the ``substrate`` alphabet.
 
     ``inputs``: paths, directories, globs (Parquet, Arrow IPC/Feather, JSONL,
     text; plain, ``.zst`` or ``.gz``; HF ``save_to_disk`` directories), or an
-    in-memory iterable of strings / a ``datasets`` dataset.  ``vocab_size``
+    in-memory iterable of strings / a ``datasets`` dataset (``format`` and
+    ``split``: as for :func:`~ube_stream.readers.resolve_inputs`).  ``vocab_size``
     counts base symbols (512 for ``ube``, 256 otherwise), merged tokens and
     special tokens.  Training stops early, with a smaller vocabulary, when no
     pair reaches ``min_frequency``.  ``max_bytes`` trains on a deterministic
     sample of about that many UTF-8 bytes, independent of ``workers``.
     Pass a :class:`TrainSummary` as ``summary`` to receive the totals.
+
+    ``output``: write the tokenizer file there (atomically) before the work
+    directory is cleaned up.  The finished per-unit count tables live in a
+    work directory (``work_dir``, else ``<output>.ube-work/``, else
+    ``$TMPDIR/ube-train-<uid>/``; see :mod:`ube_stream.training.work_dir`)
+    that is kept when the training fails or is killed: a rerun with the same
+    inputs and phase-1 options counts only the unfinished units and writes a
+    byte-identical tokenizer.  A successful run removes it, and any run
+    removes the leftovers of dead runs there.
     """
     from .. import readers
     from ..pretokenizer import pattern_spec, resolve_pattern
@@ -228,27 +255,46 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     summary = summary if summary is not None else TrainSummary()
     summary.requested_vocab_size = vocab_size
 
-    if work_dir is not None:
-        os.makedirs(work_dir, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="ube-train-", dir=work_dir) as tmp:
-        table_dir = tmp
-        memory_skips = readers.SkipCounter()
-        if not readers.is_paths(inputs):
-            inputs = _spill_to_arrow(inputs, os.path.join(tmp, "in-memory.arrow"), column=column,
-                                     on_error=on_error, skips=memory_skips)
-            column = "text"
-        sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error)
+    root, default_root = work_root(output, work_dir)
+    memory_skips = readers.SkipCounter()
+    memory_label = None if readers.is_paths(inputs) else readers.memory_name(inputs)
+    skipped_files: List[Any] = []
+    if memory_label is not None:
+        work = TrainWork(root, None, {"inputs": "in memory"}, default_root=default_root)
+    else:
+        sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error,
+                                         format=format, split=split, skipped_files=skipped_files)
         units = readers.plan_units(sources, unit_rows=unit_rows or readers.DEFAULT_UNIT_ROWS)
         budgets = _unit_budgets(units, max_bytes)
+        description = _phase1_description(sources, units, budgets, pattern=pattern, column=column,
+                                          text_mode=text_mode, on_error=on_error)
+        work = TrainWork(root, run_key(description), description, default_root=default_root,
+                         private_if_busy=output is None and work_dir is None)
+    summary.work_dir = work.dir
+    summary.skipped_files = [f.to_dict() for f in skipped_files]
+    with work:
+        if memory_label is not None:
+            spill = os.path.join(work.tmp, "in-memory.arrows")
+            readers.spill_to_arrow(inputs, spill, column=column, on_error=on_error, skips=memory_skips, split=split)
+            sources = readers.resolve_inputs([spill], column="text", text_mode=text_mode, on_error=on_error)
+            column = "text"
+            units = readers.plan_units(sources, unit_rows=unit_rows or readers.DEFAULT_UNIT_ROWS)
+            budgets = _unit_budgets(units, max_bytes)
+        done = work.finished(u.unit_id for u in units)
         tasks = [dict(unit=u, pattern=pattern, column=column, text_mode=text_mode, on_error=on_error,
-                      byte_budget=b, table_dir=tmp) for u, b in zip(units, budgets)]
-        # text bytes are known ahead only for uncompressed sources (file size ~ text size)
-        distinct = {u.source.source_id: u.source for u in units}.values()
-        total_bytes = None if any(s.compression for s in distinct) else sum(s.size for s in distinct)
-        if max_bytes and total_bytes is not None:
-            total_bytes = min(total_bytes, max_bytes)
+                      byte_budget=b, table_dir=work.tables)
+                 for u, b in zip(units, budgets) if u.unit_id not in done]
+        summary.units, summary.units_reused = len(units), len(done)
+        from ..progress import planned_rows
+
+        # a sample reads an unknown share of rows; reused units are not counted again
+        expected_rows = None if max_bytes else planned_rows([u for u in units if u.unit_id not in done])
         with get_executor(executor, workers=workers, ray_address=ray_address) as runner:
-            records = _run_count_tasks(tasks, runner=runner, show_progress=show_progress, total_bytes=total_bytes)
+            counted = {rec.unit_id: rec for rec in
+                       _run_count_tasks(tasks, runner=runner, show_progress=show_progress,
+                                        expected_rows=expected_rows)}
+            records = [counted[u.unit_id] if u.unit_id in counted else
+                       CountRecord.from_json(done[u.unit_id], work.table_path(u.unit_id)) for u in units]
             summary.skipped.update(memory_skips.counts)
             for rec in records:  # in unit order
                 summary.documents += rec.documents
@@ -257,40 +303,46 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
                 for reason, n in rec.skips.items():
                     summary.skipped[reason] = summary.skipped.get(reason, 0) + n
             key_data, key_offsets, counts = _reduce_tables(
-                [rec.table_path for rec in records if rec.table_path is not None], runner, table_dir)
-    summary.unique_chunks = len(counts)
-    summary.count_seconds = time.perf_counter() - started
+                [rec.table_path for rec in records if rec.table_path is not None], runner, work.tmp)
+        summary.unique_chunks = len(counts)
+        summary.count_seconds = time.perf_counter() - started
 
-    merge_started = time.perf_counter()
-    err = err_buffer()
-    status, symbols, symbol_offsets = _route.route_batch(key_data, key_offsets, code, err)
-    check_status(status, err, what="routing", offsets=key_offsets)
-    del key_data, key_offsets
-    merges = _train_merges(symbols, symbol_offsets, counts, n_base=n_base,
-                           max_vocab=vocab_size - len(special_tokens), min_frequency=min_frequency,
-                           max_token_length=max_token_length, show_progress=show_progress)
-    summary.merge_seconds = time.perf_counter() - merge_started
+        merge_started = time.perf_counter()
+        err = err_buffer()
+        status, symbols, symbol_offsets = _route.route_batch(key_data, key_offsets, code, err)
+        check_status(status, err, what="routing", offsets=key_offsets)
+        del key_data, key_offsets
+        merges = _train_merges(symbols, symbol_offsets, counts, n_base=n_base,
+                               max_vocab=vocab_size - len(special_tokens), min_frequency=min_frequency,
+                               max_token_length=max_token_length, show_progress=show_progress)
+        summary.merge_seconds = time.perf_counter() - merge_started
 
-    training = {
-        "ube_stream_version": __version__,
-        "vocab_size": vocab_size,
-        "min_frequency": min_frequency,
-        "max_token_length": max_token_length,
-        "max_bytes": max_bytes,
-        "column": column,
-        "text_mode": text_mode,
-        "unit_rows": unit_rows,
-        "on_error": on_error,
-        # full paths (or URLs) of the files read; in-memory inputs (spilled to a temporary file) are not files
-        "inputs": sorted(s.path for s in sources if s.path and not s.path.startswith(tmp)),
-        "documents": summary.documents,
-        "bytes": summary.bytes,
-        "chunks": summary.chunks,
-        "unique_chunks": summary.unique_chunks,
-        "skipped": dict(sorted(summary.skipped.items())),
-    }
-    tokenizer = Tokenizer(substrate=substrate, merges=merges[:, :2].tolist(), special_tokens=special_tokens,
-                          pattern=pattern, training=training)
+        training = {
+            "ube_stream_version": __version__,
+            "vocab_size": vocab_size,
+            "min_frequency": min_frequency,
+            "max_token_length": max_token_length,
+            "max_bytes": max_bytes,
+            "column": column,
+            "text_mode": text_mode,
+            "unit_rows": unit_rows,
+            "on_error": on_error,
+            "format": format,
+            "split": split,
+            # full paths (or URLs) of the files read; an in-memory input is named by its type, never by its spill file
+            "inputs": [memory_label] if memory_label is not None else sorted(s.path for s in sources),
+            "documents": summary.documents,
+            "bytes": summary.bytes,
+            "chunks": summary.chunks,
+            "unique_chunks": summary.unique_chunks,
+            "skipped": dict(sorted(summary.skipped.items())),
+            "skipped_files": summary.skipped_files,
+        }
+        tokenizer = Tokenizer(substrate=substrate, merges=merges[:, :2].tolist(), special_tokens=special_tokens,
+                              pattern=pattern, training=training)
+        if output is not None:
+            tokenizer.save(output)        # before anything is cleaned up
+        work.finish()
     summary.merges = len(merges)
     summary.vocab_size = tokenizer.vocab_size
     summary.wall_seconds = time.perf_counter() - started
@@ -298,60 +350,77 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     return tokenizer
 
 
-def _run_count_tasks(tasks: List[Dict[str, Any]], *, runner, show_progress: bool,
-                     total_bytes: Optional[int]) -> List[CountRecord]:
-    from ..progress import progress_bar
+def _phase1_description(sources, units, budgets, **options: Any) -> Dict[str, Any]:
+    """Everything that determines the phase-1 tables (hashed into the work key)."""
+    from .chunk_table import TABLE_VERSION
+    from .work_dir import source_fingerprint
 
-    bar = progress_bar(total=total_bytes, unit="B", unit_scale=True, desc="counting chunks",
-                       enabled=show_progress)
-    docs = [0]
+    return {
+        "ube_stream_version": __version__,
+        "table_version": TABLE_VERSION,
+        **options,
+        "sources": [dict(source_fingerprint(s.path), format=s.format, compression=s.compression,
+                         num_rows=s.num_rows) for s in sources],
+        "units": [[u.unit_id, u.row_start, u.row_stop, b] for u, b in zip(units, budgets)],
+    }
+
+
+def _run_count_tasks(tasks: List[Dict[str, Any]], *, runner, show_progress: bool,
+                     expected_rows: Optional[int]) -> List[CountRecord]:
+    from ..progress import DocumentProgress
+
+    progress = DocumentProgress(desc="counting chunks", expected_rows=expected_rows, enabled=show_progress)
 
     def on_result(rec: CountRecord) -> None:
-        docs[0] += rec.documents
-        bar.update(rec.bytes)
-        bar.set_postfix(docs=f"{docs[0]:,}", refresh=False)
+        progress.add(documents=rec.documents, skipped=sum(rec.skips.values()), utf8_bytes=rec.bytes)
 
     try:
         return runner.map(_count_unit_star, tasks, on_result=on_result)
     finally:
-        bar.close()
+        progress.close()
 
 
 REDUCE_FAN_IN = 8
 
 
-def _merge_tables_task(task: Tuple[List[str], str]) -> str:
-    """Reduce task: add the tables at ``paths`` into one table file ``out``."""
+def _merge_tables_task(task: Tuple[List[str], str, bool]) -> str:
+    """Reduce task: add the tables at ``paths`` into one table file ``out``;
+    remove the inputs when ``consume`` (intermediate reduce outputs, never the
+    per-unit tables, which a rerun may still need)."""
     from .chunk_table import load_table, save_table
 
-    paths, out = task
+    paths, out, consume = task
     counter = _count.ChunkCounter()
     err = err_buffer()
     for path in paths:
         check_status(counter.add_weighted(*load_table(path), err), err, what="adding chunk tables")
     save_table(out, counter.export())
-    for path in paths:
-        os.unlink(path)
+    if consume:
+        for path in paths:
+            os.unlink(path)
     return out
 
 
-def _reduce_tables(paths: List[str], runner, table_dir: str):
+def _reduce_tables(paths: List[str], runner, tmp_dir: str):
     """Tree-reduce per-unit tables (fan-in ``REDUCE_FAN_IN``) with reduce tasks
-    on the executor, then add the last few in this process: no process holds
-    more than the final table plus one input table."""
+    on the executor (outputs in ``tmp_dir``), then add the last few in this
+    process: no process holds more than the final table plus one input table.
+    The per-unit tables are read, never removed."""
     from .chunk_table import load_table
 
     level = 0
     while len(paths) > REDUCE_FAN_IN:
         groups = [paths[i:i + REDUCE_FAN_IN] for i in range(0, len(paths), REDUCE_FAN_IN)]
-        tasks = [(group, os.path.join(table_dir, f"reduce-{level:02d}-{k:06d}.npz")) for k, group in enumerate(groups)]
+        tasks = [(group, os.path.join(tmp_dir, f"reduce-{level:02d}-{k:06d}.npz"), level > 0)
+                 for k, group in enumerate(groups)]
         paths = runner.map(_merge_tables_task, tasks)
         level += 1
     counter = _count.ChunkCounter()
     err = err_buffer()
     for path in paths:
         check_status(counter.add_weighted(*load_table(path), err), err, what="adding chunk tables")
-        os.unlink(path)
+        if level:
+            os.unlink(path)
     return counter.export()
 
 

@@ -8,6 +8,8 @@ from .report import Mismatch, VerifyReport, default_workers, run_tasks
 
 __all__ = ["verify_corpus"]
 
+UTF8_BYTES = "UTF-8 bytes"
+
 
 def _corpus_unit(unit, tok, column: str, text_mode: str, on_error: str, max_examples: int) -> VerifyReport:
     """``decode(encode(doc)) == doc`` for every document of one work unit."""
@@ -33,6 +35,7 @@ def _corpus_unit(unit, tok, column: str, text_mode: str, on_error: str, max_exam
                 report.fail(Mismatch.of_texts("documents", path, rows[i], text, decoded,
                                               message="decode(encode(document)) differs"))
         report.count("documents", len(texts))
+        report.count(UTF8_BYTES, int(offsets[-1] - offsets[0]))
     report.count("tokens", tokens)
     for reason, n in skips.counts.items():
         report.count(f"skipped: {reason}", n)
@@ -40,32 +43,49 @@ def _corpus_unit(unit, tok, column: str, text_mode: str, on_error: str, max_exam
 
 
 def verify_corpus(inputs, tokenizer, *, column: str = "text", text_mode: str = "line", on_error: str = "raise",
+                  format: Optional[str] = None, split: Optional[str] = None,
                   unit_rows: Optional[int] = None, workers: Optional[int] = None, show_progress: bool = True,
                   max_examples: int = 10) -> VerifyReport:
     """``decode(encode(doc)) == doc`` for every document of ``inputs`` (paths,
     directories, globs: see :mod:`ube_stream.readers`), one work unit per task
     over ``workers`` processes.  Rows skipped by the readers (nulls, and bad
-    rows with ``on_error="skip"``) are counted by reason."""
+    rows with ``on_error="skip"``) are counted by reason; files a directory
+    walk leaves out are listed in the report's notes with their reasons.
+    ``format`` and ``split``: as for :func:`~ube_stream.readers.resolve_inputs`."""
     from .. import readers
 
     tok = as_tokenizer(tokenizer)
     if tok is None:
         raise ValueError("verify_corpus needs a tokenizer (a Tokenizer or a tokenizer file)")
-    sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error)
+    skipped_files: list = []
+    sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error, format=format,
+                                     split=split, skipped_files=skipped_files)
     units = readers.plan_units(sources, unit_rows=unit_rows or readers.DEFAULT_UNIT_ROWS)
-    from collections import Counter
 
-    per_source = Counter(u.source.source_id for u in units)
-    weights = [max(1, u.source.size // per_source[u.source.source_id]) for u in units]
-    results = run_tasks(_corpus_unit, units, (tok, column, text_mode, on_error, max_examples),
-                        workers=default_workers(workers, len(units)), desc="verify corpus",
-                        show_progress=show_progress, weights=weights, unit="B")
+    from ..progress import DocumentProgress, planned_rows
+
+    bar = DocumentProgress(desc="verify corpus", expected_rows=planned_rows(units), enabled=show_progress)
+
+    def progress(unit_report: VerifyReport) -> None:
+        counts = unit_report.checked
+        bar.add(documents=counts.get("documents", 0), utf8_bytes=counts.get(UTF8_BYTES, 0),
+                skipped=sum(n for k, n in counts.items() if k.startswith("skipped: ")))
+
+    try:
+        results = run_tasks(_corpus_unit, units, (tok, column, text_mode, on_error, max_examples),
+                            workers=default_workers(workers, len(units)), desc="verify corpus",
+                            show_progress=show_progress, progress=progress)
+    finally:
+        bar.close()
     report = VerifyReport("corpus", max_examples=max_examples)
     report.count("sources", len(sources))
     report.count("units", len(units))
     for result in results:
         report.merge(result)
     report.checked.setdefault("documents", 0)
+    if skipped_files:
+        for line in readers.skipped_files_lines([f.to_dict() for f in skipped_files]):
+            report.note(line.strip())
     report.note(f"tokenizer {tok.fingerprint} ({tok.substrate}, vocab {tok.vocab_size})")
     return report
 

@@ -178,17 +178,26 @@ def default_workers(workers: Optional[int], tasks: int) -> int:
 
 def run_tasks(function: Callable[..., T], tasks: Sequence[Any], args: Tuple = (), *, workers: int,
               desc: str, show_progress: bool, weights: Optional[Sequence[int]] = None,
-              unit: str = "task") -> List[T]:
+              unit: str = "task", progress: Optional[Any] = None) -> List[T]:
     """``function(task, *args)`` for every task on the local executor (a ``spawn``
-    pool, or this process for one worker); results in task order."""
+    pool, or this process for one worker); results in task order.  Progress:
+    a bar advanced by each task's weight, or ``progress(result)`` called as
+    each task finishes (e.g. a :class:`~ube_stream.progress.DocumentProgress`
+    fed by the caller)."""
     from ..progress import progress_bar
 
     weights = list(weights) if weights is not None else [1] * len(tasks)
-    bar = progress_bar(total=sum(weights), desc=desc, unit=unit, unit_scale=True, enabled=show_progress)
+    bar = progress_bar(total=sum(weights), desc=desc, unit=unit, unit_scale=True,
+                       enabled=show_progress and progress is None)
+
+    def on_result(result: Tuple[int, T]) -> None:
+        if progress is not None:
+            progress(result[1])
+        bar.update(weights[result[0]])
+
     try:
         indexed = LocalExecutor(workers).map(functools.partial(_indexed_task, function, args),
-                                             list(enumerate(tasks)),
-                                             on_result=lambda result: bar.update(weights[result[0]]))
+                                             list(enumerate(tasks)), on_result=on_result)
         return [report for _, report in indexed]
     finally:
         bar.close()

@@ -1,0 +1,203 @@
+"""Where ``train`` keeps its intermediate files, so a crash loses no counting
+and leaves nothing behind that a rerun does not find.  Internal.
+
+Layout (``<root>`` is ``work_dir`` when given, else ``<output>.ube-work``
+beside a local output file, else ``$TMPDIR/ube-train-<uid>``)::
+
+    <root>/run-<key>/lock             FileLock of the driver (shards/locks.py conventions)
+    <root>/run-<key>/key.json         what the key hashes (for a person reading the directory)
+    <root>/run-<key>/tables/<unit>.npz   a finished unit's chunk-count table (phase 1)
+    <root>/run-<key>/tables/<unit>.json  its record, written after the table: the unit's commit point
+    <root>/run-<key>/tmp/             in-memory inputs spilled to a file, tree-reduce outputs
+
+``<key>`` hashes everything that determines the phase-1 tables: the package
+and table-format versions, the pre-tokenization pattern, the column, text
+mode, ``on_error``, the work units (``unit_rows``) with their byte budgets
+(``max_bytes``), and every input's path, size and modification time (for a
+URL: size, ETag or modification time).  Phase-2 options (``vocab_size``,
+substrate, ``min_frequency``, ...) do not change the tables, so a rerun with
+other phase-2 options reuses them too; any change to an input or a phase-1
+option gives another key, so a stale table is never read.
+
+A run takes ``lock`` (a second live run of the same training stops with
+:class:`~ube_stream.errors.LockError`), removes every other ``run-*``
+directory under ``<root>`` whose lock is stale (a dead run, or a finished one
+that could not clean up), and clears its own ``tmp/`` and unfinished
+temporary files.  The tokenizer file is written before anything is removed;
+on success the run directory is removed (and ``<root>`` when it is the
+default and empty).  On failure ``tables/`` stays for the rerun.
+In-memory inputs get a fresh key per run (their documents are not
+fingerprinted): their tables are not reused, but their leftovers are removed
+like any dead run's.  So does a training without ``output`` or ``work_dir``
+(root in ``$TMPDIR``) whose run directory a live process holds (the same
+training started twice at once): the two work apart instead of failing.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import uuid
+import warnings
+from typing import Any, Dict, Iterable, Optional
+
+from ..errors import LockError
+from ..shards.locks import FileLock, is_stale, read_holder
+from ..storage import TMP_SUFFIX, atomic_write_json, dumps_json, is_url, local_path
+
+__all__ = ["WORK_SUFFIX", "work_root", "source_fingerprint", "run_key", "TrainWork"]
+
+WORK_SUFFIX = ".ube-work"
+RUN_PREFIX = "run-"
+
+
+def work_root(output: Optional[str], work_dir: Optional[str]) -> tuple[str, bool]:
+    """``(root, is_default)``: where the run directories of a training live."""
+    if work_dir is not None:
+        return local_path(work_dir), False
+    if output is not None and not is_url(os.fspath(output)):
+        return local_path(output) + WORK_SUFFIX, True
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    return os.path.join(tempfile.gettempdir(), f"ube-train-{uid}"), True
+
+
+def source_fingerprint(path: str) -> Dict[str, Any]:
+    """Size and modification time (URL: size and ETag/mtime) of an input file."""
+    if is_url(path):
+        from ..storage import filesystem
+
+        fs, inner = filesystem(path)
+        info = fs.info(inner)
+        version = next((str(info[k]) for k in ("ETag", "etag", "mtime", "LastModified", "last_modified")
+                        if info.get(k) is not None), None)
+        return {"path": path, "size": info.get("size"), "version": version}
+    st = os.stat(path)
+    return {"path": path, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def run_key(parts: Dict[str, Any]) -> str:
+    """A short hex key of a JSON-able description of the phase-1 work."""
+    return hashlib.sha256(dumps_json(parts).encode("utf-8")).hexdigest()[:24]
+
+
+class TrainWork:
+    """One training's run directory (see the module).  Use as a context manager."""
+
+    def __init__(self, root: str, key: Optional[str], description: Dict[str, Any], *, default_root: bool,
+                 private_if_busy: bool = False):
+        self.root = root
+        self.default_root = default_root
+        self.private_if_busy = private_if_busy
+        self.description = description
+        self._place(key)
+
+    def _place(self, key: Optional[str]) -> None:
+        self.resumable = key is not None
+        self.key = key if key is not None else "private-" + uuid.uuid4().hex[:16]
+        self.dir = os.path.join(self.root, RUN_PREFIX + self.key)
+        self.tables = os.path.join(self.dir, "tables")
+        self.tmp = os.path.join(self.dir, "tmp")
+        self.lock = FileLock(os.path.join(self.dir, "lock"), f"the training work directory {self.dir}")
+
+    # ------------------------------------------------------------------ lifetime
+
+    def __enter__(self) -> "TrainWork":
+        os.makedirs(self.root, exist_ok=True)
+        self.remove_dead_runs()
+        try:
+            self.lock.acquire()      # creates the run directory; from here no other run removes it
+        except LockError:
+            if not self.private_if_busy:
+                raise
+            self._place(None)        # the same training runs elsewhere (shared $TMPDIR): work apart, no resume
+            self.lock.acquire()
+        try:
+            os.makedirs(self.tables, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(self.tmp)
+            for name in os.listdir(self.tables):
+                if TMP_SUFFIX in name:             # a table or record a killed worker did not finish
+                    os.unlink(os.path.join(self.tables, name))
+            os.makedirs(self.tmp)
+            atomic_write_json(os.path.join(self.dir, "key.json"), dict(self.description, key=self.key))
+        except BaseException:
+            self.lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(self.tmp)
+        if not self.resumable:
+            self._remove_run_dir()
+            return
+        self.lock.release()
+
+    def finish(self) -> None:
+        """The training is done (its tokenizer written): remove the run directory.
+        A failure here is a warning, never an error: the result is already safe."""
+        self._remove_run_dir()
+
+    def _remove_run_dir(self) -> None:
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(self.tmp)
+                for name in os.listdir(self.dir):
+                    if name != "lock":
+                        path = os.path.join(self.dir, name)
+                        shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
+            self.lock.release()
+            with contextlib.suppress(FileNotFoundError):
+                os.rmdir(self.dir)
+            if self.default_root:
+                with contextlib.suppress(OSError):
+                    os.rmdir(self.root)       # only when empty
+        except OSError as exc:
+            self.lock.release()
+            warnings.warn(f"{self.dir}: could not remove the training's work directory ({exc}); the result is "
+                          f"complete, delete it by hand (the next training there removes it too)",
+                          RuntimeWarning, stacklevel=3)
+
+    def remove_dead_runs(self) -> None:
+        """Remove the ``run-*`` directories under the root whose driver is gone."""
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            return
+        for name in sorted(names):
+            path = os.path.join(self.root, name)
+            if not name.startswith(RUN_PREFIX) or path == self.dir or not os.path.isdir(path):
+                continue
+            holder = read_holder(os.path.join(path, "lock"))
+            if holder is None or is_stale(holder):
+                shutil.rmtree(path, ignore_errors=True)
+
+    # ------------------------------------------------------------------ finished units
+
+    def table_path(self, unit_id: str) -> str:
+        return os.path.join(self.tables, unit_id + ".npz")
+
+    def record_path(self, unit_id: str) -> str:
+        return os.path.join(self.tables, unit_id + ".json")
+
+    def finished(self, unit_ids: Iterable[str]) -> Dict[str, Dict[str, Any]]:
+        """``{unit_id: record}`` of the units a previous run of this key finished
+        (record present and readable, table present when the record names one)."""
+        out: Dict[str, Dict[str, Any]] = {}
+        if not self.resumable:
+            return out
+        for unit_id in unit_ids:
+            try:
+                with open(self.record_path(unit_id), "rb") as f:
+                    record = json.loads(f.read().decode("utf-8"))
+            except (OSError, ValueError):
+                continue
+            if not isinstance(record, dict) or record.get("unit_id") != unit_id:
+                continue
+            if record.get("table") and not os.path.isfile(self.table_path(unit_id)):
+                continue
+            out[unit_id] = record
+        return out
