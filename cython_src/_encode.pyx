@@ -1,5 +1,5 @@
 # distutils: language = c++
-"""BPE encoding and decoding kernels (the fast path behind ``Tokenizer``).
+"""BPE encoding kernels (the fast path behind ``Tokenizer``; decoding is ``_decode``).
 
 Encoding one chunk (base symbol ids) follows the rank-ordered rule of
 ``_reference.encode_chunk_reference``: take the adjacent pair of lowest merge
@@ -19,15 +19,11 @@ result, repeat until no adjacent pair has a rank.
   encodes from several threads uses one slot per thread (a slot in use by
   another thread is refused with RuntimeError rather than corrupted).
 
-Every encode entry releases the GIL for the whole batch.  Decoding expands
-token ids through a flat table of base symbols and runs the dual-buffer
-decode (``symbols_to_utf8``); special tokens flush and are written as text.
-Invalid data is reported by the status convention of ``_status.pxd``: each
+Every encode entry releases the GIL for the whole batch.  Invalid data is reported by the status convention of ``_status.pxd``: each
 entry returns ``(status, result...)`` and writes where into ``err``.
 """
-from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp, memcpy, memset
 from libcpp.vector cimport vector
 
@@ -35,8 +31,8 @@ from _hash cimport hash_bytes, mix64
 from _pretok_core cimport gpt2_split
 from _pretok_tiktoken cimport (SPLIT_CL100K, SPLIT_GPT2, SPLIT_LLAMA3, SPLIT_O200K, TT_HEAD, TT_LETTER,
                                tiktoken_split)
-from _route_core cimport route_utf8, symbols_to_utf8
-from _status cimport (STATUS_BAD_ID, STATUS_INVALID_SYMBOLS, STATUS_INVALID_UTF8, STATUS_NO_MEMORY,
+from _route_core cimport route_utf8
+from _status cimport (STATUS_BAD_ID, STATUS_INVALID_UTF8, STATUS_NO_MEMORY,
                       STATUS_OK, check_err, fail)
 from _types cimport SUBSTRATE_UBE, SUBSTRATE_UTF8, SUBSTRATE_UTF16
 
@@ -650,162 +646,3 @@ cdef class Encoder:
         if out.size() > 0:
             memcpy(&iv[0], out.data(), out.size() * sizeof(uint32_t))
         return STATUS_OK, ids, token_offsets
-
-
-# --------------------------------------------------------------------------- decoding
-
-def decode_utf8(const uint32_t[::1] ids, const uint16_t[::1] table, const int64_t[::1] table_offsets,
-                const uint8_t[::1] special_bytes, const int64_t[::1] special_offsets, int substrate,
-                int64_t[::1] err=None):
-    """Decode internal token ids to text: ``(status, text)``.
-
-    Token ``i < n_tokens`` (``n_tokens = len(table_offsets) - 1``) expands to
-    ``table[table_offsets[i]:table_offsets[i+1]]``; token ``n_tokens + k`` is
-    special token ``k`` (UTF-8 ``special_bytes[special_offsets[k]:special_offsets[k+1]]``),
-    which flushes the symbol buffers.  An invalid sequence gives
-    ``STATUS_INVALID_SYMBOLS`` with ``err`` = (symbol offset, counted in base
-    symbols from the start of ``ids``, token position); an id outside the
-    vocabulary ``STATUS_BAD_ID`` with ``err`` = (-1, token position).
-    """
-    cdef Py_ssize_t n = ids.shape[0], i, total = 0, special_total = 0, seg_start_tok, written
-    cdef Py_ssize_t n_tokens = table_offsets.shape[0] - 1
-    cdef Py_ssize_t n_special = special_offsets.shape[0] - 1 if special_offsets.shape[0] > 0 else 0
-    cdef uint32_t tok
-    cdef Py_ssize_t bad_tok = -1, bad_sym = -1, seg_sym, sym_done, error_at = 0, j, k, length
-    cdef int64_t a, b
-    if n_tokens < 0:
-        raise ValueError("table_offsets needs n_tokens + 1 entries")
-    check_err(err)
-    with nogil:
-        for i in range(n):
-            tok = ids[i]
-            if tok < n_tokens:
-                total += table_offsets[tok + 1] - table_offsets[tok]
-            elif tok < n_tokens + n_special:
-                special_total += special_offsets[tok - n_tokens + 1] - special_offsets[tok - n_tokens]
-            else:
-                bad_tok = i
-                break
-    if bad_tok >= 0:
-        return fail(err, STATUS_BAD_ID, -1, bad_tok), None
-    cdef uint16_t* syms = <uint16_t*>malloc((total + 1) * sizeof(uint16_t))
-    cdef uint8_t* out = <uint8_t*>malloc(2 * total + special_total + 1)
-    if syms == NULL or out == NULL:
-        free(syms)
-        free(out)
-        return fail(err, STATUS_NO_MEMORY, 4 * total + special_total + 3, -1), None
-    cdef const uint16_t* tp = &table[0] if table.shape[0] > 0 else NULL
-    cdef const uint8_t* sp = &special_bytes[0] if special_bytes.shape[0] > 0 else NULL
-    try:
-        with nogil:
-            seg_sym = 0         # symbols in the current segment
-            sym_done = 0        # symbols of the finished segments
-            seg_start_tok = 0
-            written = 0
-            for i in range(n + 1):
-                if i < n:
-                    tok = ids[i]
-                    if tok < n_tokens:
-                        a = table_offsets[tok]
-                        b = table_offsets[tok + 1]
-                        if b - a == 1:
-                            syms[sym_done + seg_sym] = tp[a]
-                        else:
-                            memcpy(syms + sym_done + seg_sym, tp + a, (b - a) * sizeof(uint16_t))
-                        seg_sym += b - a
-                        continue
-                # a special token or the end: flush the segment
-                if seg_sym > 0:
-                    length = symbols_to_utf8(syms + sym_done, seg_sym, substrate, out + written, &error_at)
-                    if length < 0:
-                        bad_sym = sym_done + error_at
-                        # the token holding symbol error_at of this segment
-                        k = 0
-                        for j in range(seg_start_tok, i):
-                            k += table_offsets[ids[j] + 1] - table_offsets[ids[j]]
-                            if k > error_at:
-                                bad_tok = j
-                                break
-                        break
-                    written += length
-                    sym_done += seg_sym
-                    seg_sym = 0
-                if i < n:
-                    a = special_offsets[tok - n_tokens]
-                    b = special_offsets[tok - n_tokens + 1]
-                    memcpy(out + written, sp + a, b - a)
-                    written += b - a
-                    seg_start_tok = i + 1
-        if bad_sym >= 0:
-            return fail(err, STATUS_INVALID_SYMBOLS, bad_sym, bad_tok), None
-        return STATUS_OK, PyUnicode_DecodeUTF8(<char*>out, written, NULL)
-    finally:
-        free(syms)
-        free(out)
-
-
-def decode_utf8_bytes(const uint32_t[::1] ids, const uint8_t[::1] table, const int64_t[::1] table_offsets,
-                      const uint8_t[::1] special_bytes, const int64_t[::1] special_offsets,
-                      int64_t[::1] err=None):
-    """``utf8`` substrate fast path: token bytes straight from ``table`` (uint8, with
-    at least 16 bytes of padding after the last token), validated once by Python's
-    UTF-8 decoder.  Returns ``(status, text)``: ``STATUS_BAD_ID`` (``err`` = (-1,
-    token position)) for an id out of range, ``STATUS_INVALID_SYMBOLS`` without a
-    position (``err`` = (-1, -1)) when the bytes are not valid UTF-8: the caller then
-    runs :func:`decode_utf8` for the error's position (validity is the same, since a
-    special token's text starts and ends on character boundaries)."""
-    cdef Py_ssize_t n = ids.shape[0], i, written = 0, cap
-    cdef Py_ssize_t n_tokens = table_offsets.shape[0] - 1
-    cdef Py_ssize_t n_special = special_offsets.shape[0] - 1 if special_offsets.shape[0] > 0 else 0
-    cdef uint32_t tok
-    cdef int64_t a, b
-    cdef const uint8_t* sp_src
-    cdef Py_ssize_t bad_tok = -1
-    cdef bint no_memory = False
-    if table.shape[0] < table_offsets[n_tokens] + 16:
-        raise ValueError("table needs 16 bytes of padding after the last token")
-    check_err(err)
-    cap = 4 * n + 64
-    cdef uint8_t* out = <uint8_t*>malloc(cap)
-    cdef uint8_t* grown
-    if out == NULL:
-        return fail(err, STATUS_NO_MEMORY, cap, -1), None
-    cdef const uint8_t* tp = &table[0]
-    cdef const uint8_t* sp = &special_bytes[0] if special_bytes.shape[0] > 0 else NULL
-    try:
-        with nogil:
-            for i in range(n):
-                tok = ids[i]
-                if tok < n_tokens:
-                    a = table_offsets[tok]
-                    b = table_offsets[tok + 1] - a
-                    sp_src = tp + a
-                elif tok < n_tokens + n_special:
-                    a = special_offsets[tok - n_tokens]
-                    b = special_offsets[tok - n_tokens + 1] - a
-                    sp_src = sp + a
-                else:
-                    bad_tok = i
-                    break
-                if written + b + 16 > cap:
-                    cap = 2 * cap + b + 16
-                    grown = <uint8_t*>realloc(out, cap)
-                    if grown == NULL:
-                        no_memory = True
-                        break
-                    out = grown
-                if b <= 16 and tok < n_tokens:
-                    memcpy(out + written, sp_src, 16)  # fixed size: two moves, no call
-                else:
-                    memcpy(out + written, sp_src, b)
-                written += b
-        if bad_tok >= 0:
-            return fail(err, STATUS_BAD_ID, -1, bad_tok), None
-        if no_memory:
-            return fail(err, STATUS_NO_MEMORY, cap, -1), None
-        try:
-            return STATUS_OK, PyUnicode_DecodeUTF8(<char*>out, written, NULL)
-        except UnicodeDecodeError:
-            return fail(err, STATUS_INVALID_SYMBOLS, -1, -1), None
-    finally:
-        free(out)

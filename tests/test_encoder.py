@@ -494,26 +494,6 @@ def test_encode_kernels_return_status_and_write_err(utf8_tok):
     assert not hasattr(encoder, "clear_cache")
 
 
-def test_decode_kernels_return_status_and_write_err(utf8_tok):
-    from ube_stream import _encode
-    from ube_stream.errors import STATUS_BAD_ID, STATUS_INVALID_SYMBOLS, err_buffer
-
-    tables = utf8_tok._decode_tables()
-    err = err_buffer()
-    ids = utf8_tok.encode("hello world").tolist()
-    ids.insert(2, 0xE4)  # a lone UTF-8 lead byte
-    internal = utf8_tok._internal_ids(ids)
-    assert _encode.decode_utf8(internal, *tables[:5], err) == (STATUS_INVALID_SYMBOLS, None)
-    assert list(err) == [len(utf8_tok.token_expansion(ids[0])) + len(utf8_tok.token_expansion(ids[1])), 2]
-    assert _encode.decode_utf8_bytes(internal, tables[5], *tables[1:4], err) == (STATUS_INVALID_SYMBOLS, None)
-    assert list(err) == [-1, -1]  # no position: decode_utf8 gives it
-    beyond = np.array([5, 1 << 30], np.uint32)
-    assert _encode.decode_utf8(beyond, *tables[:5], err) == (STATUS_BAD_ID, None) and list(err) == [-1, 1]
-    assert _encode.decode_utf8_bytes(beyond, tables[5], *tables[1:4], err) == (STATUS_BAD_ID, None)
-    assert list(err) == [-1, 1]
-    assert _encode.decode_utf8(internal[:2], *tables[:5]) == (0, utf8_tok.decode(ids[:2]))
-
-
 def test_uint32_id_outside_the_vocabulary_names_its_position(utf8_tok):
     with pytest.raises(SymbolDecodeError) as info:  # the kernel's range check, through check_status
         utf8_tok.decode(np.array([5, 6, utf8_tok.vocab_size], np.uint32))

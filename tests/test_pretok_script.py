@@ -241,8 +241,10 @@ def test_lone_surrogate_names_character_offset():
 def test_kernel_checks_its_table():
     ends = np.empty(4, np.int64)
     with pytest.raises(ValueError, match="script_class_table"):
-        _pretok.split_script(b"abcd", np.zeros(0x110000, np.uint16), ends)
-    assert _pretok.split_script(b"ab c", script_class_table(), ends)[1] == 2
+        _pretok.split(b"abcd", np.zeros(0x110000, np.uint16).view(np.uint8), ends, SPLIT_SCRIPT)
+    with pytest.raises(ValueError, match="script_class_table"):
+        _pretok.split(b"abcd", script_class_table().view(np.uint8)[:0x110000], ends, SPLIT_SCRIPT)
+    assert _pretok.split(b"ab c", script_class_table().view(np.uint8), ends, SPLIT_SCRIPT)[1] == 2
 
 
 # --------------------------------------------------------------------------- pattern names

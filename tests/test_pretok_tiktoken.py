@@ -326,21 +326,23 @@ def test_kernel_checks_arguments():
     kernel = _pretok
     table = tiktoken_class_table()
     with pytest.raises(ValueError, match="ends"):
-        kernel.split_tiktoken(b"abc def", table, np.empty(3, np.int64), SPLIT_CL100K)
+        kernel.split(b"abc def", table, np.empty(3, np.int64), SPLIT_CL100K)
     with pytest.raises(ValueError, match="tiktoken_class_table"):
-        kernel.split_tiktoken(b"abc", gpt2_class_table(), np.empty(3, np.int64), SPLIT_O200K)
+        kernel.split(b"abc", gpt2_class_table(), np.empty(3, np.int64), SPLIT_O200K)
     with pytest.raises(ValueError, match="tiktoken_class_table"):
-        kernel.split_tiktoken(b"abc", table[:10], np.empty(3, np.int64), SPLIT_O200K)
-    for kind in (SPLIT_GPT2, 4, -1):
+        kernel.split(b"abc", table[:10], np.empty(3, np.int64), SPLIT_O200K)
+    for kind in (max(_pretok.SPLIT_CODES.values()) + 1, -1):  # no splitter has these codes
         with pytest.raises(ValueError, match="kind"):
-            kernel.split_tiktoken(b"abc", table, np.empty(3, np.int64), kind)
+            kernel.split(b"abc", table, np.empty(3, np.int64), kind)
+    with pytest.raises(ValueError, match="gpt2_class_table"):
+        kernel.split(b"abc", table, np.empty(3, np.int64), SPLIT_GPT2)
     with pytest.raises(ValueError):
-        kernel.split_tiktoken_batch(b"abc", np.array([0, 2, 1, 3]), table, np.empty(3, np.int64),
-                                    np.empty(4, np.int64), SPLIT_LLAMA3)
+        kernel.split_batch(b"abc", np.array([0, 2, 1, 3]), table, np.empty(3, np.int64),
+                           np.empty(4, np.int64), SPLIT_LLAMA3)
     with pytest.raises(ValueError):
-        kernel.split_tiktoken_batch(b"abc", np.array([0, 4]), table, np.empty(4, np.int64),
-                                    np.empty(2, np.int64), SPLIT_LLAMA3)
-    assert kernel.split_tiktoken(b"", table, np.empty(0, np.int64), SPLIT_O200K) == (0, 0)
+        kernel.split_batch(b"abc", np.array([0, 4]), table, np.empty(4, np.int64),
+                           np.empty(2, np.int64), SPLIT_LLAMA3)
+    assert kernel.split(b"", table, np.empty(0, np.int64), SPLIT_O200K) == (0, 0)
     ends, doc_chunk_offsets = chunk_bounds_batch(b"ab", [0, 0, 2, 2], "o200k")
     assert ends.tolist() == [2] and doc_chunk_offsets.tolist() == [0, 0, 1, 1]
 

@@ -23,6 +23,7 @@ from ube_stream.pretokenizer import (
     CL100K_PATTERN,
     GPT2_PATTERN,
     O200K_PATTERN,
+    SPLIT_GPT2,
     chunk_bounds,
     chunk_bounds_batch,
     gpt2_class_table,
@@ -178,6 +179,53 @@ def test_real_multilingual_text(name):
     assert pretokenize(joined[:20_000]) == _reference.pretokenize_gpt2(joined[:20_000])
 
 
+# --------------------------------------------------------------------------- list[str] from the kernel
+
+@pytest.mark.parametrize("name", ["gpt2", "cl100k", "llama3", "o200k"])
+@pytest.mark.parametrize("kind", ["ascii", "latin1", "bmp", "astral"])
+def test_split_text_is_findall_for_every_string_kind(name, kind):
+    """split_text slices the str itself at character offsets: the four storage
+    kinds of a CPython str (ASCII, 1-, 2-, 4-byte) each get it right, including
+    chunks after a character of another width."""
+    extra = {"ascii": "", "latin1": "é ß¿", "bmp": "é 中文 ж", "astral": "é 中 🙂𝐀 x"}[kind]
+    text = f"Hello,  world! It's 12345 ok\n\n  {extra} tail'S  \r\n end {extra}  "
+    compiled = regex.compile(pretokenizer_pattern(name))
+    assert pretokenize(text, name) == compiled.findall(text)
+    for cut in range(len(text)):  # every prefix: the cache and the offsets never run past the data
+        assert pretokenize(text[:cut], name) == compiled.findall(text[:cut])
+
+
+def pretokenizer_pattern(name):
+    from ube_stream.pretokenizer import ALIASES, PATTERNS
+
+    return PATTERNS.get(name) or ALIASES[name]
+
+
+def test_split_text_cache_hands_out_equal_chunks_only():
+    """Many distinct short chunks (far more than the string cache has slots, so
+    slots collide and are replaced) and repeated ones: every chunk is the right
+    text, and equal chunks may share one object."""
+    words = [f"w{i:05d}" for i in range(20_000)]
+    text = " ".join(words + words[::-1] + ["é"] * 3)
+    chunks = pretokenize(text)
+    assert chunks == GPT2.findall(text)
+    assert "".join(chunks) == text
+
+
+def test_split_text_entry_checks_arguments():
+    from ube_stream.pretokenizer import tiktoken_class_table
+
+    status, chunks = _pretok.split_text("a b", gpt2_class_table(), SPLIT_GPT2)
+    assert (status, chunks) == (0, ["a", " b"])
+    assert _pretok.split_text("", gpt2_class_table(), SPLIT_GPT2) == (0, [])
+    with pytest.raises(ValueError, match="gpt2_class_table"):
+        _pretok.split_text("a b", tiktoken_class_table(), SPLIT_GPT2)
+    with pytest.raises(TypeError):
+        _pretok.split_text(b"a b", gpt2_class_table(), SPLIT_GPT2)
+    with pytest.raises(UnicodeEncodeError):
+        _pretok.split_text("a \udc80", gpt2_class_table(), SPLIT_GPT2)
+
+
 # --------------------------------------------------------------------------- inputs
 
 def test_chunk_bounds_accepts_bytes_memoryview_and_arrays():
@@ -198,15 +246,15 @@ def test_kernel_checks_buffer_sizes():
     kernel = _pretok
     table = gpt2_class_table()
     with pytest.raises(ValueError):
-        kernel.split_gpt2(b"abc def", table, np.empty(3, np.int64))
+        kernel.split(b"abc def", table, np.empty(3, np.int64), SPLIT_GPT2)
     with pytest.raises(ValueError):
-        kernel.split_gpt2(b"abc", table[:10], np.empty(3, np.int64))
+        kernel.split(b"abc", table[:10], np.empty(3, np.int64), SPLIT_GPT2)
     with pytest.raises(ValueError):
-        kernel.split_gpt2_batch(b"abc", np.array([0, 2, 1, 3]), table, np.empty(3, np.int64),
-                                np.empty(4, np.int64))
+        kernel.split_batch(b"abc", np.array([0, 2, 1, 3]), table, np.empty(3, np.int64),
+                           np.empty(4, np.int64), SPLIT_GPT2)
     with pytest.raises(ValueError):
-        kernel.split_gpt2_batch(b"abc", np.array([0, 4]), table, np.empty(4, np.int64),
-                                np.empty(2, np.int64))
+        kernel.split_batch(b"abc", np.array([0, 4]), table, np.empty(4, np.int64),
+                           np.empty(2, np.int64), SPLIT_GPT2)
 
 
 def test_empty_documents_have_no_chunks():
@@ -340,16 +388,17 @@ def test_split_kernels_return_status_and_write_err():
     table = gpt2_class_table()
     err = err_buffer()
     ends = np.empty(16, np.int64)
-    assert kernel.split_gpt2(b"ab cd", table, ends, err) == (0, 2) and ends[:2].tolist() == [2, 5]
-    assert kernel.split_gpt2(b"ab \xffcd", table, ends, err) == (STATUS_INVALID_UTF8, None)
+    assert kernel.split(b"ab cd", table, ends, SPLIT_GPT2, err) == (0, 2) and ends[:2].tolist() == [2, 5]
+    assert kernel.split(b"ab \xffcd", table, ends, SPLIT_GPT2, err) == (STATUS_INVALID_UTF8, None)
     assert list(err) == [3, -1]
-    assert kernel.split_gpt2(b"", table, ends) == (0, 0)
+    assert kernel.split(b"", table, ends, SPLIT_GPT2) == (0, 0)
     data = b"first" + b"" + b"zw\xe2\x82ei" + b"x"
     offsets = np.array([0, 5, 5, 11, 12], np.int64)
     doc_chunks = np.zeros(5, np.int64)
-    status, total = kernel.split_gpt2_batch(data, offsets, table, ends, doc_chunks, err)
+    status, total = kernel.split_batch(data, offsets, table, ends, doc_chunks, SPLIT_GPT2, err)
     assert (status, total, list(err)) == (STATUS_INVALID_UTF8, None, [7, 2])  # absolute byte, document
-    status, total = kernel.split_gpt2_batch(b"ab cd", np.array([0, 2, 5], np.int64), table, ends, doc_chunks[:3])
+    status, total = kernel.split_batch(b"ab cd", np.array([0, 2, 5], np.int64), table, ends, doc_chunks[:3],
+                                       SPLIT_GPT2)
     assert (status, total, doc_chunks[:3].tolist()) == (0, 2, [0, 1, 2])
     with pytest.raises(ValueError, match="err needs 2 int64 entries"):
-        kernel.split_gpt2(b"ab", table, ends, np.zeros(1, np.int64))
+        kernel.split(b"ab", table, ends, SPLIT_GPT2, np.zeros(1, np.int64))

@@ -640,3 +640,19 @@ def test_one_numbering_scheme_across_formats(tmp_path):
         (example,) = skips.examples
         assert example.row == 3 and "row 3" in example.message, (name, example)
         assert "line " not in example.message, (name, example.message)
+
+
+@pytest.mark.parametrize("escaped, expected", [
+    (b"\\ud83d\\ude00", "\U0001F600"), (b"\\uD83D\\uDE00", "\U0001F600"), (b"\\u00e9\\u4e2d", "\u00e9\u4e2d"),
+    (b"\\uDC80", None), (b"\\udbff", None), (b"a\\ud83d", None), (b"\\\\ud800", "\\ud800"),
+])
+def test_jsonl_surrogate_escapes_as_json_loads(tmp_path, escaped, expected):
+    """The fast path checks for lone surrogates only on lines with a \\uD800-\\uDFFF
+    escape: pairs and other escapes (either case) parse as json.loads does, lone
+    halves are invalid_text, an escaped backslash before 'u' is plain text."""
+    path = tmp_path / "escapes.jsonl"
+    path.write_bytes(b'{"text": "' + escaped + b'"}  \n')
+    if expected is None:
+        assert _error(str(path)).reason == "invalid_text"
+    else:
+        assert list(iter_texts(str(path))) == [expected] == [json.loads(path.read_bytes())["text"]]

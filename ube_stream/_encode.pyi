@@ -49,26 +49,3 @@ class Encoder:
         slot: int = 0,
         err: _Err = None,
     ) -> Tuple[int, Optional[npt.NDArray[np.uint32]], Optional[npt.NDArray[np.int64]]]: ...
-
-def decode_utf8(
-    ids: npt.NDArray[np.uint32],  # internal ids
-    table: npt.NDArray[np.uint16],  # base symbols of every non-special token
-    table_offsets: npt.NDArray[np.int64],  # n_tokens + 1
-    special_bytes: npt.NDArray[np.uint8],  # UTF-8 of the special tokens, concatenated
-    special_offsets: npt.NDArray[np.int64],  # n_special + 1
-    substrate: int,
-    err: _Err = None,
-) -> Tuple[int, Optional[str]]: ...
-# (status, text); STATUS_INVALID_SYMBOLS: err = (symbol offset, token position);
-# STATUS_BAD_ID: err = (-1, token position); STATUS_NO_MEMORY: err = (bytes, -1)
-
-def decode_utf8_bytes(
-    ids: npt.NDArray[np.uint32],
-    table: npt.NDArray[np.uint8],  # utf8 token bytes + 16 bytes of padding
-    table_offsets: npt.NDArray[np.int64],
-    special_bytes: npt.NDArray[np.uint8],
-    special_offsets: npt.NDArray[np.int64],
-    err: _Err = None,
-) -> Tuple[int, Optional[str]]: ...
-# (status, text); STATUS_BAD_ID: err = (-1, token position); STATUS_INVALID_SYMBOLS: err = (-1, -1),
-# use decode_utf8 for the position

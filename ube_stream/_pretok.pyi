@@ -4,62 +4,37 @@ Status convention (cython_src/_status.pxd): each entry returns ``(status, result
 ``status`` 0 or a negative ``ube_stream.errors.STATUS_*`` code, and on a failure
 writes ``(position, item)`` into ``err``; ``ube_stream.errors.check_status`` raises.
 """
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
 
 _Err = Optional[npt.ArrayLike]  # None or int64[ERR_SIZE] (ube_stream.errors.err_buffer())
 
-def split_gpt2(
-    data: npt.NDArray[np.uint8] | bytes | memoryview,  # uint8, C-contiguous
-    classes: npt.NDArray[np.uint8],  # gpt2_class_table(), 0x110000 entries
-    ends: npt.NDArray[np.int64],  # out: >= len(data) entries
-    err: _Err = None,
-) -> Tuple[int, Optional[int]]: ...  # (status, number of chunks); STATUS_INVALID_UTF8: err = (byte offset, -1)
-
-def split_gpt2_batch(
-    data: npt.NDArray[np.uint8] | bytes | memoryview,  # uint8, documents concatenated
-    doc_offsets: npt.NDArray[np.int64],  # ndocs + 1 byte offsets into data
-    classes: npt.NDArray[np.uint8],  # gpt2_class_table()
-    ends: npt.NDArray[np.int64],  # out: >= doc_offsets[-1] - doc_offsets[0] entries, absolute
-    doc_chunk_offsets: npt.NDArray[np.int64],  # out: ndocs + 1 entries
-    err: _Err = None,
-) -> Tuple[int, Optional[int]]: ...  # (status, total chunks); STATUS_INVALID_UTF8: err = (absolute byte offset, document)
-
 #: split codes of the pre-tokenizers (ube_stream.pretokenizer.SPLIT_*)
 SPLIT_CODES: dict[str, int]
 
-def split_tiktoken(
+def split(
     data: npt.NDArray[np.uint8] | bytes | memoryview,  # uint8, C-contiguous
-    classes: npt.NDArray[np.uint8],  # tiktoken_class_table(), 0x110000 entries of TT_* bits
+    classes: npt.NDArray[np.uint8],  # the kind's table: gpt2_class_table(), tiktoken_class_table(), script_class_table() bytes
     ends: npt.NDArray[np.int64],  # out: >= len(data) entries
-    kind: int,  # SPLIT_CODES["cl100k" | "llama3" | "o200k"]
+    kind: int,  # SPLIT_CODES[...]
     err: _Err = None,
-) -> Tuple[int, Optional[int]]: ...  # (status, number of chunks); as split_gpt2
+) -> Tuple[int, Optional[int]]: ...  # (status, number of chunks); STATUS_INVALID_UTF8: err = (byte offset, -1)
 
-def split_tiktoken_batch(
+def split_batch(
     data: npt.NDArray[np.uint8] | bytes | memoryview,  # uint8, documents concatenated
     doc_offsets: npt.NDArray[np.int64],  # ndocs + 1 byte offsets into data
-    classes: npt.NDArray[np.uint8],  # tiktoken_class_table()
+    classes: npt.NDArray[np.uint8],  # the kind's class table
     ends: npt.NDArray[np.int64],  # out: >= doc_offsets[-1] - doc_offsets[0] entries, absolute
     doc_chunk_offsets: npt.NDArray[np.int64],  # out: ndocs + 1 entries
     kind: int,
     err: _Err = None,
-) -> Tuple[int, Optional[int]]: ...  # (status, total chunks); as split_gpt2_batch
+) -> Tuple[int, Optional[int]]: ...  # (status, total chunks); STATUS_INVALID_UTF8: err = (absolute byte offset, document)
 
-def split_script(
-    data: npt.NDArray[np.uint8] | bytes | memoryview,  # uint8, C-contiguous
-    classes: npt.NDArray[np.uint16],  # script_class_table(), 0x110000 uint16 entries of SC_* bits
-    ends: npt.NDArray[np.int64],  # out: >= len(data) entries
+def split_text(
+    text: str,  # UnicodeEncodeError for a lone surrogate
+    classes: npt.NDArray[np.uint8],  # the kind's class table
+    kind: int,
     err: _Err = None,
-) -> Tuple[int, Optional[int]]: ...  # (status, number of chunks); as split_gpt2
-
-def split_script_batch(
-    data: npt.NDArray[np.uint8] | bytes | memoryview,  # uint8, documents concatenated
-    doc_offsets: npt.NDArray[np.int64],  # ndocs + 1 byte offsets into data
-    classes: npt.NDArray[np.uint16],  # script_class_table()
-    ends: npt.NDArray[np.int64],  # out: >= doc_offsets[-1] - doc_offsets[0] entries, absolute
-    doc_chunk_offsets: npt.NDArray[np.int64],  # out: ndocs + 1 entries
-    err: _Err = None,
-) -> Tuple[int, Optional[int]]: ...  # (status, total chunks); as split_gpt2_batch
+) -> Tuple[int, Optional[List[str]]]: ...  # (status, the chunks); STATUS_NO_MEMORY: err = (bytes, -1)

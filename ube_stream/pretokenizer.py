@@ -120,16 +120,19 @@ def pretokenize(text: str, pattern: str = "gpt2") -> List[str]:
     if not isinstance(text, str):
         raise TypeError(f"pretokenize expects a str, got {type(text).__name__}; "
                         "for UTF-8 bytes use chunk_bounds(data)")
-    data = utf8_of(text)
     split = kernel_split(pattern)
     if split is not None:
-        ends = _kernel_bounds(np.frombuffer(data, np.uint8), split)
-        if len(data) != len(text):  # not ASCII: byte offsets -> character offsets
-            lead_bytes = (np.frombuffer(data, np.uint8) & 0xC0) != 0x80
-            ends = np.cumsum(lead_bytes, dtype=np.int64)[ends - 1]
-        char_ends = ends.tolist()
-    else:
-        char_ends = _regex_char_ends(text, _compiled(pattern))
+        err = err_buffer()
+        try:
+            status, chunks = _pretok.split_text(text, _class_table(split), split, err)
+        except UnicodeEncodeError:
+            utf8_of(text)  # raises the InvalidTextError naming the lone surrogate
+            raise
+        check_status(status, err, what="pre-tokenization")
+        assert chunks is not None  # STATUS_OK (check_status raised otherwise) carries the result
+        return chunks
+    utf8_of(text)  # a lone surrogate is an InvalidTextError on every path
+    char_ends = _regex_char_ends(text, _compiled(pattern))
     starts = [0] + char_ends[:-1]
     return [text[start:end] for start, end in zip(starts, char_ends)]
 
@@ -189,19 +192,11 @@ def chunk_bounds_batch(data: BytesLike, doc_offsets: Sequence[int] | np.ndarray,
     ndocs = offsets.shape[0] - 1
     split = kernel_split(pattern)
     if split is not None:
-        kernel = _pretok
         ends = np.empty(max(int(offsets[-1] - offsets[0]), 0), dtype=np.int64)
         doc_chunk_offsets = np.zeros(ndocs + 1, dtype=np.int64)
         err = err_buffer()
-        if split == SPLIT_GPT2:
-            status, total = kernel.split_gpt2_batch(array, offsets, gpt2_class_table(), ends,
-                                                    doc_chunk_offsets, err)
-        elif split == SPLIT_SCRIPT:
-            status, total = kernel.split_script_batch(array, offsets, script_class_table(), ends,
-                                                      doc_chunk_offsets, err)
-        else:
-            status, total = kernel.split_tiktoken_batch(array, offsets, tiktoken_class_table(), ends,
-                                                        doc_chunk_offsets, split, err)
+        status, total = _pretok.split_batch(array, offsets, _class_table(split), ends, doc_chunk_offsets,
+                                            split, err)
         check_status(status, err, what="pre-tokenization", data=array, offsets=offsets)
         return ends[:total].copy(), doc_chunk_offsets
     compiled = _compiled(pattern)
@@ -305,16 +300,20 @@ def _compiled(pattern: str) -> "regex.Pattern":
     return regex.compile(text)
 
 
+def _class_table(split: int) -> np.ndarray:
+    """The class table the kernel of split code ``split`` reads, as bytes (SCRIPT's
+    entries are uint16: its table is passed as their bytes)."""
+    if split == SPLIT_GPT2:
+        return gpt2_class_table()
+    if split == SPLIT_SCRIPT:
+        return script_class_table().view(np.uint8)
+    return tiktoken_class_table()
+
+
 def _kernel_bounds(array: np.ndarray, split: int) -> np.ndarray:
-    kernel = _pretok
     ends = np.empty(array.shape[0], dtype=np.int64)
     err = err_buffer()
-    if split == SPLIT_GPT2:
-        status, count = kernel.split_gpt2(array, gpt2_class_table(), ends, err)
-    elif split == SPLIT_SCRIPT:
-        status, count = kernel.split_script(array, script_class_table(), ends, err)
-    else:
-        status, count = kernel.split_tiktoken(array, tiktoken_class_table(), ends, split, err)
+    status, count = _pretok.split(array, _class_table(split), ends, split, err)
     check_status(status, err, what="pre-tokenization", data=array)
     assert count is not None  # STATUS_OK (check_status raised otherwise) carries the result
     return ends[:count].copy() if count * 2 < array.shape[0] else ends[:count]

@@ -29,12 +29,12 @@ cut by a switch is invalid.
 from __future__ import annotations
 
 import re
-from typing import Sequence, Union
+from typing import Callable, Sequence, Union
 
 import numpy as np
 
-from . import _route
-from .errors import STATUS_INVALID_SYMBOLS, InvalidTextError, _out_of_alphabet, check_status, err_buffer
+from . import _decode, _route
+from .errors import STATUS_INVALID_SYMBOLS, STATUS_OK, InvalidTextError, _out_of_alphabet, check_status, err_buffer
 
 __all__ = [
     "SUBSTRATES",
@@ -46,6 +46,7 @@ __all__ = [
     "floor_cost",
     "symbol_string",
     "parse_symbol_string",
+    "as_id_array",
 ]
 
 SUBSTRATES = ("ube", "utf8", "utf16")
@@ -161,22 +162,63 @@ def as_uint8(data, *, what: str = "data") -> np.ndarray:
                     f"got {type(data).__name__}")
 
 
+def as_id_array(ids: IdsLike, on_bad: Callable[[IdsLike, int], Exception], *,
+                what: str = "ids") -> np.ndarray:
+    """``ids`` (a 1-D integer array, a list or tuple of ints, any iterable of
+    ints) as a contiguous 1-D ``uint32`` array: the one check of id sequences,
+    for token ids and base symbol ids alike.
+
+    ``TypeError`` for items or a dtype that are not integers; ``on_bad(ids,
+    position)`` is raised for the first id outside ``0..2**32-1``.  Callers
+    check their own range (the vocabulary, the alphabet); a ``uint32`` array is
+    passed through without a copy.  Lists and tuples are read by a kernel
+    (``_decode.ids_from_sequence``), without numpy's per-item conversion.
+    """
+    if isinstance(ids, np.ndarray):
+        arr = ids
+    elif isinstance(ids, (list, tuple)):
+        out = np.empty(len(ids), dtype=np.uint32)
+        err = err_buffer()
+        if _decode.ids_from_sequence(ids, out, err) != STATUS_OK:
+            position = int(err[1])
+            item = ids[position]
+            if isinstance(item, (int, np.integer)):
+                raise on_bad(ids, position)
+            raise TypeError(f"{what} must be integers; item {position} is {type(item).__name__} {item!r}")
+        return out
+    else:
+        return as_id_array(list(ids), on_bad, what=what)
+    if arr.ndim != 1:
+        if arr.size == 0:
+            return np.zeros(0, dtype=np.uint32)
+        raise ValueError(f"expected a 1-D sequence of {what}, got shape {arr.shape}")
+    if arr.dtype == np.uint32:
+        return np.ascontiguousarray(arr)
+    if arr.dtype.kind not in "iu":
+        if arr.size == 0:
+            return np.zeros(0, dtype=np.uint32)
+        raise TypeError(f"{what} must be integers, got dtype {arr.dtype}")
+    if arr.size:
+        bad = (arr < 0) | (arr > 0xFFFFFFFF) if arr.dtype.itemsize >= 4 or arr.dtype.kind == "i" else None
+        if bad is not None and bad.any():
+            raise on_bad(arr, int(np.argmax(bad)))
+    return arr.astype(np.uint32)
+
+
 def _as_ids(ids: IdsLike, substrate: str) -> np.ndarray:
     """``ids`` as a contiguous ``uint16`` array, every id checked against the alphabet."""
     limit = base_size(substrate)
-    arr = np.asarray(ids)
-    if arr.size == 0:
-        return np.empty(0, dtype=np.uint16)
-    if arr.ndim != 1:
-        raise ValueError(f"expected a 1-D sequence of symbol ids, got shape {arr.shape}")
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"symbol ids must be integers, got dtype {arr.dtype}")
-    if arr.dtype != np.uint16:
-        bad = np.flatnonzero((arr < 0) | (arr >= limit))
-        if bad.size:
-            _raise_out_of_range(arr, bad[0], substrate, limit)
-        arr = arr.astype(np.uint16)
-    return np.ascontiguousarray(arr)
+    if isinstance(ids, np.ndarray) and ids.dtype == np.uint16 and ids.ndim == 1:
+        return np.ascontiguousarray(ids)  # below 2**16: the decode kernel checks the alphabet
+
+    def outside(arr, offset):
+        return _out_of_alphabet(arr, offset, substrate, limit)
+
+    arr = as_id_array(ids, outside, what="symbol ids")
+    bad = np.flatnonzero(arr >= limit)
+    if bad.size:
+        raise outside(arr, int(bad[0]))
+    return arr.astype(np.uint16)
 
 
 def _raise_out_of_range(arr: np.ndarray, offset: int, substrate: str, limit: int):

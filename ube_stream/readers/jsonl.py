@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import json.scanner
+import re
 import sys
 from typing import Iterator
 
@@ -13,6 +14,9 @@ from .batch import SKIP_HINT, Reporter, TextBatch, check_text_value
 from .compression import broken_errors, open_at, report_broken, skip_if_broken
 
 _JSON_SPACE = " \t\r\n"
+# a lone surrogate in a str parsed from valid UTF-8 can only come from a \uD800-\uDFFF
+# escape: lines without one (most lines, even of ensure_ascii files) skip the full check
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 # the C scanner: (value, end index); typeshed types its context argument as make_scanner itself
 _scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
@@ -41,15 +45,18 @@ def read_jsonl(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterat
             if row >= start:
                 # fast path: a well-formed object with a valid string; anything else is
                 # parsed again by _json_text, which says what is wrong
+                # (no strip: it would copy the line; the object must start the line and
+                # only JSON whitespace may follow it)
                 decoded, record, end = "", None, -1
                 try:
-                    decoded = line.decode("utf-8").strip(_JSON_SPACE)
+                    decoded = line.decode("utf-8")
                     record, end = _scan_json(decoded, 0)
                 except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
                     pass
-                text = record.get(column) if end == len(decoded) and type(record) is dict else None
-                # a lone surrogate can only come from a \u escape (invalid UTF-8 fails to decode)
-                if type(text) is not str or (b"\\u" in line and find_lone_surrogate(text) >= 0):
+                text = (record.get(column) if type(record) is dict
+                        and (end == len(decoded) or not decoded[end:].strip(_JSON_SPACE)) else None)
+                if type(text) is not str or (_SURROGATE_ESCAPE.search(line) is not None
+                                             and find_lone_surrogate(text) >= 0):
                     text = _json_text(line, column, reporter, row, pos)
                 if text is not None:
                     texts.append(text)

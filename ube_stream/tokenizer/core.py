@@ -559,77 +559,92 @@ class Tokenizer:
         return self._to_model(ids), token_offsets
 
     # ------------------------------------------------------------------ decoding
-    def _decode_tables(self):
+    # The Cython decoder (ube_stream._decode) does the work: decode_tokens copies
+    # each token's UTF-8 from a table made here once, decode_exact (symbol by
+    # symbol) names where invalid ids fail; _reference.decode_reference is the twin.
+
+    def _decode_tables(self) -> tuple:
+        """``(token_bytes, entries, symbols, symbol_offsets, id_map, special_bytes,
+        special_offsets, substrate code)`` of the decode kernels, built once.
+
+        ``entries`` is indexed by model id (``_decode.decode_tokens`` packs offset,
+        length and kind in one word: one memory access a token); ``id_map`` gives
+        the internal id of a model id (empty: the same)."""
         tables = self.__dict__.get("_decode_state")
         if tables is None:
+            from .. import _decode
+            from ..substrate import substrate_code
+
             symbols, offsets = self._internal_expansion_table()
             texts = [t.encode("utf-8") for t in self._special_internal]
             special_offsets = np.zeros(len(texts) + 1, dtype=np.int64)
             np.cumsum([len(t) for t in texts], out=special_offsets[1:])
-            from ..substrate import substrate_code
-
-            byte_table = np.zeros(symbols.size + 16, dtype=np.uint8)  # utf8 fast path, padded
-            byte_table[:symbols.size] = symbols & 0xFF
-            tables = self._decode_state = (symbols, offsets, np.frombuffer(b"".join(texts), np.uint8),
-                                           special_offsets, substrate_code(self.substrate), byte_table)
+            special_bytes = np.frombuffer(b"".join(texts), np.uint8)
+            pieces, kinds = _token_utf8(self._expansions, symbols, offsets, self.substrate, _decode.KINDS)
+            pieces.extend(texts)
+            kinds = np.concatenate([kinds, np.full(len(texts), _decode.KINDS["special"], np.uint8)])
+            lengths = np.fromiter((len(p) for p in pieces), dtype=np.uint64, count=len(pieces))
+            starts = np.zeros(len(pieces), dtype=np.uint64)
+            np.cumsum(lengths[:-1], out=starts[1:])
+            internal_entries = starts | (lengths << np.uint64(32)) | (kinds.astype(np.uint64) << np.uint64(56))
+            if self._id_map is None:
+                entries, id_map = internal_entries, np.zeros(0, np.int64)
+            else:
+                entries = np.full(self.vocab_size, _decode.KINDS["none"] << 56, dtype=np.uint64)
+                entries[self._id_map] = internal_entries
+                id_map = np.ascontiguousarray(self._inverse_map, dtype=np.int64)
+            token_bytes = np.frombuffer(b"".join(pieces) + bytes(16), np.uint8)  # 16 bytes of padding
+            tables = self._decode_state = (token_bytes, entries, symbols, offsets, id_map, special_bytes,
+                                           special_offsets, substrate_code(self.substrate))
         return tables
-
-    def _internal_ids(self, ids) -> np.ndarray:
-        """``ids`` (model ids) as internal ``uint32`` ids; ValueError names a bad position."""
-        arr = np.asarray(ids)
-        if arr.size == 0:
-            return np.zeros(0, dtype=np.uint32)
-        if arr.ndim != 1:
-            raise ValueError(f"expected a 1-D sequence of token ids, got shape {arr.shape}")
-        if arr.dtype.kind not in "iu":
-            raise TypeError(f"token ids must be integers, got dtype {arr.dtype}")
-        limit = self.vocab_size
-        bad = (arr < 0) | (arr >= limit) if arr.dtype.kind == "i" else arr >= limit
-        if self._inverse_map is not None:
-            internal = np.full(arr.shape, -1, dtype=np.int64)
-            internal[~bad] = self._inverse_map[arr[~bad].astype(np.int64)]
-            bad |= internal < 0
-            arr = internal
-        if bad.any():
-            position = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"token id {int(np.asarray(ids)[position])} at position {position} is outside the "
-                             f"vocabulary (0..{limit - 1})" + ("" if self._inverse_map is None else
-                                                                 " or has no token in this model"))
-        return np.ascontiguousarray(arr, dtype=np.uint32)
 
     def decode(self, ids: Iterable[int], *, errors: str = "strict") -> str:
         """Text of token ids: expand to base symbols and run the dual-buffer
         decode; a special token flushes both buffers and is written as its text.
 
+        ``ids``: a list, tuple, 1-D integer array or any iterable of ids.
         ``errors="strict"`` raises :class:`~ube_stream.errors.SymbolDecodeError`
         naming the token position (``.position``) and base-symbol offset
-        (``.offset``) of the first invalid byte sequence; ``"replace"`` writes
-        U+FFFD as Python's codecs do on each buffer.
+        (``.offset``) of the first invalid byte sequence, or of an id outside the
+        vocabulary; ``"replace"`` writes U+FFFD as Python's codecs do on each buffer.
         """
+        return self._decode(ids, errors, as_bytes=False)
+
+    def decode_bytes(self, ids: Iterable[int], *, errors: str = "strict") -> bytes:
+        """The UTF-8 bytes of :meth:`decode` (``decode(ids).encode("utf-8")``, without
+        the ``str``), for every substrate; ``errors`` as :meth:`decode`."""
+        return self._decode(ids, errors, as_bytes=True)
+
+    def _decode(self, ids, errors: str, as_bytes: bool):
+        from .. import _decode
+        from ..substrate import as_id_array
+
         if errors not in ("strict", "replace"):
             raise ValueError(f"errors must be 'strict' or 'replace', got {errors!r}")
-        if not isinstance(ids, np.ndarray):
-            ids = np.fromiter(ids, dtype=np.int64) if not isinstance(ids, (list, tuple)) else np.asarray(ids, dtype=np.int64)
-        if ids.dtype == np.uint32 and ids.ndim == 1 and self._inverse_map is None:
-            internal = np.ascontiguousarray(ids)  # the kernels check the range
-        else:
-            internal = self._internal_ids(ids)
-        if internal.size == 0:
-            return ""
+        arr = as_id_array(ids, self._outside_vocabulary, what="token ids")
+        if arr.size == 0:
+            return b"" if as_bytes else ""
         tables = self.__dict__.get("_decode_state") or self._decode_tables()
-        if self.substrate == "utf8":
-            status, text = _encode.decode_utf8_bytes(internal, tables[5], *tables[1:4])
-            if status == STATUS_OK:
-                assert text is not None  # STATUS_OK carries the text
-                return text
         err = err_buffer()
-        status, text = _encode.decode_utf8(internal, tables[0], tables[1], tables[2], tables[3], tables[4], err)
-        if status == STATUS_INVALID_SYMBOLS and errors == "replace":
-            return self._decode_replace(internal)
-        check_status(status, err, what="decoding tokens", ids=np.asarray(ids), substrate=self.substrate,
+        status, out = _decode.decode_tokens(arr, tables[0], tables[1], tables[2], tables[3], tables[4],
+                                            tables[7], as_bytes, err)
+        if status == STATUS_OK:
+            return out
+        if status == STATUS_INVALID_SYMBOLS:  # where: the exact decoder, on the internal ids
+            internal = arr if self._inverse_map is None else self._inverse_map[arr].astype(np.uint32)
+            if errors == "replace":
+                text = self._decode_replace(internal)
+                return text.encode("utf-8") if as_bytes else text
+            status, _ = _decode.decode_exact(internal, tables[2], tables[3], tables[5], tables[6], tables[7], err)
+        check_status(status, err, what="decoding tokens", ids=arr, substrate=self.substrate,
                      limit=self.vocab_size)
-        assert text is not None  # STATUS_OK (check_status raised otherwise) carries the text
-        return text
+        raise AssertionError(f"decode kernels disagree on {self.substrate} ids")  # pragma: no cover
+
+    def _outside_vocabulary(self, ids, position: int) -> Exception:
+        from ..errors import SymbolDecodeError
+
+        return SymbolDecodeError(f"token id {int(ids[position])} at position {position} is outside the "
+                                 f"vocabulary (0..{self.vocab_size - 1})", position=position)
 
     def _decode_replace(self, internal: np.ndarray) -> str:
         """Invalid sequences as U+FFFD: each run between special tokens through the
@@ -656,6 +671,9 @@ class Tokenizer:
 
     def decode_batch(self, batch: Iterable[Iterable[int]], *, errors: str = "strict") -> List[str]:
         return [self.decode(ids, errors=errors) for ids in batch]
+
+    def decode_bytes_batch(self, batch: Iterable[Iterable[int]], *, errors: str = "strict") -> List[bytes]:
+        return [self.decode_bytes(ids, errors=errors) for ids in batch]
 
     def stream_decoder(self, *, errors: str = "strict") -> "StreamDecoder":
         """A decoder fed one id at a time (``.feed(id) -> str``) that returns only
@@ -789,3 +807,52 @@ def _from_ranks(path: str, ranks: Dict[bytes, int], known: Optional[str], patter
             specials[str(text)] = next_id
             next_id += 1
     return pretrained.tokenizer_from_tiktoken(Tokenizer, ranks, pattern, specials, source=path)
+
+
+def _token_utf8(expansions: Sequence[Tuple[int, ...]], symbols: np.ndarray, offsets: np.ndarray,
+                substrate: str, codes: Mapping[str, int]) -> Tuple[List[bytes], np.ndarray]:
+    """Each token's bytes for ``_decode.decode_tokens`` and its kind.  The bytes may be
+    copied whatever precedes them (its symbols as bytes under ``utf8``; under ``ube``
+    / ``utf16`` the UTF-8 of its text, when every UTF-16 run in it is whole
+    characters): ``raw`` when they are well-formed UTF-8 on their own, ``partial``
+    when they hold part of a character (checked with their neighbours); else
+    ``symbols`` (no bytes: decoded from its base symbols)."""
+    n_tokens = len(expansions)
+    low = (symbols & 0xFF).astype(np.uint8).tobytes()
+    kinds = np.full(n_tokens, codes["raw"], dtype=np.uint8)
+    bounds = offsets.tolist()
+    pieces = [low[bounds[t]:bounds[t + 1]] for t in range(n_tokens)]
+    if substrate == "utf8":
+        return pieces, _mark_partial(pieces, kinds, codes)
+    if substrate == "utf16":
+        candidates = range(n_tokens)
+    else:  # ube: only tokens with a UTF-16 run change
+        high = np.zeros(symbols.size + 1, dtype=np.int64)
+        np.cumsum(symbols >= 256, out=high[1:])
+        candidates = np.flatnonzero(high[offsets[1:]] > high[offsets[:-1]]).tolist()
+    for t in candidates:
+        expansion = expansions[t]
+        runs, start = [], 0
+        for k in range(1, len(expansion) + 1):  # maximal runs of one alphabet
+            if k == len(expansion) or (substrate == "ube" and (expansion[k] >= 256) != (expansion[start] >= 256)):
+                runs.append(expansion[start:k])
+                start = k
+        try:
+            pieces[t] = b"".join(
+                bytes(s & 0xFF for s in run).decode("utf-16-le").encode("utf-8")
+                if substrate == "utf16" or run[0] >= 256 else bytes(run) for run in runs)
+        except UnicodeDecodeError:  # half a character, or a lone surrogate
+            pieces[t] = b""
+            kinds[t] = codes["symbols"]
+    return pieces, _mark_partial(pieces, kinds, codes)
+
+
+def _mark_partial(pieces: List[bytes], kinds: np.ndarray, codes: Mapping[str, int]) -> np.ndarray:
+    """``partial`` for the ``raw`` pieces that are not well-formed UTF-8 on their own."""
+    for t, piece in enumerate(pieces):
+        if kinds[t] == codes["raw"] and not piece.isascii():
+            try:
+                piece.decode("utf-8")
+            except UnicodeDecodeError:
+                kinds[t] = codes["partial"]
+    return kinds

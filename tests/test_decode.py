@@ -1,0 +1,274 @@
+"""The decode kernels (ube_stream._decode) behind Tokenizer.decode and
+Tokenizer.decode_bytes, against independent truth: the readable twin
+(_reference.decode_reference), tiktoken's decode_bytes with the same ranks,
+Python's codecs (utf-8 / utf-16-le with "replace"), and the stream decoder.
+"""
+from __future__ import annotations
+
+import base64
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ube_stream import Tokenizer, _decode, train
+from ube_stream._reference import decode_reference
+from ube_stream.errors import STATUS_BAD_ID, STATUS_INVALID_SYMBOLS, SymbolDecodeError, err_buffer
+from ube_stream.substrate import SUBSTRATES, as_id_array, decode_symbols
+
+SPECIALS = ("<|endoftext|>", "<|pad|>")
+
+
+@pytest.fixture(scope="module")
+def toks(docs_rows, unicode_rows):
+    texts = [r["text"] for r in docs_rows[:60]] + [r["text"] for r in unicode_rows[:200]]
+    return {s: train(iter(texts), vocab_size=900 if s == "ube" else 700, substrate=s, special_tokens=SPECIALS,
+                     workers=1, show_progress=False) for s in SUBSTRATES}
+
+
+@pytest.fixture(scope="module")
+def sample_texts(docs_rows, parallel_rows, unicode_rows):
+    return ([r["text"] for r in docs_rows[::7]] + [r["text"] for r in parallel_rows[::50]]
+            + [r["text"] for r in unicode_rows[::5]])
+
+
+def _reference_or_none(tok, ids, errors="strict"):
+    try:
+        return decode_reference(tok, ids, errors=errors)
+    except (UnicodeDecodeError, SymbolDecodeError):
+        return None
+
+
+# --------------------------------------------------------------------------- valid ids
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_decode_and_decode_bytes_round_trip_real_text(toks, sample_texts, substrate):
+    tok = toks[substrate]
+    for text in sample_texts:
+        ids = tok.encode(text + "<|pad|>" + text[:5], allowed_special="all")
+        expected = text + "<|pad|>" + text[:5]
+        assert tok.decode(ids) == expected
+        assert tok.decode(ids.tolist()) == expected
+        assert tok.decode_bytes(ids) == expected.encode("utf-8")  # utf16 too: UTF-8 of the text
+        assert tok.decode_bytes(ids.tolist()) == expected.encode("utf-8")
+        assert tok.decode_bytes(tuple(ids.tolist())) == expected.encode("utf-8")
+        assert tok.decode_bytes(iter(ids.tolist())) == expected.encode("utf-8")
+        assert tok.decode_bytes(ids.astype(np.int64)) == expected.encode("utf-8")
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_empty_input(toks, substrate):
+    tok = toks[substrate]
+    for empty in ([], (), np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros((0, 3), np.int64), iter([])):
+        assert tok.decode_bytes(empty) == b""
+    assert tok.decode([]) == ""
+
+
+def test_every_token_alone_equals_the_reference(toks):
+    """Each token by itself: the table's bytes and kinds (raw, partial, symbols)."""
+    for substrate, tok in toks.items():
+        for token_id in range(tok.vocab_size):
+            expected = _reference_or_none(tok, [token_id])
+            if expected is None:
+                with pytest.raises(SymbolDecodeError):
+                    tok.decode_bytes([token_id])
+            else:
+                assert tok.decode_bytes([token_id]) == expected.encode("utf-8"), (substrate, token_id)
+            replaced = decode_reference(tok, [token_id], errors="replace")
+            assert tok.decode_bytes([token_id], errors="replace") == replaced.encode("utf-8")
+
+
+# --------------------------------------------------------------------------- invalid ids
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_arbitrary_ids_agree_with_the_reference(toks, substrate, data):
+    """Arbitrary ids (partial characters, UTF-16 halves, lone surrogates, alphabet
+    switches, specials in between): strict equals the twin or raises at a position
+    inside the ids; replace equals the twin (Python's codecs on each buffer)."""
+    tok = toks[substrate]
+    small = st.integers(0, tok.base_size - 1)  # base symbols: the most partial characters
+    ids = data.draw(st.lists(st.one_of(small, st.integers(0, tok.vocab_size - 1)), max_size=24))
+    expected = _reference_or_none(tok, ids)
+    if expected is None:
+        for call in (tok.decode, tok.decode_bytes):
+            with pytest.raises(SymbolDecodeError) as info:
+                call(ids)
+            assert 0 <= info.value.position < len(ids)
+    else:
+        assert tok.decode(ids) == expected
+        assert tok.decode_bytes(np.asarray(ids, np.uint32)) == expected.encode("utf-8")
+    replaced = decode_reference(tok, ids, errors="replace")
+    assert tok.decode(ids, errors="replace") == replaced
+    assert tok.decode_bytes(ids, errors="replace") == replaced.encode("utf-8")
+
+
+def test_partial_characters_and_lone_surrogates_hand_worked(toks):
+    utf8, ube, utf16 = toks["utf8"], toks["ube"], toks["utf16"]
+    # utf8: 'é' is C3 A9; a lone lead byte, a stray continuation byte, a cut before a special
+    assert utf8.decode_bytes([0xC3, 0xA9]) == "é".encode()
+    for ids in ([0xC3], [0xA9], [0xC3, utf8.special_tokens["<|pad|>"], 0xA9], [0xE4, 0xB8]):
+        with pytest.raises(SymbolDecodeError):
+            utf8.decode_bytes(ids)
+        raw = b"".join(bytes(utf8.token_expansion(i)) if i < 256 else b"<|pad|>" for i in ids)
+        assert utf8.decode_bytes(ids, errors="replace") == raw.decode("utf-8", "replace").encode()
+    # utf16: U+1F600 is D83D DE00, little-endian bytes 3D D8 00 DE
+    assert utf16.decode_bytes([0x3D, 0xD8, 0x00, 0xDE]) == "😀".encode()
+    for units in ([0x3D, 0xD8], [0x00, 0xDE], [0x3D, 0xD8, 0x41, 0x00], [0x41]):  # lone halves, odd byte
+        with pytest.raises(SymbolDecodeError):
+            utf16.decode_bytes(units)
+        assert utf16.decode(units, errors="replace") == bytes(units).decode("utf-16-le", "replace")
+        assert utf16.decode_bytes(units, errors="replace") == bytes(units).decode("utf-16-le", "replace").encode()
+    # ube: 性 U+6027 is the UTF-16 ids 256+0x27, 256+0x60; a switch to UTF-8 in between cuts it
+    assert ube.decode_bytes([256 + 0x27, 256 + 0x60]) == "性".encode()
+    assert ube.decode_bytes([256 + 0x3D, 256 + 0xD8, 256 + 0x00, 256 + 0xDE, 0x41]) == "😀A".encode()
+    for ids in ([256 + 0x27], [256 + 0x27, 0x41, 256 + 0x60], [256 + 0x3D, 256 + 0xD8],
+                [256 + 0x00, 256 + 0xDE], [256 + 0x27, ube.special_tokens["<|pad|>"], 256 + 0x60]):
+        with pytest.raises(SymbolDecodeError):
+            ube.decode_bytes(ids)
+        assert ube.decode(ids, errors="replace") == decode_reference(ube, ids, errors="replace")
+
+
+def test_bad_ids_name_their_position(toks):
+    tok = toks["ube"]
+    for ids, position in (([5, tok.vocab_size], 1), ([-1], 0), ([3, 4, 1 << 40], 2),
+                          (np.array([7, -3], np.int64), 1), (np.array([1, tok.vocab_size], np.uint32), 1)):
+        for call in (tok.decode, tok.decode_bytes):
+            with pytest.raises(SymbolDecodeError, match=f"position {position}") as info:
+                call(ids)
+            assert info.value.position == position
+    with pytest.raises(TypeError, match="item 1"):
+        tok.decode_bytes([1, "2"])
+    with pytest.raises(TypeError, match="integers"):
+        tok.decode_bytes(np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="1-D"):
+        tok.decode_bytes(np.ones((2, 2), np.int64))
+    with pytest.raises(ValueError, match="errors"):
+        tok.decode_bytes([1], errors="ignore")
+    assert tok.decode_bytes([np.int64(72), True]) == tok.decode([72, 1]).encode()  # ints of any kind
+
+
+# --------------------------------------------------------------------------- tiktoken
+
+def _cl100k_ranks(limit):
+    import bpe_openai  # a test dependency: the real rank files
+
+    path = Path(bpe_openai.__file__).parent / "data" / "cl100k_base.tiktoken.gz"
+    ranks = {}
+    with gzip.open(path, "rb") as f:
+        for line in f:
+            if line.strip():
+                token, rank = line.split()
+                if int(rank) < limit:
+                    ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def test_decode_bytes_equals_tiktoken(sample_texts):
+    """cl100k's first 20,000 ranks: the same bytes as tiktoken's decode_bytes for
+    real text, and for arbitrary ids where those bytes are UTF-8 (tiktoken returns
+    any bytes; ours refuses, or replaces as Python's codec does)."""
+    tiktoken = pytest.importorskip("tiktoken")
+    from ube_stream.pretokenizer import CL100K_PATTERN
+
+    ranks = _cl100k_ranks(20_000)
+    tok = Tokenizer.from_tiktoken(ranks, "cl100k", special_tokens={"<|endoftext|>": 20_000})
+    enc = tiktoken.Encoding("cl100k_20k", pat_str=CL100K_PATTERN, mergeable_ranks=ranks,
+                            special_tokens={"<|endoftext|>": 20_000})
+    for text in sample_texts:
+        ids = enc.encode(text + "<|endoftext|>", allowed_special="all")
+        assert tok.decode_bytes(ids) == enc.decode_bytes(ids) == (text + "<|endoftext|>").encode()
+        assert tok.decode(np.asarray(ids, np.uint32)) == enc.decode(ids)
+    rng = np.random.default_rng(7)
+    refused = 0
+    for _ in range(300):
+        ids = rng.integers(0, 20_001, size=rng.integers(1, 10)).tolist()
+        truth = enc.decode_bytes(ids)
+        try:
+            truth.decode("utf-8")
+        except UnicodeDecodeError:
+            refused += 1
+            with pytest.raises(SymbolDecodeError):
+                tok.decode_bytes(ids)
+        else:
+            assert tok.decode_bytes(ids) == truth
+        assert tok.decode_bytes(ids, errors="replace") == truth.decode("utf-8", "replace").encode()
+        assert tok.decode(ids, errors="replace") == enc.decode(ids, errors="replace")
+    assert refused > 10
+
+
+# --------------------------------------------------------------------------- stream decoder
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_stream_decoder_agrees_with_decode_bytes(toks, sample_texts, substrate):
+    tok = toks[substrate]
+    rng = np.random.default_rng(3)
+    for text in sample_texts[:12]:
+        ids = tok.encode(text).tolist()
+        decoder = tok.stream_decoder()
+        assert "".join(decoder.feed(i) for i in ids).encode() + decoder.flush().encode() == tok.decode_bytes(ids)
+    for _ in range(100):
+        ids = rng.integers(0, tok.vocab_size, size=rng.integers(1, 10)).tolist()
+        decoder = tok.stream_decoder(errors="replace")
+        streamed = "".join(decoder.feed(i) for i in ids) + decoder.flush()
+        assert streamed.encode() == tok.decode_bytes(ids, errors="replace")
+
+
+# --------------------------------------------------------------------------- kernels
+
+def test_decode_kernels_return_status_and_write_err(toks):
+    tok = toks["utf8"]
+    tables = tok._decode_tables()
+    token_bytes, entries, symbols, offsets, id_map, special_bytes, special_offsets, code = tables
+    err = err_buffer()
+    ids = tok.encode("hello world").tolist()
+    ids.insert(2, 0xE4)  # a lone UTF-8 lead byte
+    internal = np.asarray(ids, np.uint32)
+    assert _decode.decode_tokens(internal, token_bytes, entries, symbols, offsets, id_map, code, True, err) \
+        == (STATUS_INVALID_SYMBOLS, None)
+    assert list(err) == [-1, -1]  # no position: decode_exact gives it
+    assert _decode.decode_exact(internal, symbols, offsets, special_bytes, special_offsets, code, err) \
+        == (STATUS_INVALID_SYMBOLS, None)
+    assert list(err) == [len(tok.token_expansion(ids[0])) + len(tok.token_expansion(ids[1])), 2]
+    beyond = np.array([5, 1 << 30], np.uint32)
+    assert _decode.decode_tokens(beyond, token_bytes, entries, symbols, offsets, id_map, code, False, err) \
+        == (STATUS_BAD_ID, None) and list(err) == [-1, 1]
+    assert _decode.decode_exact(beyond, symbols, offsets, special_bytes, special_offsets, code, err) \
+        == (STATUS_BAD_ID, None) and list(err) == [-1, 1]
+    assert _decode.decode_tokens(internal[:2], token_bytes, entries, symbols, offsets, id_map, code, False) \
+        == (0, tok.decode(ids[:2]))
+    with pytest.raises(ValueError, match="padding"):
+        _decode.decode_tokens(internal, token_bytes[:3], entries, symbols, offsets, id_map, code, True)
+
+
+def test_ids_from_sequence_reads_ints_and_names_the_bad_item():
+    out = np.empty(4, np.uint32)
+    err = err_buffer()
+    assert _decode.ids_from_sequence([0, 1, 2 ** 32 - 1, np.uint16(7)], out, err) == 0
+    assert out.tolist() == [0, 1, 2 ** 32 - 1, 7]
+    for bad, position in (([1, -1], 1), ([2 ** 32], 0), ([1, 2, "x"], 2), ([1, 2.5], 1), ((3, None), 1)):
+        assert _decode.ids_from_sequence(bad, out, err) == STATUS_BAD_ID and list(err) == [-1, position]
+    with pytest.raises(ValueError, match="entries"):
+        _decode.ids_from_sequence([1, 2, 3, 4, 5], out)
+
+
+def test_one_id_check_for_symbols_and_tokens():
+    """substrate.decode_symbols and Tokenizer.decode share as_id_array."""
+    def on_bad(ids, position):
+        return ValueError(f"bad at {position}")
+
+    assert as_id_array([1, 2], on_bad).dtype == np.uint32
+    assert as_id_array(np.array([1, 2], np.uint8), on_bad).tolist() == [1, 2]
+    with pytest.raises(ValueError, match="bad at 1"):
+        as_id_array(np.array([1, -2]), on_bad)
+    with pytest.raises(ValueError, match="bad at 0"):
+        as_id_array([2 ** 33], on_bad)
+    with pytest.raises(SymbolDecodeError, match="offset 1"):
+        decode_symbols([65, 600], "ube")
+    with pytest.raises(SymbolDecodeError, match="offset 2"):
+        decode_symbols([65, 66, -1], "utf8")
+    assert decode_symbols((72, 105), "utf8") == "Hi"
