@@ -387,7 +387,7 @@ cdef int work_reserve(Work* w, Py_ssize_t n) noexcept nogil:
     return 0
 
 
-cdef int out_reserve(Work* w, Py_ssize_t extra) noexcept nogil:
+cdef inline int out_reserve(Work* w, Py_ssize_t extra) noexcept nogil:
     """Room for ``extra`` more output ids (grows by half); 0 on success, -1 out of memory."""
     cdef Py_ssize_t need = w.out_size + extra
     cdef uint32_t* grown
@@ -471,11 +471,11 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
                 key_of(p + start, n, limit, &keys[j])
                 prefetch(&cache.slots[keys[j].h & cache.mask])
             start = ends[b + j]
-        if out_reserve(w, cnt) < 0:
-            return STATUS_NO_MEMORY
         for j in range(cnt):
             if keys[j].h == 0:
                 if keys[j].n == 1:  # one ASCII byte: its base symbol, nothing to merge
+                    if out_reserve(w, 1) < 0:
+                        return STATUS_NO_MEMORY
                     w.out[w.out_size] = (p[keys[j].start] if t.model_ids == NULL
                                          else t.model_ids[p[keys[j].start]])
                     w.out_size += 1
@@ -508,18 +508,24 @@ cdef inline bint _word_byte(uint8_t b) noexcept nogil:
     return (0x30 <= b <= 0x39) or (0x61 <= (b | 0x20) <= 0x7A)
 
 
-cdef inline bint _safe_cut(const uint8_t* p, Py_ssize_t i) noexcept nogil:
+cdef inline bint _safe_cut(const uint8_t* p, Py_ssize_t i, Py_ssize_t pos) noexcept nogil:
     """Whether every pre-tokenizer (gpt2, cl100k, llama3, o200k) has a chunk boundary at
-    ``p[i]`` whatever follows, and splits the text before it the same when cut there:
-    a space after an ASCII letter or digit (no chunk runs from a non-space into a
-    space), or a character that is neither whitespace nor ``/`` after ``\\n`` (no
-    whitespace, newline or punctuation chunk runs from ``\\n`` into it).  Lead bytes
-    C3..DF and E4..F4 start characters that are never whitespace (those are U+0085,
-    U+00A0 and U+1680..U+3000)."""
+    ``p[i]`` whatever follows, and splits the text before it the same when cut there
+    (``p[pos:i]`` is what the cut keeps).  Two kinds of cut:
+
+    * a space after an ASCII letter or digit: no chunk runs from a non-space into a
+      space, and the chunk before ends at the letter or digit either way;
+    * after a ``\n`` that follows visible ASCII (so the whitespace run is that one
+      ``\n``: GPT-2's ``\s+(?!\S)`` gives back the last character of a longer run
+      only when a non-space follows), before a character that is neither
+      whitespace nor ``/`` (nothing runs from ``\n`` into it: o200k takes ``/``
+      after punctuation).  Lead bytes C3..DF and E4..F4 start characters that are
+      never whitespace (those are U+0085, U+00A0 and U+1680..U+3000).
+    """
     cdef uint8_t a = p[i - 1], b = p[i]
     if b == 0x20:
         return _word_byte(a)
-    if a == 0x0A:
+    if a == 0x0A and i - 2 >= pos and 0x21 <= p[i - 2] <= 0x7E:
         return _word_byte(b) or (0xC3 <= b <= 0xDF) or (0xE4 <= b <= 0xF4)
     return False
 
@@ -533,7 +539,7 @@ cdef Py_ssize_t window_end(const uint8_t* p, Py_ssize_t pos, Py_ssize_t stop,
         return stop
     i = pos + target
     while i < stop:
-        if _safe_cut(p, i):
+        if _safe_cut(p, i, pos):
             return i
         i += 1
     return stop

@@ -291,6 +291,10 @@ class Tokenizer:
     #: chunk cache of each encoding thread: entries and key bytes (clear-when-full)
     cache_entries = 1 << 16
     cache_bytes = 4 << 20
+    #: the kernel splits and encodes a document this many bytes (to the next safe cut)
+    #: at a time, so a huge document needs memory for one slice of chunk ends, not for
+    #: all of them (results never depend on it)
+    slice_bytes = 1 << 20
 
     def set_cache(self, *, entries: int = 1 << 16, bytes: int = 4 << 20) -> None:
         """Bound the chunk cache of each encoding thread (results never depend on it)."""
@@ -316,7 +320,8 @@ class Tokenizer:
                 np.asarray(self.merge_results, dtype=np.uint32), self.base_size,
                 substrate_code(self.substrate), gpt2_class_table() if split == SPLIT_GPT2 else
                 tiktoken_class_table(), num_slots=num_slots, cache_entries=self.cache_entries,
-                cache_bytes=self.cache_bytes, split=split, id_map=self._id_map)
+                cache_bytes=self.cache_bytes, split=split, id_map=self._id_map,
+                slice_bytes=self.slice_bytes)
             # last in, first out: a caller on one thread gets back the slot (and warm cache) it used
             slots: "queue.LifoQueue[int]" = queue.LifoQueue()
             for slot in range(num_slots):
