@@ -100,7 +100,8 @@ def test_hypothesis_text_matches_hf_and_tiktoken(utf8_tok, hf_file, tiktoken_enc
     hf = _HF_CACHE.setdefault(str(hf_file), tokenizers.Tokenizer.from_file(str(hf_file)))
     ours = utf8_tok.encode_ordinary(text).tolist()
     assert ours == tiktoken_encoding.encode_ordinary(text)
-    assert ours == hf.encode(text, add_special_tokens=False).ids
+    if not any(special in text for special in SPECIALS):  # HF always encodes an added token's text as it
+        assert ours == hf.encode(text, add_special_tokens=False).ids
 
 
 _HF_CACHE = {}
