@@ -23,11 +23,12 @@ Every encode entry releases the GIL for the whole batch.  Invalid data is report
 entry returns ``(status, result...)`` and writes where into ``err``.
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 from libcpp.vector cimport vector
+from cython.view cimport array as cvarray
 
-from _hash cimport hash_bytes, mix64
+from _hash cimport hash_bytes, mix64, prefetch
 from _pretok_core cimport gpt2_split
 from _pretok_tiktoken cimport (SPLIT_CL100K, SPLIT_GPT2, SPLIT_LLAMA3, SPLIT_O200K, TT_HEAD, TT_LETTER,
                                tiktoken_split)
@@ -57,6 +58,7 @@ cdef struct Tables:
     uint64_t mask
     const uint32_t* results      # result id of each rank
     int substrate
+    const uint32_t* model_ids    # the id encode writes for each internal id (NULL: the same)
 
 
 cdef inline uint32_t rank_of(const Tables* t, uint32_t left, uint32_t right) noexcept nogil:
@@ -213,23 +215,42 @@ cdef Py_ssize_t merge_long(const Tables* t, uint32_t* ids, Py_ssize_t n, int32_t
 
 # --------------------------------------------------------------------------- chunk cache
 
-cdef struct CacheEntry:
-    uint64_t hash               # 0: empty slot
-    uint32_t key_off
-    uint32_t key_len
-    uint32_t val_off
-    uint32_t val_len
+cdef extern from *:
+    """
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    #define UBE_LITTLE_ENDIAN 1
+    #else
+    #define UBE_LITTLE_ENDIAN 0
+    #endif
+    """
+    const bint LITTLE_ENDIAN "UBE_LITTLE_ENDIAN"
+
+
+cdef enum:
+    INLINE_KEY = 16             # chunks up to this many bytes live in the slot itself
+    BLOCK = 16                  # chunks hashed (and their slots prefetched) ahead of the lookups
+
+
+cdef struct Slot:
+    # 32 bytes, two to a cache line: a hit on a short chunk of one token reads one line
+    uint64_t k0                 # bytes 0..7 of the chunk, zero padded
+    uint64_t k1                 # bytes 8..15, zero padded; longer chunks: offset of the key in ``keys``
+    uint32_t len                # chunk bytes; 0 marks an empty slot
+    uint32_t tag                # high hash bits (checked before a long key's memcmp)
+    uint32_t val                # the id (nval == 1) or the offset of the ids in ``vals``
+    uint32_t nval
 
 
 cdef struct ChunkCache:
-    CacheEntry* slots
+    Slot* slots
     uint64_t mask
     Py_ssize_t count
     Py_ssize_t max_entries
-    uint8_t* keys
+    Py_ssize_t key_bytes        # bytes of all cached chunks (bounded by keys_cap)
+    uint8_t* keys               # keys longer than INLINE_KEY
     Py_ssize_t keys_used
     Py_ssize_t keys_cap
-    uint32_t* vals
+    uint32_t* vals              # ids of chunks of two or more tokens
     Py_ssize_t vals_used
     Py_ssize_t vals_cap
     int64_t hits
@@ -238,45 +259,96 @@ cdef struct ChunkCache:
     bint busy
 
 
-cdef inline CacheEntry* cache_find(ChunkCache* c, const uint8_t* key, Py_ssize_t n,
-                                   uint64_t h) noexcept nogil:
-    """The entry of ``key``, or the empty slot where it would go (``hash == 0``)."""
-    cdef uint64_t i = h & c.mask
-    cdef CacheEntry* e
+cdef struct Key:
+    uint64_t k0
+    uint64_t k1
+    uint64_t h                  # 0: no lookup (one ASCII byte or an empty chunk)
+    Py_ssize_t start
+    Py_ssize_t n
+
+
+cdef inline void key_of(const uint8_t* p, Py_ssize_t n, const uint8_t* limit, Key* k) noexcept nogil:
+    """Inline words and hash of chunk ``p[0:n]`` (``limit``: end of readable memory)."""
+    cdef uint8_t tmp[16]
+    cdef Py_ssize_t m
+    k.n = n
+    if LITTLE_ENDIAN and p + 16 <= limit:
+        memcpy(&k.k0, p, 8)
+        memcpy(&k.k1, p + 8, 8)
+        if n < 8:
+            k.k0 &= 0xFFFFFFFFFFFFFFFFull >> (64 - 8 * n)
+            k.k1 = 0
+        elif n == 8:
+            k.k1 = 0
+        elif n < 16:
+            k.k1 &= 0xFFFFFFFFFFFFFFFFull >> (64 - 8 * (n - 8))
+    else:
+        m = n if n < 16 else 16
+        memset(tmp, 0, 16)
+        memcpy(tmp, p, m)
+        memcpy(&k.k0, tmp, 8)
+        memcpy(&k.k1, tmp + 8, 8)
+    if n <= INLINE_KEY:
+        k.h = mix64(k.k0 ^ mix64(k.k1 + <uint64_t>n * 0x9E3779B97F4A7C15ull)) | 1
+    else:
+        k.h = hash_bytes(p, n) | 1
+
+
+cdef inline Slot* cache_find(ChunkCache* c, const uint8_t* p, const Key* k) noexcept nogil:
+    """The slot of chunk ``p[0:k.n]``, or the empty slot where it would go (``len == 0``)."""
+    cdef uint64_t i = k.h & c.mask
+    cdef uint32_t tag = <uint32_t>(k.h >> 32)
+    cdef Slot* s
     while True:
-        e = &c.slots[i]
-        if e.hash == 0:
-            return e
-        if e.hash == h and e.key_len == n and memcmp(c.keys + e.key_off, key, n) == 0:
-            return e
+        s = &c.slots[i]
+        if s.len == 0:
+            return s
+        if s.len == k.n and s.k0 == k.k0:
+            if k.n <= INLINE_KEY:
+                if s.k1 == k.k1:
+                    return s
+            elif s.tag == tag and memcmp(c.keys + s.k1, p, k.n) == 0:
+                return s
         i = (i + 1) & c.mask
 
 
 cdef inline void cache_clear(ChunkCache* c) noexcept nogil:
-    memset(c.slots, 0, (c.mask + 1) * sizeof(CacheEntry))
+    memset(c.slots, 0, (c.mask + 1) * sizeof(Slot))
     c.count = 0
+    c.key_bytes = 0
     c.keys_used = 0
     c.vals_used = 0
     c.clears += 1
 
 
-cdef inline void cache_insert(ChunkCache* c, CacheEntry* slot, const uint8_t* key, Py_ssize_t n,
-                              uint64_t h, const uint32_t* ids, Py_ssize_t m) noexcept nogil:
-    """Store ``key -> ids`` at ``slot`` (from cache_find); clears the cache first when full."""
-    if n > c.keys_cap or m > c.vals_cap:
+cdef inline void cache_insert(ChunkCache* c, Slot* s, const uint8_t* p, const Key* k,
+                              const uint32_t* ids, Py_ssize_t m) noexcept nogil:
+    """Store chunk -> ids at ``s`` (from cache_find); clears the cache first when full."""
+    cdef Py_ssize_t n = k.n
+    cdef Py_ssize_t long_key = n if n > INLINE_KEY else 0
+    cdef Py_ssize_t vals = m if m > 1 else 0
+    if n > c.keys_cap or vals > c.vals_cap:
         return  # larger than the whole cache: not cached
-    if c.count >= c.max_entries or c.keys_used + n > c.keys_cap or c.vals_used + m > c.vals_cap:
+    if (c.count >= c.max_entries or c.key_bytes + n > c.keys_cap or c.keys_used + long_key > c.keys_cap
+            or c.vals_used + vals > c.vals_cap):
         cache_clear(c)
-        slot = cache_find(c, key, n, h)
-    slot.hash = h
-    slot.key_off = <uint32_t>c.keys_used
-    slot.key_len = <uint32_t>n
-    slot.val_off = <uint32_t>c.vals_used
-    slot.val_len = <uint32_t>m
-    memcpy(c.keys + c.keys_used, key, n)
-    memcpy(c.vals + c.vals_used, ids, m * sizeof(uint32_t))
-    c.keys_used += n
-    c.vals_used += m
+        s = cache_find(c, p, k)
+    s.k0 = k.k0
+    s.k1 = k.k1
+    s.len = <uint32_t>n
+    s.tag = <uint32_t>(k.h >> 32)
+    s.nval = <uint32_t>m
+    if long_key:
+        s.k1 = <uint64_t>c.keys_used
+        memcpy(c.keys + c.keys_used, p, n)
+        c.keys_used += n
+    if m == 1:
+        s.val = ids[0]
+    else:
+        s.val = <uint32_t>c.vals_used
+        memcpy(c.vals + c.vals_used, ids, m * sizeof(uint32_t))
+        c.vals_used += m
+    c.key_bytes += n
     c.count += 1
 
 
@@ -287,6 +359,9 @@ cdef struct Work:
     uint32_t* ids          # ids being merged
     uint32_t* ranks        # short path: pair ranks
     Py_ssize_t cap         # capacity of the three buffers (symbols)
+    uint32_t* out          # the ids of the call (grown by realloc, handed to numpy)
+    Py_ssize_t out_size
+    Py_ssize_t out_cap
 
 
 cdef int work_reserve(Work* w, Py_ssize_t n) noexcept nogil:
@@ -308,36 +383,36 @@ cdef int work_reserve(Work* w, Py_ssize_t n) noexcept nogil:
     return 0
 
 
+cdef inline int out_reserve(Work* w, Py_ssize_t extra) noexcept nogil:
+    """Room for ``extra`` more output ids (grows by half); 0 on success, -1 out of memory."""
+    cdef Py_ssize_t need = w.out_size + extra
+    cdef uint32_t* grown
+    if need <= w.out_cap:
+        return 0
+    need = max(need, w.out_cap + w.out_cap // 2 + 1024)
+    grown = <uint32_t*>realloc(w.out, need * sizeof(uint32_t))
+    if grown == NULL:
+        return -1
+    w.out = grown
+    w.out_cap = need
+    return 0
+
+
 cdef void work_free(Work* w) noexcept nogil:
     free(w.symbols)
     free(w.ids)
     free(w.ranks)
-    w.symbols = NULL
-    w.ids = NULL
-    w.ranks = NULL
-    w.cap = 0
+    free(w.out)
+    memset(w, 0, sizeof(Work))
 
 
-cdef inline int encode_chunk(const Tables* t, ChunkCache* cache, Work* w,
-                             const uint8_t* chunk, Py_ssize_t n, vector[uint32_t]& out,
-                             int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
-                             vector[uint64_t]& heap, vector[uint32_t]& batch,
-                             Py_ssize_t* bad_byte) noexcept nogil:
-    """Append the ids of one chunk to ``out``; returns STATUS_OK, STATUS_NO_MEMORY,
-    or STATUS_INVALID_UTF8 with ``bad_byte`` its offset in the chunk."""
-    cdef uint64_t h
-    cdef CacheEntry* e
-    cdef Py_ssize_t nsym, i, m
-    if n == 1 and chunk[0] < 0x80 and t.substrate != SUBSTRATE_UTF16:
-        out.push_back(chunk[0])  # one ASCII byte: its base symbol, nothing to merge
-        return STATUS_OK
-    h = hash_bytes(chunk, n) | 1     # never 0, the mark of an empty slot
-    e = cache_find(cache, chunk, n, h)
-    if e.hash != 0:
-        cache.hits += 1
-        out.insert(out.end(), cache.vals + e.val_off, cache.vals + e.val_off + e.val_len)
-        return STATUS_OK
-    cache.misses += 1
+cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const uint8_t* chunk,
+                     const Key* k, int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
+                     vector[uint64_t]& heap, vector[uint32_t]& batch,
+                     Py_ssize_t* bad_byte) noexcept nogil:
+    """Route and merge a chunk the cache does not hold, append its ids, cache them;
+    STATUS_OK, STATUS_NO_MEMORY, or STATUS_INVALID_UTF8 (``bad_byte``: offset in the chunk)."""
+    cdef Py_ssize_t nsym, i, m, n = k.n
     if work_reserve(w, n) < 0:
         return STATUS_NO_MEMORY
     nsym = route_utf8(chunk, n, t.substrate, w.symbols)
@@ -350,9 +425,139 @@ cdef inline int encode_chunk(const Tables* t, ChunkCache* cache, Work* w,
         m = merge_short(t, w.ids, w.ranks, nsym)
     else:
         m = merge_long(t, w.ids, nsym, nxt, prv, node_rank, heap, batch)
-    out.insert(out.end(), w.ids, w.ids + m)
-    cache_insert(cache, e, chunk, n, h, w.ids, m)
-    return 0
+    if t.model_ids != NULL:
+        for i in range(m):
+            w.ids[i] = t.model_ids[w.ids[i]]
+    if out_reserve(w, m) < 0:
+        return STATUS_NO_MEMORY
+    memcpy(w.out + w.out_size, w.ids, m * sizeof(uint32_t))
+    w.out_size += m
+    cache.misses += 1
+    cache_insert(cache, s, chunk, k, w.ids, m)
+    return STATUS_OK
+
+
+cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t* p,
+                     const uint8_t* limit, Py_ssize_t first, const int64_t* ends, Py_ssize_t nchunks,
+                     int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
+                     vector[uint64_t]& heap, vector[uint32_t]& batch,
+                     Py_ssize_t* bad_at) noexcept nogil:
+    """Append the ids of chunks ``p[ends[k-1]:ends[k]]`` (``ends[-1]`` is ``first``).
+
+    Chunks go in blocks of BLOCK: first every chunk of the block is hashed and its
+    cache slot prefetched, then the block is looked up, so the slot loads of a
+    block overlap instead of waiting one after another.  Returns a status;
+    ``bad_at``: offset from ``p`` of invalid UTF-8."""
+    cdef Key keys[BLOCK]
+    cdef Py_ssize_t b, j, cnt, start, n, bad_byte = 0
+    cdef Slot* s
+    cdef int status
+    cdef bint one_byte_ids = t.substrate != SUBSTRATE_UTF16
+    start = first
+    b = 0
+    while b < nchunks:
+        cnt = min(<Py_ssize_t>BLOCK, nchunks - b)
+        for j in range(cnt):
+            n = ends[b + j] - start
+            keys[j].start = start
+            if n <= 0 or (n == 1 and one_byte_ids and p[start] < 0x80):
+                keys[j].n = n
+                keys[j].h = 0
+            else:
+                key_of(p + start, n, limit, &keys[j])
+                prefetch(&cache.slots[keys[j].h & cache.mask])
+            start = ends[b + j]
+        for j in range(cnt):
+            if keys[j].h == 0:
+                if keys[j].n == 1:  # one ASCII byte: its base symbol, nothing to merge
+                    if out_reserve(w, 1) < 0:
+                        return STATUS_NO_MEMORY
+                    w.out[w.out_size] = (p[keys[j].start] if t.model_ids == NULL
+                                         else t.model_ids[p[keys[j].start]])
+                    w.out_size += 1
+                continue
+            s = cache_find(cache, p + keys[j].start, &keys[j])
+            if s.len != 0:
+                cache.hits += 1
+                if s.nval == 1:
+                    if out_reserve(w, 1) < 0:
+                        return STATUS_NO_MEMORY
+                    w.out[w.out_size] = s.val
+                    w.out_size += 1
+                else:
+                    if out_reserve(w, s.nval) < 0:
+                        return STATUS_NO_MEMORY
+                    memcpy(w.out + w.out_size, cache.vals + s.val, s.nval * sizeof(uint32_t))
+                    w.out_size += s.nval
+                continue
+            status = encode_miss(t, cache, w, s, p + keys[j].start, &keys[j], nxt, prv, node_rank,
+                                 heap, batch, &bad_byte)
+            if status != STATUS_OK:
+                bad_at[0] = keys[j].start + bad_byte
+                return status
+        b += cnt
+    return STATUS_OK
+
+
+cdef inline bint _word_byte(uint8_t b) noexcept nogil:
+    """An ASCII letter or digit."""
+    return (0x30 <= b <= 0x39) or (0x61 <= (b | 0x20) <= 0x7A)
+
+
+cdef inline bint _safe_cut(const uint8_t* p, Py_ssize_t i, Py_ssize_t pos) noexcept nogil:
+    """Whether every pre-tokenizer (gpt2, cl100k, llama3, o200k) has a chunk boundary at
+    ``p[i]`` whatever follows, and splits the text before it the same when cut there
+    (``p[pos:i]`` is what the cut keeps).  Two kinds of cut:
+
+    * a space after an ASCII letter or digit: no chunk runs from a non-space into a
+      space, and the chunk before ends at the letter or digit either way;
+    * after a ``\n`` that follows visible ASCII (so the whitespace run is that one
+      ``\n``: GPT-2's ``\s+(?!\S)`` gives back the last character of a longer run
+      only when a non-space follows), before a character that is neither
+      whitespace nor ``/`` (nothing runs from ``\n`` into it: o200k takes ``/``
+      after punctuation).  Lead bytes C3..DF and E4..F4 start characters that are
+      never whitespace (those are U+0085, U+00A0 and U+1680..U+3000).
+    """
+    cdef uint8_t a = p[i - 1], b = p[i]
+    if b == 0x20:
+        return _word_byte(a)
+    if a == 0x0A and i - 2 >= pos and 0x21 <= p[i - 2] <= 0x7E:
+        return _word_byte(b) or (0xC3 <= b <= 0xDF) or (0xE4 <= b <= 0xF4)
+    return False
+
+
+cdef Py_ssize_t window_end(const uint8_t* p, Py_ssize_t pos, Py_ssize_t stop,
+                           Py_ssize_t target) noexcept nogil:
+    """End of the next slice of a document: ``stop``, or the first safe cut at least
+    ``target`` bytes after ``pos`` (``stop`` when there is none)."""
+    cdef Py_ssize_t i
+    if stop - pos <= target:
+        return stop
+    i = pos + target
+    while i < stop:
+        if _safe_cut(p, i, pos):
+            return i
+        i += 1
+    return stop
+
+
+cdef object take_ids(Work* w):
+    """The ids of ``w`` as a numpy uint32 array that owns the buffer (no copy)."""
+    cdef cvarray arr
+    cdef uint32_t* shrunk
+    if w.out_size == 0:
+        return np.zeros(0, dtype=np.uint32)
+    shrunk = <uint32_t*>realloc(w.out, w.out_size * sizeof(uint32_t))
+    if shrunk != NULL:
+        w.out = shrunk
+    arr = cvarray(shape=(w.out_size,), itemsize=sizeof(uint32_t), format="I", mode="c",
+                  allocate_buffer=False)
+    arr.data = <char*>w.out
+    arr.callback_free_data = free
+    w.out = NULL
+    w.out_size = 0
+    w.out_cap = 0
+    return np.asarray(arr)
 
 
 # --------------------------------------------------------------------------- the encoder
@@ -365,7 +570,11 @@ cdef class Encoder:
     ``substrate``: 0 ube, 1 utf8, 2 utf16; ``classes``: gpt2_class_table(), or
     tiktoken_class_table() with ``split``: the pre-tokenizer :meth:`encode_utf8`
     runs (``SPLIT_*`` of _pretok_tiktoken.pxd: 0 gpt2, 1 cl100k, 2 llama3, 3 o200k).
-    A pair that repeats keeps its first (lowest) rank.
+    A pair that repeats keeps its first (lowest) rank.  ``id_map``: the model id
+    of each internal id (a model with its own numbering), written by the encode
+    entries and kept in the caches; ``slice_bytes``: with the inline split, a
+    document is split and encoded this many bytes (to the next safe cut) at a time,
+    so memory stays bounded on huge documents.
     """
     cdef Tables tables
     cdef object _keep          # arrays whose memory the tables point into
@@ -375,9 +584,11 @@ cdef class Encoder:
     cdef int _num_slots
     cdef readonly Py_ssize_t cache_entries
     cdef readonly Py_ssize_t cache_bytes
+    cdef readonly Py_ssize_t slice_bytes   # inline split: a document is split this many bytes at a time
 
     def __cinit__(self, merges, results, int base, int substrate, classes, *, int num_slots=1,
-                  Py_ssize_t cache_entries=1 << 16, Py_ssize_t cache_bytes=4 << 20, int split=SPLIT_GPT2):
+                  Py_ssize_t cache_entries=1 << 16, Py_ssize_t cache_bytes=4 << 20, int split=SPLIT_GPT2,
+                  Py_ssize_t slice_bytes=1 << 20, id_map=None):
         self.caches = NULL
         self._num_slots = 0
         if substrate not in (SUBSTRATE_UBE, SUBSTRATE_UTF8, SUBSTRATE_UTF16):
@@ -386,6 +597,8 @@ cdef class Encoder:
             raise ValueError(f"num_slots must be >= 1, got {num_slots}")
         if cache_entries < 1 or cache_bytes < 1:
             raise ValueError("cache_entries and cache_bytes must be >= 1")
+        if slice_bytes < 1:
+            raise ValueError(f"slice_bytes must be >= 1, got {slice_bytes}")
         if cache_bytes >= (1 << 31):
             raise ValueError("cache_bytes must be below 2 GiB")
         merges_arr = np.ascontiguousarray(merges, dtype=np.uint32).reshape(-1, 2)
@@ -429,7 +642,13 @@ cdef class Encoder:
             if kv[i] == EMPTY_KEY:
                 kv[i] = key
                 rv[i] = <uint32_t>r
-        self._keep = (base_ranks, keys, ranks, results_arr, classes_arr)
+        id_map_arr = None if id_map is None else np.ascontiguousarray(id_map, dtype=np.uint32)
+        if id_map_arr is not None and id_map_arr.shape[0] < max(base, int(results_arr.max()) + 1 if n else 0):
+            raise ValueError(f"id_map has {id_map_arr.shape[0]} entries; it needs one per base symbol "
+                             "and merged token")
+        self._keep = (base_ranks, keys, ranks, results_arr, classes_arr, id_map_arr)
+        cdef const uint32_t[::1] idv = id_map_arr
+        self.tables.model_ids = &idv[0] if id_map_arr is not None else NULL
         cdef const uint32_t[::1] resv = results_arr
         cdef const uint8_t[::1] clv = classes_arr
         self.tables.base = base
@@ -442,6 +661,7 @@ cdef class Encoder:
         self.classes = &clv[0]
         self.cache_entries = cache_entries
         self.cache_bytes = cache_bytes
+        self.slice_bytes = slice_bytes
         self.caches = <ChunkCache*>calloc(num_slots, sizeof(ChunkCache))
         if self.caches == NULL:
             raise MemoryError()
@@ -466,7 +686,7 @@ cdef class Encoder:
         """``{"entries", "bytes", "hits", "misses", "clears"}`` of one slot's cache."""
         self._check_slot(slot)
         cdef ChunkCache* c = &self.caches[slot]
-        return {"entries": c.count, "bytes": c.keys_used, "hits": c.hits,
+        return {"entries": c.count, "bytes": c.key_bytes, "hits": c.hits,
                 "misses": c.misses, "clears": c.clears}
 
     cdef int _check_slot(self, int slot) except -1:
@@ -484,7 +704,7 @@ cdef class Encoder:
         if c.slots == NULL:
             while slots < 2 * <uint64_t>self.cache_entries:
                 slots *= 2
-            c.slots = <CacheEntry*>calloc(slots, sizeof(CacheEntry))
+            c.slots = <Slot*>calloc(slots, sizeof(Slot))
             c.mask = slots - 1
             c.max_entries = self.cache_entries
             c.keys = <uint8_t*>malloc(self.cache_bytes)
@@ -561,10 +781,10 @@ cdef class Encoder:
     cdef _encode(self, const uint8_t[::1] data, const int64_t[::1] offsets,
                  const int64_t[::1] ends, const int64_t[::1] doc_chunk_offsets, int slot,
                  int64_t[::1] err):
-        cdef Py_ssize_t nd = offsets.shape[0] - 1, d, k, nchunks, max_doc = 0
-        cdef int64_t start, stop, pos, chunk_start, base_off = 0
+        cdef Py_ssize_t nd = offsets.shape[0] - 1, d, nchunks, win, cap = 0
+        cdef int64_t start, stop, pos, wend
         cdef int status = STATUS_OK
-        cdef Py_ssize_t bad = -1, bad_doc = -1, bad_byte = 0
+        cdef Py_ssize_t bad = -1, bad_doc = -1, bad_at = 0
         check_err(err)
         if nd < 0:
             raise ValueError("offsets needs ndocs + 1 entries")
@@ -573,76 +793,75 @@ cdef class Encoder:
         for d in range(nd):
             if offsets[d + 1] < offsets[d]:
                 raise ValueError(f"offsets must be non-decreasing; offsets[{d + 1}] < offsets[{d}]")
-            max_doc = max(max_doc, offsets[d + 1] - offsets[d])
         token_offsets = np.zeros(nd + 1, dtype=np.int64)
         cdef int64_t[::1] tv = token_offsets
         cdef bint inline_split = ends is None
-        cdef vector[uint32_t] out
-        cdef vector[int64_t] split_ends
+        cdef int64_t* split_ends = NULL     # chunk ends of one slice of a document
         cdef vector[int32_t] nxt, prv
         cdef vector[uint32_t] node_rank, batch
         cdef vector[uint64_t] heap
         cdef Work w
+        memset(&w, 0, sizeof(Work))
         cdef const uint8_t* base_ptr = &data[0] if data.shape[0] > 0 else NULL
-        cdef const int64_t* ends_ptr
+        cdef const uint8_t* limit = base_ptr + data.shape[0] if data.shape[0] > 0 else NULL
+        cdef Py_ssize_t target = self.slice_bytes
         cdef ChunkCache* cache = self._enter(slot)
-        w.symbols = NULL
-        w.ids = NULL
-        w.ranks = NULL
-        w.cap = 0
         try:
             with nogil:
-                out.reserve((offsets[nd] - offsets[0]) // 3 + 16)
-                if inline_split:
-                    split_ends.resize(max_doc + 1)
+                if out_reserve(&w, (offsets[nd] - offsets[0]) // 4 + 16) < 0:
+                    status = STATUS_NO_MEMORY
                 for d in range(nd):
+                    if status != STATUS_OK:
+                        break
                     start = offsets[d]
                     stop = offsets[d + 1]
-                    if stop > start:
-                        if inline_split:
+                    if inline_split:
+                        # one slice of chunks at a time: memory stays bounded on huge documents
+                        pos = start
+                        while pos < stop:
+                            wend = window_end(base_ptr, pos, stop, target)
+                            win = wend - pos
+                            if win > cap:
+                                cap = max(win, min(2 * cap, 2 * target))
+                                free(split_ends)
+                                split_ends = <int64_t*>malloc((cap + 1) * sizeof(int64_t))
+                                if split_ends == NULL:
+                                    status = STATUS_NO_MEMORY
+                                    break
                             if self.split == SPLIT_GPT2:
-                                nchunks = gpt2_split(base_ptr + start, stop - start, self.classes,
-                                                     split_ends.data())
+                                nchunks = gpt2_split(base_ptr + pos, win, self.classes, split_ends)
                             else:
-                                nchunks = tiktoken_split(base_ptr + start, stop - start, self.classes,
-                                                         split_ends.data(), self.split)
+                                nchunks = tiktoken_split(base_ptr + pos, win, self.classes, split_ends,
+                                                         self.split)
                             if nchunks < 0:
                                 status = STATUS_INVALID_UTF8
-                                bad = start + (-nchunks - 1)
+                                bad = pos + (-nchunks - 1)
                                 bad_doc = d
                                 break
-                            ends_ptr = split_ends.data()
-                            chunk_start = 0
-                            base_off = start
-                        else:
-                            nchunks = doc_chunk_offsets[d + 1] - doc_chunk_offsets[d]
-                            ends_ptr = &ends[doc_chunk_offsets[d]] if nchunks > 0 else NULL
-                            chunk_start = start
-                            base_off = 0
-                        for k in range(nchunks):
-                            pos = ends_ptr[k]
-                            if pos > chunk_start:
-                                status = encode_chunk(&self.tables, cache, &w,
-                                                      base_ptr + base_off + chunk_start,
-                                                      pos - chunk_start, out, nxt, prv, node_rank,
-                                                      heap, batch, &bad_byte)
-                                if status != STATUS_OK:
-                                    break
-                            chunk_start = pos
-                        if status != STATUS_OK:
-                            bad = base_off + chunk_start + bad_byte
-                            bad_doc = d
-                            break
-                    tv[d + 1] = out.size()
+                            status = encode_span(&self.tables, cache, &w, base_ptr + pos, limit, 0,
+                                                 split_ends, nchunks, nxt, prv, node_rank, heap, batch,
+                                                 &bad_at)
+                            if status != STATUS_OK:
+                                bad = pos + bad_at
+                                bad_doc = d
+                                break
+                            pos = wend
+                    else:
+                        nchunks = doc_chunk_offsets[d + 1] - doc_chunk_offsets[d]
+                        if nchunks > 0:
+                            status = encode_span(&self.tables, cache, &w, base_ptr, limit, start,
+                                                 &ends[doc_chunk_offsets[d]], nchunks, nxt, prv,
+                                                 node_rank, heap, batch, &bad_at)
+                            if status != STATUS_OK:
+                                bad = bad_at
+                                bad_doc = d
+                    tv[d + 1] = w.out_size
+            if status == STATUS_NO_MEMORY:
+                return fail(err, STATUS_NO_MEMORY, -1, -1), None, None
+            if status != STATUS_OK:
+                return fail(err, status, bad, bad_doc), None, None
+            return STATUS_OK, take_ids(&w), token_offsets
         finally:
+            free(split_ends)
             work_free(&w)
             cache.busy = False
-        if status == STATUS_NO_MEMORY:
-            return fail(err, STATUS_NO_MEMORY, -1, -1), None, None
-        if status != STATUS_OK:
-            return fail(err, status, bad, bad_doc), None, None
-        ids = np.empty(out.size(), dtype=np.uint32)
-        cdef uint32_t[::1] iv = ids
-        if out.size() > 0:
-            memcpy(&iv[0], out.data(), out.size() * sizeof(uint32_t))
-        return STATUS_OK, ids, token_offsets

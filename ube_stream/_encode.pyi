@@ -26,7 +26,12 @@ class Encoder:
         num_slots: int = 1,  # chunk caches, one per concurrent thread
         cache_entries: int = 1 << 16,
         cache_bytes: int = 4 << 20,
+        split: int = 0,  # SPLIT_* of the inline pre-tokenizer (0 gpt2, 1 cl100k, 2 llama3, 3 o200k)
+        slice_bytes: int = 1 << 20,  # inline split: bytes of a document split at a time (to a safe cut)
+        id_map: Optional[npt.NDArray[np.uint32]] = None,  # model id of each internal id
     ) -> None: ...
+    split: int
+    slice_bytes: int
     @property
     def num_slots(self) -> int: ...
     def cache_stats(self, slot: int = 0) -> dict: ...  # entries, bytes, hits, misses, clears

@@ -125,6 +125,7 @@ class Tokenizer:
         """Model ids of the internal ids (existing models number their tokens their own
         way); ``None`` or the identity means model ids are the internal ids."""
         n_internal = len(self._expansions) + len(self._special_internal)
+        self.__dict__.pop("_kernel_state", None)  # the encoder writes model ids
         self._id_map: Optional[np.ndarray] = None
         self._inverse_map: Optional[np.ndarray] = None
         if id_map is not None:
@@ -288,10 +289,16 @@ class Tokenizer:
     # parity tests compare both.
 
     #: chunk cache of each encoding thread: entries and key bytes (clear-when-full)
-    cache_entries = 1 << 16
-    cache_bytes = 4 << 20
+    #: (a 20 MB multilingual corpus holds ~200k distinct cl100k chunks, 2.3 MB of them:
+    #: a cache that clears several times a pass loses its frequent chunks each time)
+    cache_entries = 1 << 18
+    cache_bytes = 8 << 20
+    #: the kernel splits and encodes a document this many bytes (to the next safe cut)
+    #: at a time, so a huge document needs memory for one slice of chunk ends, not for
+    #: all of them (results never depend on it)
+    slice_bytes = 1 << 20
 
-    def set_cache(self, *, entries: int = 1 << 16, bytes: int = 4 << 20) -> None:
+    def set_cache(self, *, entries: int = 1 << 18, bytes: int = 8 << 20) -> None:
         """Bound the chunk cache of each encoding thread (results never depend on it)."""
         if entries < 1 or bytes < 1:
             raise ValueError(f"cache entries and bytes must be >= 1, got {entries}, {bytes}")
@@ -315,8 +322,10 @@ class Tokenizer:
                 np.asarray(self.merge_results, dtype=np.uint32), self.base_size,
                 substrate_code(self.substrate), gpt2_class_table() if split == SPLIT_GPT2 else
                 tiktoken_class_table(), num_slots=num_slots, cache_entries=self.cache_entries,
-                cache_bytes=self.cache_bytes, split=split)
-            slots: "queue.SimpleQueue[int]" = queue.SimpleQueue()
+                cache_bytes=self.cache_bytes, split=split, id_map=self._id_map,
+                slice_bytes=self.slice_bytes)
+            # last in, first out: a caller on one thread gets back the slot (and warm cache) it used
+            slots: "queue.LifoQueue[int]" = queue.LifoQueue()
             for slot in range(num_slots):
                 slots.put(slot)
             state = self._kernel_state = (encoder, slots)
@@ -328,7 +337,8 @@ class Tokenizer:
         return state
 
     def _encode_range(self, data: np.ndarray, offsets: np.ndarray, first_doc: int = 0):
-        """Internal ids of documents ``data[offsets[d]:offsets[d+1]]`` (one thread)."""
+        """Model ids of documents ``data[offsets[d]:offsets[d+1]]`` (one thread; the kernel
+        maps internal ids to the model's numbering)."""
         from ..pretokenizer import encoder_split, pattern_spec
 
         encoder, slots = self._kernel()
@@ -360,7 +370,7 @@ class Tokenizer:
         return ids, token_offsets
 
     def _encode_docs(self, data: np.ndarray, offsets: np.ndarray, num_threads: Optional[int]):
-        """Internal ids of a batch, split across ``num_threads`` threads by bytes."""
+        """Model ids of a batch, split across ``num_threads`` threads by bytes."""
         ndocs = offsets.shape[0] - 1
         threads = max(1, min(int(num_threads or 1), ndocs))
         if threads == 1:
@@ -380,9 +390,6 @@ class Tokenizer:
             token_offsets[a + 1:b + 1] = part_offsets[1:] + base
             base += part_ids.shape[0]
         return ids, token_offsets
-
-    def _to_model(self, ids: np.ndarray) -> np.ndarray:
-        return ids if self._id_map is None else self._id_map[ids]
 
     def _allowed_specials(self, allowed_special) -> Dict[str, int]:
         """Internal ids of the allowed special tokens."""
@@ -492,7 +499,7 @@ class Tokenizer:
                             "for UTF-8 bytes use encode_utf8_batch")
         data = utf8_of(text)
         ids, _ = self._encode_range(np.frombuffer(data, np.uint8), np.array([0, len(data)], dtype=np.int64))
-        return self._to_model(ids)
+        return ids
 
     def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: Optional[int] = None) -> List[np.ndarray]:
         """:meth:`encode_ordinary` of each text (see :meth:`encode_batch` for ``num_threads``)."""
@@ -527,7 +534,6 @@ class Tokenizer:
         np.cumsum([len(e) for e in encoded], out=offsets[1:])
         data = np.frombuffer(b"".join(encoded), np.uint8)
         ids, token_offsets = self._encode_docs(data, offsets, num_threads)
-        ids = self._to_model(ids)
         bounds = token_offsets.tolist()
         if pieces is None:
             return [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
@@ -555,8 +561,7 @@ class Tokenizer:
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         if offsets.ndim != 1 or offsets.shape[0] < 1:
             raise ValueError(f"offsets must be 1-D with ndocs + 1 entries, got shape {offsets.shape}")
-        ids, token_offsets = self._encode_docs(data, offsets, num_threads)
-        return self._to_model(ids), token_offsets
+        return self._encode_docs(data, offsets, num_threads)
 
     # ------------------------------------------------------------------ decoding
     # The Cython decoder (ube_stream._decode) does the work: decode_tokens copies
