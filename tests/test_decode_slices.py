@@ -174,3 +174,29 @@ def test_sliced_replace_with_an_id_map_equals_tiktoken():
         truth = enc.decode_bytes(ids).decode("utf-8", "replace")
         assert tok.decode(ids, errors="replace") == truth
         assert tok.decode_bytes(ids, errors="replace") == truth.encode()
+
+
+# --------------------------------------------------------------------------- reading a list
+
+@settings(max_examples=200, deadline=None)
+@given(items=st.lists(st.one_of(st.sampled_from([0, 1, 255, 256, 2**30 - 1, 2**30, 2**30 + 1, 2**31, 2**32 - 1]),
+                                st.integers(0, 2**32 - 1), st.booleans()), max_size=30),
+       bad=st.sampled_from([None, -1, -(2**30), 2**32, 2**62, 2**90]), where=st.integers(0, 30))
+def test_ids_from_sequence_reads_every_int_width(items, bad, where):
+    """One-digit ints (read from the object) and wider ones (the general
+    conversion) give the values numpy gives; the first int outside 0..2**32-1 is
+    named, wherever it is."""
+    from ube_stream import _decode
+    from ube_stream.errors import STATUS_BAD_ID, STATUS_OK, err_buffer
+
+    seq = list(items)
+    if bad is not None:
+        seq.insert(min(where, len(seq)), bad)
+    out = np.zeros(len(seq), np.uint32)
+    err = err_buffer()
+    status = _decode.ids_from_sequence(seq, out, err)
+    if bad is None:
+        assert status == STATUS_OK
+        assert out.tolist() == np.array([int(i) for i in seq], np.uint64).tolist()
+    else:
+        assert status == STATUS_BAD_ID and int(err[1]) == min(where, len(items))
