@@ -1,10 +1,11 @@
 """Peak memory of encoding one huge document and of decoding many ids (not a timed test).
 
-    python benchmarks/encode_memory.py [--doc-mb 200] [--ids 10000000] [--vocab cl100k|trained]
+    python benchmarks/encode_memory.py [--doc-mb 200] [--ids 10000000] [--vocab cl100k|trained] [--cases ...]
 
 Each case runs in its own subprocess, which loads the tokenizer, builds its input
 (one document of ``--doc-mb`` MB: real multilingual text from tests/data repeated,
-or ``--ids`` token ids), reads its resident set size, runs the step once and reads
+or ``--ids`` token ids: real text's, with a lone continuation byte every
+1000 tokens for the ``*_replace`` decode cases), reads its resident set size, runs the step once and reads
 its peak RSS (``resource.getrusage``).  Printed: the input's size and the peak
 over the RSS before the step, in MB and as a multiple of the input.  The encoder
 splits a document ``Tokenizer.slice_bytes`` at a time, so its memory on top of the
@@ -52,16 +53,19 @@ def child(case, tokenizer_path, doc_mb, n_ids):
 
     tok = Tokenizer.load(tokenizer_path, trust_pattern=True)
     text = sample_text()
-    if case == "decode":
+    if case.startswith("decode"):
         ids = tok.encode_ordinary(text)
         ids = np.tile(ids, n_ids // ids.size + 1)[:n_ids].copy()
-        ids[::1000] = 0xA0  # a lone continuation byte every 1000 tokens: replacement work
+        errors = "replace" if case.endswith("_replace") else "strict"
+        if errors == "replace":
+            ids[::1000] = 0xA0  # a lone continuation byte every 1000 tokens: replacement work
+        call = tok.decode_bytes if case.startswith("decode_bytes") else tok.decode
         size = ids.nbytes / 1e6
-        what = f"decode(errors='replace') of {n_ids:,} ids ({size:.0f} MB of uint32)"
+        what = f"{call.__name__}(errors={errors!r}) of {n_ids:,} ids ({size:.0f} MB of uint32)"
         before = rss_mb()
         started = time.perf_counter()
-        out = tok.decode(ids, errors="replace")
-        result = f"{len(out):,} characters"
+        out = call(ids, errors=errors)
+        result = f"{len(out):,} {'bytes' if isinstance(out, bytes) else 'characters'}"
     else:
         unit = text.encode("utf-8")
         data = unit * (int(doc_mb * 1e6) // len(unit) + 1)
@@ -86,11 +90,16 @@ def child(case, tokenizer_path, doc_mb, n_ids):
     print(json.dumps({"case": what, "input_mb": size, "over_mb": over, "seconds": seconds, "result": result}))
 
 
+CASES = ("encode_ordinary", "encode_utf8_batch", "decode_replace", "decode_bytes_replace", "decode",
+         "decode_bytes")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--doc-mb", type=float, default=200.0)
     parser.add_argument("--ids", type=int, default=10_000_000)
     parser.add_argument("--vocab", choices=["trained", "cl100k"], default="trained")
+    parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -111,7 +120,7 @@ def main(argv=None):
                         show_progress=False)
         tok.save(path)
         print(f"tokenizer: {args.vocab} ({tok.vocab_size} ids); peak RSS over the RSS before the step:")
-        for case in ("encode_ordinary", "encode_utf8_batch", "decode"):
+        for case in args.cases:
             proc = subprocess.run([sys.executable, __file__, "--child", case, path, str(args.doc_mb),
                                    str(args.ids)], capture_output=True, text=True)
             if proc.returncode != 0:

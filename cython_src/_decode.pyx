@@ -78,12 +78,44 @@ cdef inline bint utf8_valid(const uint8_t* data, Py_ssize_t n) noexcept nogil:
     return True
 
 
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX < 0x030B0000
+    #include "longintrepr.h"
+    #endif
+    /* 1 and *value when o is an exact int held in one digit (0 <= o < 2**30; 3.12+:
+       a compact non-negative int below 2**32), read from the object without a call
+       or a reference count; 0 otherwise (the caller converts it the general way). */
+    static inline int ube_small_int(PyObject* o, uint32_t* value) {
+        if (!PyLong_CheckExact(o)) return 0;
+    #if PY_VERSION_HEX >= 0x030C0000
+        if (!PyUnstable_Long_IsCompact((PyLongObject*)o)) return 0;
+        Py_ssize_t v = PyUnstable_Long_CompactValue((PyLongObject*)o);
+        if (v < 0 || v > 0xFFFFFFFF) return 0;
+        *value = (uint32_t)v;
+        return 1;
+    #else
+        Py_ssize_t size = Py_SIZE(o);
+        if (size == 0) { *value = 0; return 1; }
+        if (size != 1) return 0;
+        *value = (uint32_t)((PyLongObject*)o)->ob_digit[0];
+        return 1;
+    #endif
+    }
+    """
+    bint ube_small_int(PyObject* o, uint32_t* value) noexcept
+
+
 cdef Py_ssize_t _read_ints(PyObject** items, Py_ssize_t n, uint32_t* out, Py_ssize_t* at) except -1:
-    """out[i] = items[i] (Cython's int conversion: OverflowError outside 0..2**32-1,
-    TypeError for what is not an integer, ``operator.index``); ``at`` is the item read."""
+    """out[i] = items[i]: an exact int below 2**30 read straight from the object
+    (``ube_small_int``), anything else by Cython's int conversion (OverflowError
+    outside 0..2**32-1, TypeError for what is not an integer, ``operator.index``);
+    ``at`` is the item read when that raises."""
     cdef Py_ssize_t i
     cdef object item
     for i in range(n):
+        if ube_small_int(items[i], &out[i]):
+            continue
         at[0] = i
         item = <object>items[i]
         out[i] = item if PyLong_Check(item) else PyNumber_Index(item)  # no float truncated to an id

@@ -28,8 +28,9 @@ cut by a switch is invalid.
 """
 from __future__ import annotations
 
+import codecs
 import re
-from typing import Callable, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -281,7 +282,66 @@ def _buffer_at(arr: np.ndarray, offset: int, substrate: str):
 
 
 def _decode_replace(arr: np.ndarray, substrate: str) -> str:
-    return "".join(data.decode(codec, "replace") for _, codec, data in _buffers(arr, substrate))
+    decoder = ReplaceDecoder(substrate)
+    parts = [decoder.feed(arr[i:i + REPLACE_SLICE]) for i in range(0, arr.size, REPLACE_SLICE)]
+    parts.append(decoder.flush())
+    return "".join(parts)
+
+
+#: base symbols the replace decoders handle at a time (bounds their memory)
+REPLACE_SLICE = 1 << 18
+
+
+class ReplaceDecoder:
+    """Base symbols fed in pieces -> text, ``errors="replace"``: the one replace
+    decode, identical to ``decode_symbols(all pieces, substrate, "replace")``
+    however the symbols are cut.
+
+    Each buffer of the dual-buffer rule goes through an incremental codec
+    (``utf-8`` / ``utf-16-le``, ``"replace"``), which holds back the bytes of
+    an unfinished character (or a high surrogate) at the end of a piece and
+    writes exactly what the one-shot codec writes; a buffer ends (its codec is
+    finished with ``final=True``) where the alphabet switches under ``ube`` and
+    at :meth:`flush`.  Ids are not checked against the alphabet (callers pass
+    checked symbols or a tokenizer's expansions)."""
+
+    def __init__(self, substrate: str):
+        if substrate not in ("ube", "utf8", "utf16"):
+            raise ValueError(f"unknown substrate {substrate!r}")
+        self._ube = substrate == "ube"
+        self._fixed = None if self._ube else ("utf-8" if substrate == "utf8" else "utf-16-le")
+        self._codec: Optional[str] = None
+        self._decoder: Optional[codecs.IncrementalDecoder] = None
+
+    def feed(self, symbols: np.ndarray) -> str:
+        """Text completed by these symbols (a 1-D integer array)."""
+        if symbols.size == 0:
+            return ""
+        low = (symbols & 0xFF).astype(np.uint8)
+        if not self._ube:
+            return self._decode(self._fixed, low.tobytes())  # type: ignore[arg-type]
+        high = symbols >= 256
+        bounds = [0] + (np.flatnonzero(high[1:] != high[:-1]) + 1).tolist() + [symbols.size]
+        parts = []
+        for start, end in zip(bounds[:-1], bounds[1:]):
+            parts.append(self._decode("utf-16-le" if high[start] else "utf-8", low[start:end].tobytes()))
+        return "".join(parts)
+
+    def flush(self) -> str:
+        """Finish the open buffer (an unfinished tail writes U+FFFD)."""
+        if self._decoder is None:
+            return ""
+        text = self._decoder.decode(b"", True)
+        self._decoder = self._codec = None
+        return text
+
+    def _decode(self, codec: str, data: bytes) -> str:
+        head = ""
+        if codec != self._codec:
+            head = self.flush()
+            self._codec = codec
+            self._decoder = codecs.getincrementaldecoder(codec)("replace")
+        return head + self._decoder.decode(data)  # type: ignore[union-attr]
 
 
 def gpt2_byte_chars() -> np.ndarray:

@@ -8,6 +8,7 @@ slow pure-Python twins used by the parity tests.
 """
 from __future__ import annotations
 
+import codecs
 import json
 import os
 from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -16,6 +17,7 @@ import numpy as np
 
 from .. import _encode, storage
 from ..errors import (
+    STATUS_BAD_ID,
     STATUS_INVALID_SYMBOLS,
     STATUS_OK,
     InvalidTextError,
@@ -636,10 +638,9 @@ class Tokenizer:
         if status == STATUS_OK:
             return out
         if status == STATUS_INVALID_SYMBOLS:  # where: the exact decoder, on the internal ids
-            internal = arr if self._inverse_map is None else self._inverse_map[arr].astype(np.uint32)
             if errors == "replace":
-                text = self._decode_replace(internal)
-                return text.encode("utf-8") if as_bytes else text
+                return self._decode_replace(arr, as_bytes)
+            internal = arr if self._inverse_map is None else self._inverse_map[arr].astype(np.uint32)
             status, _ = _decode.decode_exact(internal, tables[2], tables[3], tables[5], tables[6], tables[7], err)
         check_status(status, err, what="decoding tokens", ids=arr, substrate=self.substrate,
                      limit=self.vocab_size)
@@ -651,28 +652,63 @@ class Tokenizer:
         return SymbolDecodeError(f"token id {int(ids[position])} at position {position} is outside the "
                                  f"vocabulary (0..{self.vocab_size - 1})", position=position)
 
-    def _decode_replace(self, internal: np.ndarray) -> str:
-        """Invalid sequences as U+FFFD: each run between special tokens through the
-        codec-exact ``substrate.decode_symbols(..., "replace")``."""
-        from ..substrate import decode_symbols
+    #: token ids the replace decode expands at a time: its memory is the output
+    #: and one slice's base symbols (a few MB), whatever the number of ids
+    decode_slice_ids = 1 << 16
+
+    def _decode_replace(self, arr: np.ndarray, as_bytes: bool):
+        """Invalid sequences as U+FFFD (model ids ``arr`` -> ``str`` or ``bytes``).
+
+        The ids go ``decode_slice_ids`` at a time: each slice's tokens expand to
+        base symbols fed to one :class:`~ube_stream.substrate.ReplaceDecoder`,
+        which carries an unfinished character across slice ends (the text is the
+        one-pass ``decode_symbols(..., "replace")`` of each run between special
+        tokens); a special token flushes it and is written as its text.  The text
+        gathers as UTF-8 in one ``bytearray``, decoded once at the end."""
+        from ..substrate import ReplaceDecoder
 
         table, offsets = self._internal_expansion_table()
         n_tokens = len(self._expansions)
-        special_text = {i: t for t, i in self._special_internal.items()}
-        cuts = np.flatnonzero(internal >= n_tokens).tolist()
-        parts, start = [], 0
-        for stop in cuts + [internal.size]:
-            run = internal[start:stop].astype(np.int64)
-            if run.size:
-                lengths = offsets[run + 1] - offsets[run]
-                firsts = np.cumsum(lengths) - lengths
-                positions = (np.arange(int(lengths.sum())) - np.repeat(firsts, lengths)
-                             + np.repeat(offsets[run], lengths))
-                parts.append(decode_symbols(table[positions], self.substrate, "replace"))
-            if stop < internal.size:
-                parts.append(special_text[int(internal[stop])])
-            start = stop + 1
-        return "".join(parts)
+        n_internal = n_tokens + len(self._special_internal)
+        special_text = {i: t.encode("utf-8") for t, i in self._special_internal.items()}
+        decoder = ReplaceDecoder(self.substrate)
+        out = bytearray()
+        step = max(1, int(self.decode_slice_ids))
+        for lo in range(0, arr.size, step):
+            piece = arr[lo:lo + step]
+            if self._inverse_map is None:
+                internal = piece.astype(np.int64)
+            else:
+                internal = np.full(piece.size, -1, np.int64)
+                inside = piece < self._inverse_map.size
+                internal[inside] = self._inverse_map[piece[inside]]
+            bad = np.flatnonzero((internal < 0) | (internal >= n_internal))
+            if bad.size:  # the fast path stopped before it: the same error as strict
+                self._raise_bad_id(arr, lo + int(bad[0]))
+            cuts = np.flatnonzero(internal >= n_tokens).tolist()
+            start = 0
+            for stop in cuts + [internal.size]:
+                run = internal[start:stop]
+                if run.size:
+                    lengths = offsets[run + 1] - offsets[run]
+                    firsts = np.cumsum(lengths) - lengths
+                    positions = (np.arange(int(lengths.sum())) - np.repeat(firsts, lengths)
+                                 + np.repeat(offsets[run], lengths))
+                    out += decoder.feed(table[positions]).encode("utf-8")
+                if stop < internal.size:
+                    out += decoder.flush().encode("utf-8")
+                    out += special_text[int(internal[stop])]
+                start = stop + 1
+        out += decoder.flush().encode("utf-8")
+        if as_bytes:
+            return bytes(out)
+        return codecs.utf_8_decode(out, "strict", True)[0]
+
+    def _raise_bad_id(self, arr: np.ndarray, position: int):
+        err = err_buffer()
+        err[0], err[1] = -1, position
+        check_status(STATUS_BAD_ID, err, what="decoding tokens", ids=arr, substrate=self.substrate,
+                     limit=self.vocab_size)
 
     def decode_batch(self, batch: Iterable[Iterable[int]], *, errors: str = "strict") -> List[str]:
         return [self.decode(ids, errors=errors) for ids in batch]

@@ -1,0 +1,74 @@
+"""Decode from a list vs from a ``uint32`` array (not a timed test).
+
+    python benchmarks/decode_list_vs_array.py [--repo PATH] [--mb 4] [--repeat 15]
+
+cl100k_base's real ranks (``bpe-openai``), about ``--mb`` MB of the real text in
+tests/data/docs_sample.jsonl.zst (repeated) encoded once; ``decode`` and ``decode_bytes`` from the array and from
+``array.tolist()``, plus ``ids_from_sequence`` alone (the list's conversion),
+timed round-robin (each round runs every row once; medians of CPU time,
+``time.process_time``).  ``--repo`` picks the checkout whose build is imported,
+to compare branches in one command line.
+"""
+import argparse
+import base64
+import gzip
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def cl100k_ranks():
+    import bpe_openai
+
+    path = os.path.join(os.path.dirname(bpe_openai.__file__), "data", "cl100k_base.tiktoken.gz")
+    with gzip.open(path, "rb") as f:
+        return {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in f if line.strip())}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repo", default=os.path.dirname(HERE))
+    parser.add_argument("--mb", type=float, default=4.0)
+    parser.add_argument("--repeat", type=int, default=15)
+    args = parser.parse_args(argv)
+    sys.path.insert(0, args.repo)
+    import numpy as np
+
+    from ube_stream import Tokenizer, _decode
+
+    sys.path.insert(1, os.path.join(os.path.dirname(HERE), "tests"))
+    from _helpers import read_jsonl_zst
+
+    unit = "\n".join(r["text"] for r in read_jsonl_zst("docs_sample.jsonl.zst"))  # real multilingual text
+    text = unit * max(1, round(args.mb * 1e6 / len(unit.encode("utf-8"))))
+    size = len(text.encode("utf-8"))
+    tok = Tokenizer.from_tiktoken(cl100k_ranks(), "cl100k")
+    array = tok.encode_ordinary(text)
+    ids = array.tolist()
+    out = np.empty(len(ids), np.uint32)
+    assert tok.decode(ids) == tok.decode(array) == text
+    rows = {"decode (array -> str)": lambda: tok.decode(array), "decode (list -> str)": lambda: tok.decode(ids),
+            "decode_bytes (array -> bytes)": lambda: tok.decode_bytes(array),
+            "decode_bytes (list -> bytes)": lambda: tok.decode_bytes(ids),
+            "ids_from_sequence (list -> uint32)": lambda: _decode.ids_from_sequence(ids, out)}
+    times = {name: [] for name in rows}
+    for _ in range(args.repeat):
+        for name, fn in rows.items():
+            started = time.process_time()
+            fn()
+            times[name].append(time.process_time() - started)
+    med = {name: statistics.median(t) for name, t in times.items()}
+    print(f"{os.path.dirname(_decode.__file__)}: {len(ids):,} ids, {size / 1e6:.1f} MB of text; medians of {args.repeat} rounds")
+    for name, t in med.items():
+        print(f"  {name:<36} {t * 1e3:7.2f} ms  {size / 1e6 / t:7.0f} MB/s")
+    for what in ("decode", "decode_bytes"):
+        arr_t, list_t = med[f"{what} (array -> {'str' if what == 'decode' else 'bytes'})"], \
+            med[f"{what} (list -> {'str' if what == 'decode' else 'bytes'})"]
+        print(f"  {what}: list speed / array speed = {arr_t / list_t:.2f}")
+
+
+if __name__ == "__main__":
+    main()
