@@ -75,25 +75,33 @@ cdef enum:
     TT_NONE = 0x200             # the end of the data or invalid UTF-8: in no class at all
 
 
-cdef inline uint32_t _tt_class(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
-                               const uint8_t* classes, int* length) noexcept nogil:
-    """TT_* bits of the character at ``data[i]`` and its length; TT_NONE and 0 at the
-    end or on invalid UTF-8 (the caller reports that when a chunk starts there)."""
-    cdef uint32_t cp
-    cdef uint8_t b
-    if i >= n:
-        length[0] = 0
-        return TT_NONE
-    b = data[i]
-    if b < 0x80:
-        length[0] = 1
-        if b == 10 or b == 13:
-            return classes[b] | TT_CRLF
-        return classes[b]
-    length[0] = utf8_decode(data, n, i, &cp)
-    if length[0] == 0:
-        return TT_NONE
-    return classes[cp]
+cdef extern from *:
+    """
+    #ifndef UBE_TT_CLASS_DEFINED
+    #define UBE_TT_CLASS_DEFINED
+    /* _tt_class below, in C so that it is always inlined into the per-byte loops.
+       0x100 is TT_CRLF, 0x200 TT_NONE.  ASCII is one table load, \r/\n added
+       without a branch. */
+    static UBE_ALWAYS_INLINE uint32_t ube_tt_class(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
+                                                   const uint8_t* classes, int* length) {
+        uint32_t b, cp;
+        int len;
+        if (i >= n) { *length = 0; return 0x200; }
+        b = data[i];
+        if (UBE_LIKELY(b < 0x80)) {
+            *length = 1;
+            return classes[b] | ((uint32_t)((b == 10) | (b == 13)) << 8);
+        }
+        len = ube_utf8_decode(data, n, i, &cp);
+        *length = len;
+        return len ? (uint32_t)classes[cp] : 0x200u;
+    }
+    #endif
+    """
+    uint32_t _tt_class "ube_tt_class"(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
+                                      const uint8_t* classes, int* length) noexcept nogil
+    # TT_* bits of the character at ``data[i]`` and its length; TT_NONE and 0 at the
+    # end or on invalid UTF-8 (the caller reports that when a chunk starts there).
 
 
 cdef inline Py_ssize_t _tt_run(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,

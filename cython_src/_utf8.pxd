@@ -2,54 +2,69 @@
 from libc.stdint cimport uint8_t, uint32_t
 
 
-cdef inline int utf8_decode(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
-                            uint32_t* codepoint) noexcept nogil:
-    """Decode the scalar value starting at data[i] (i < n).
-
-    Returns its length in bytes (1..4) and stores it in ``codepoint``, or 0 when
-    the bytes at ``i`` are not well-formed UTF-8 (stray continuation byte,
-    overlong form, surrogate, value above U+10FFFF, or truncated sequence).
+cdef extern from *:
     """
-    cdef uint32_t b0 = data[i], b1, b2, b3, cp
-    if b0 < 0x80:
-        codepoint[0] = b0
-        return 1
-    if b0 < 0xC2:
-        return 0
-    if b0 < 0xE0:
-        if i + 1 >= n:
-            return 0
-        b1 = data[i + 1]
-        if (b1 & 0xC0) != 0x80:
-            return 0
-        codepoint[0] = ((b0 & 0x1F) << 6) | (b1 & 0x3F)
-        return 2
-    if b0 < 0xF0:
-        if i + 2 >= n:
-            return 0
-        b1 = data[i + 1]
-        b2 = data[i + 2]
-        if (b1 & 0xC0) != 0x80 or (b2 & 0xC0) != 0x80:
-            return 0
-        cp = ((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F)
-        if cp < 0x800 or (cp >= 0xD800 and cp <= 0xDFFF):
-            return 0
-        codepoint[0] = cp
-        return 3
-    if b0 < 0xF5:
-        if i + 3 >= n:
-            return 0
-        b1 = data[i + 1]
-        b2 = data[i + 2]
-        b3 = data[i + 3]
-        if (b1 & 0xC0) != 0x80 or (b2 & 0xC0) != 0x80 or (b3 & 0xC0) != 0x80:
-            return 0
-        cp = ((b0 & 0x07) << 18) | ((b1 & 0x3F) << 12) | ((b2 & 0x3F) << 6) | (b3 & 0x3F)
-        if cp < 0x10000 or cp > 0x10FFFF:
-            return 0
-        codepoint[0] = cp
-        return 4
-    return 0
+    #ifndef UBE_ALWAYS_INLINE
+    #if defined(__GNUC__) || defined(__clang__)
+    #define UBE_ALWAYS_INLINE inline __attribute__((always_inline))
+    #define UBE_LIKELY(x) __builtin_expect(!!(x), 1)
+    #elif defined(_MSC_VER)
+    #define UBE_ALWAYS_INLINE __forceinline
+    #define UBE_LIKELY(x) (x)
+    #else
+    #define UBE_ALWAYS_INLINE inline
+    #define UBE_LIKELY(x) (x)
+    #endif
+    #endif
+    #ifndef UBE_UTF8_DECODE_DEFINED
+    #define UBE_UTF8_DECODE_DEFINED
+    /* utf8_decode below, in C so that it is always inlined (the split kernels call it
+       once per non-ASCII character; as a Cython inline function the compiler kept it
+       out of line). */
+    static UBE_ALWAYS_INLINE int ube_utf8_decode(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
+                                                 uint32_t* codepoint) {
+        uint32_t b0 = data[i], b1, b2, b3, cp;
+        if (b0 < 0x80) { *codepoint = b0; return 1; }
+        if (b0 < 0xC2) return 0;
+        if (b0 < 0xE0) {
+            if (i + 1 >= n) return 0;
+            b1 = data[i + 1];
+            if ((b1 & 0xC0) != 0x80) return 0;
+            *codepoint = ((b0 & 0x1F) << 6) | (b1 & 0x3F);
+            return 2;
+        }
+        if (b0 < 0xF0) {
+            if (i + 2 >= n) return 0;
+            b1 = data[i + 1];
+            b2 = data[i + 2];
+            if (((b1 & 0xC0) != 0x80) | ((b2 & 0xC0) != 0x80)) return 0;
+            cp = ((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F);
+            if (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+            *codepoint = cp;
+            return 3;
+        }
+        if (b0 < 0xF5) {
+            if (i + 3 >= n) return 0;
+            b1 = data[i + 1];
+            b2 = data[i + 2];
+            b3 = data[i + 3];
+            if (((b1 & 0xC0) != 0x80) | ((b2 & 0xC0) != 0x80) | ((b3 & 0xC0) != 0x80)) return 0;
+            cp = ((b0 & 0x07) << 18) | ((b1 & 0x3F) << 12) | ((b2 & 0x3F) << 6) | (b3 & 0x3F);
+            if (cp < 0x10000 || cp > 0x10FFFF) return 0;
+            *codepoint = cp;
+            return 4;
+        }
+        return 0;
+    }
+    #endif
+    """
+    int utf8_decode "ube_utf8_decode"(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
+                                      uint32_t* codepoint) noexcept nogil
+    # Decode the scalar value starting at data[i] (i < n).
+    #
+    # Returns its length in bytes (1..4) and stores it in ``codepoint``, or 0 when
+    # the bytes at ``i`` are not well-formed UTF-8 (stray continuation byte,
+    # overlong form, surrogate, value above U+10FFFF, or truncated sequence).
 
 
 cdef inline int utf8_encode(uint32_t cp, uint8_t* out) noexcept nogil:
