@@ -302,3 +302,21 @@ def test_cli_option_is_recorded(tmp_path):
     subprocess.run([sys.executable, "-m", "ube_stream", "train", sample_paths()["train"], "--vocab-size", "700",
                     "--substrate", "utf16", "--char-integrity", "-q", "--workers", "1", "-o", str(out)], check=True)
     assert json.loads(out.read_text())["training"]["char_integrity"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("substrate", ["ube", "utf8", "utf16"])
+def test_kernel_matches_twin_on_real_text(substrate):
+    # the first 400 characters of each row of tests/data/docs_sample (26 languages), GPT-2 chunks
+    import collections
+    import pathlib
+
+    import zstandard
+
+    raw = zstandard.ZstdDecompressor().decompress(
+        (pathlib.Path(__file__).parent / "data" / "docs_sample.jsonl.zst").read_bytes(), max_output_size=1 << 30)
+    chunks = collections.Counter()
+    for line in raw.splitlines():
+        chunks.update(ref.pretokenize(json.loads(line)["text"][:400]))
+    merges = both(dict(chunks), substrate, new_tokens=200, min_frequency=2)
+    assert len(merges) == 200
