@@ -316,7 +316,10 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         status, symbols, symbol_offsets = _route.route_batch(key_data, key_offsets, code, err)
         check_status(status, err, what="routing", offsets=key_offsets)
         # character starts follow from the routed characters (positional: known here, per word)
-        starts = char_starts(key_data, substrate, len(symbols)) if char_integrity else None
+        starts = None
+        if char_integrity:
+            assert symbols is not None      # check_status raised otherwise
+            starts = char_starts(key_data, substrate, len(symbols))
         del key_data, key_offsets
         merges = _train_merges(symbols, symbol_offsets, counts, n_base=n_base,
                                max_vocab=vocab_size - len(special_tokens), min_frequency=min_frequency,
