@@ -56,6 +56,17 @@ listed occurrence (at most three per symbol over the whole training).
 
 Choosing the next merge happens in one place, ``pick_pair`` (the heap's
 highest count, smallest key); which pairs are tracked at all is ``allowed``.
+
+Character integrity (``char_starts`` given): one flag per base symbol, 1 where
+a character starts.  A pair occurrence is counted, listed and merged only when
+both tokens are sequences of whole characters or both lie inside one
+character (``eligible``), so no token ever holds part of one character and
+anything of another.  A token's start flag is its first base symbol's and it
+ends a character when the next token starts one (or the word ends): short words
+keep a flag per symbol, rewritten beside the ids; long words read the static
+flag of each node's position.  An occurrence's eligibility depends only on the
+extents of its two tokens, so it never changes while the pair is there.
+Memory: one more byte per base symbol.
 """
 cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
@@ -226,10 +237,17 @@ cdef class _MergeState:
     cdef int64_t max_len
     cdef int64_t long_word                # words of this many symbols or more are linked lists
     cdef int32_t step
+    # character integrity: start flags of the short words' tokens (beside ``symbols``)
+    # and of the long words' positions (beside ``nodes``)
+    cdef bint integrity
+    cdef vector[uint8_t] starts
+    cdef uint8_t* node_starts
 
     def __cinit__(self):
         self.table = NULL
         self.nodes = NULL
+        self.node_starts = NULL
+        self.integrity = False
         self.bump = NULL
         self.bump_end = NULL
         self.merging = -1
@@ -252,6 +270,7 @@ cdef class _MergeState:
             free(self.slabs[k])
         free(self.table)
         free(self.nodes)
+        free(self.node_starts)
 
     # ------------------------------------------------------------- word-list blocks
 
@@ -442,6 +461,30 @@ cdef class _MergeState:
     cdef inline bint allowed(self, int32_t left, int32_t right) noexcept nogil:
         return self.max_len < 0 or self.token_len[left] + self.token_len[right] <= self.max_len
 
+    cdef inline bint eligible(self, bint left_starts, bint right_starts, bint right_ends) noexcept nogil:
+        """May this occurrence merge under character integrity?  ``left_starts``:
+        the left token starts a character; ``right_starts``: the right token
+        starts one (so the left ends one); ``right_ends``: the right token ends
+        one.  Yes when both are whole-character sequences, or when both lie inside
+        one character (the right does not start one, so neither crosses a
+        boundary: every token is whole characters or part of one)."""
+        return not self.integrity or not right_starts or (left_starts and right_ends)
+
+    cdef inline bint short_ok(self, const uint8_t* st, int32_t i, int32_t n) noexcept nogil:
+        """``eligible`` for the tokens at i, i + 1 of a short word of n tokens."""
+        if not self.integrity:
+            return True
+        return self.eligible(st[i], st[i + 1], i + 2 >= n or st[i + 2])
+
+    cdef inline bint long_ok(self, int32_t p) noexcept nogil:
+        """``eligible`` for the token at long-word position p and the next one."""
+        cdef int32_t q, r
+        if not self.integrity:
+            return True
+        q = self.nodes[p].next
+        r = self.nodes[q].next
+        return self.eligible(self.node_starts[p], self.node_starts[q], r < 0 or self.node_starts[r])
+
     cdef inline int add(self, int32_t left, int32_t right, int64_t amount, int32_t word) except -1 nogil:
         """Count ``amount`` more of pair (left, right), found in ``word`` (a short
         word's index, or ~position of the occurrence in a long word)."""
@@ -492,6 +535,7 @@ cdef class _MergeState:
         and move the counts of the pairs that touch a merged occurrence."""
         cdef Word* w = &self.words[word]
         cdef int32_t* sym = self.symbols.data() + w.start
+        cdef uint8_t* st = self.starts.data() + w.start if self.integrity else NULL
         cdef int32_t n = w.length
         cdef int64_t amount = w.count
         cdef int32_t i = 0, j, x
@@ -499,31 +543,38 @@ cdef class _MergeState:
         cdef bint out_merged = False    # the last symbol written is a merge of this step
         cdef int64_t merged = 0         # occurrences merged
         # the first occurrence (none: a stale entry)
-        while i + 1 < n and not (sym[i] == left and sym[i + 1] == right):
+        while i + 1 < n and not (sym[i] == left and sym[i + 1] == right and self.short_ok(st, i, n)):
             i += 1
         if i + 1 >= n:
             return 0
         j = i
         # j <= i throughout, and sym[k] for k < j is only overwritten once a merge
-        # has happened, so sym[i - 1] (read when j == i) and sym[i + 2] are originals.
+        # has happened, so sym[i - 1] (read when j == i) and sym[i + 2] are originals
+        # (and so are the start flags st[i - 1], st[i + 1 ...]; st[k < j] are the new tokens').
         while i < n:
-            if i + 1 < n and sym[i] == left and sym[i + 1] == right:
-                if i > 0 and last_right != i - 1:
+            if i + 1 < n and sym[i] == left and sym[i + 1] == right and self.short_ok(st, i, n):
+                if i > 0 and last_right != i - 1 and self.short_ok(st, i - 1, n):
                     self.remove(sym[i - 1], left, amount)
                 merged += 1
-                if i + 2 < n:
+                if i + 2 < n and self.short_ok(st, i + 1, n):
                     self.remove(right, sym[i + 2], amount)
-                if j > 0:
+                if j > 0 and (not self.integrity or
+                              self.eligible(st[j - 1], st[i], i + 2 >= n or st[i + 2])):
                     self.add(sym[j - 1], result, amount, word)
                 sym[j] = result
+                if self.integrity:
+                    st[j] = st[i]
                 last_right = i + 1
                 out_merged = True
                 i += 2
             else:
                 x = sym[i]
-                if out_merged:
+                if out_merged and (not self.integrity or
+                                   self.eligible(st[j - 1], st[i], i + 1 >= n or st[i + 1])):
                     self.add(result, x, amount, word)
                 sym[j] = x
+                if self.integrity:
+                    st[j] = st[i]
                 out_merged = False
                 i += 1
             j += 1
@@ -697,6 +748,8 @@ cdef class _MergeState:
             q = nodes[p].next
             if q < 0 or nodes[q].id != right:
                 continue        # its right neighbour changed
+            if not self.long_ok(p):
+                continue        # never listed (same extents as when listed), kept as a guard
             if not lo <= p < hi:
                 word = self.long_word_of(p)
                 lo = self.long_start[word]
@@ -706,14 +759,21 @@ cdef class _MergeState:
             r = nodes[q].next
             if before >= 0:
                 # (before, p) was removed already when ``before`` was merged just now
-                if before != last_merged:
+                if before != last_merged and self.long_ok(before):
                     self.remove(nodes[before].id, left, amount)
-                self.add(nodes[before].id, result, amount, ~before)
+                if not self.integrity or self.eligible(self.node_starts[before], self.node_starts[p],
+                                                       r < 0 or self.node_starts[r]):
+                    self.add(nodes[before].id, result, amount, ~before)
             if r >= 0:
-                self.remove(right, nodes[r].id, amount)
+                if self.long_ok(q):
+                    self.remove(right, nodes[r].id, amount)
                 # when r starts the next occurrence, that merge adds (result, result)
-                if not (nodes[r].id == left and nodes[r].next >= 0 and nodes[nodes[r].next].id == right):
-                    self.add(result, nodes[r].id, amount, ~p)
+                if not (nodes[r].id == left and nodes[r].next >= 0 and nodes[nodes[r].next].id == right
+                        and self.long_ok(r)):
+                    if not self.integrity or self.eligible(
+                            self.node_starts[p], self.node_starts[r],
+                            nodes[r].next < 0 or self.node_starts[nodes[r].next]):
+                        self.add(result, nodes[r].id, amount, ~p)
                 nodes[r].prev = p
             nodes[p].id = result
             nodes[p].next = r
@@ -733,7 +793,7 @@ cdef class _MergeState:
     # ------------------------------------------------------------- setup
 
     cdef int build(self, const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
-                   const int64_t[::1] word_counts) except -1 nogil:
+                   const int64_t[::1] word_counts, const uint8_t[::1] char_starts) except -1 nogil:
         """Copy the words that hold a pair (short ones back to back, long ones
         into linked lists), count their pairs, build the first word lists (two
         passes: sizes, then entries) and the first heap."""
@@ -763,6 +823,11 @@ cdef class _MergeState:
         self.nodes = <Node*>alloc_huge(<size_t>n_long * sizeof(Node))
         if self.nodes == NULL:
             raise_memory_error(n_long * sizeof(Node))
+        if self.integrity:
+            self.starts.resize(<size_t>n_kept)
+            self.node_starts = <uint8_t*>malloc(max(n_long, 1))
+            if self.node_starts == NULL:
+                raise_memory_error(n_long)
         sym = self.symbols.data()
         nodes = self.nodes
         n_kept = 0
@@ -773,6 +838,8 @@ cdef class _MergeState:
             end = word_offsets[k + 1]
             if end - start >= self.long_word and n_long + end - start <= MAX_LONG_SYMBOLS:
                 for offset in range(start, end):
+                    if self.integrity:
+                        self.node_starts[n_long] = char_starts[offset] != 0
                     nodes[n_long].id = symbols[offset]
                     nodes[n_long].prev = <int32_t>n_long - 1
                     nodes[n_long].next = <int32_t>n_long + 1
@@ -789,6 +856,8 @@ cdef class _MergeState:
             w.stamp = 0
             for offset in range(start, end):
                 sym[n_kept] = symbols[offset]
+                if self.integrity:
+                    self.starts[n_kept] = char_starts[offset] != 0
                 n_kept += 1
             word += 1
         self.expansion_table.resize(1024, ExpansionSlot(0, -1))
@@ -806,7 +875,9 @@ cdef class _MergeState:
                 w = &self.words[word]
                 amount = w.count
                 for offset in range(w.start, w.start + w.length - 1):
-                    if not self.allowed(sym[offset], sym[offset + 1]):
+                    if not (self.allowed(sym[offset], sym[offset + 1]) and
+                            self.short_ok(self.starts.data() + w.start if self.integrity else NULL,
+                                          <int32_t>(offset - w.start), w.length)):
                         pair_at[offset] = -1
                         continue
                     index = self.find_or_add_pair(pack_pair(sym[offset], sym[offset + 1]))
@@ -821,6 +892,8 @@ cdef class _MergeState:
                 for position in range(self.long_start[k], self.long_start[k + 1]):
                     pair_at[n_kept + position] = -1
                     if nodes[position].next < 0 or not self.allowed(nodes[position].id, nodes[position + 1].id):
+                        continue
+                    if not self.long_ok(position):
                         continue
                     index = self.find_or_add_pair(pack_pair(nodes[position].id, nodes[position + 1].id))
                     pair_at[n_kept + position] = index
@@ -868,7 +941,8 @@ cdef class _MergeState:
 def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
                  const int64_t[::1] word_counts, int n_base, int64_t max_vocab,
                  int64_t min_frequency, int64_t max_token_length, progress=None,
-                 int64_t[::1] err=None, *, int64_t long_word=LONG_WORD):
+                 int64_t[::1] err=None, *, int64_t long_word=LONG_WORD,
+                 const uint8_t[::1] char_starts=None):
     """Learn BPE merges from weighted words; returns ``(status, merges)``:
     int32 ``(m, 3)`` rows ``(left_id, right_id, result_id)`` in rank order.
 
@@ -881,7 +955,10 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
     symbols.  ``progress(merges_done)`` is called every ``PROGRESS_EVERY``
     merges and at the end, when given.  Words of ``long_word`` symbols or
     more are merged as linked lists of positions (the result is the same;
-    tests move the threshold to run either path on any corpus).  Arguments
+    tests move the threshold to run either path on any corpus).
+    ``char_starts`` (uint8, one per symbol, 1 where a character starts):
+    train under the character-integrity constraint (module docstring); None
+    trains without it.  Arguments
     out of range raise
     ValueError; when the training state cannot grow the status is
     ``STATUS_NO_MEMORY`` (``err[0]``: the bytes it could not allocate, or -1).
@@ -916,9 +993,13 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
     if bad_symbol >= 0:
         raise ValueError(f"symbols[{bad_symbol}] = {symbols[bad_symbol]} is not a base id "
                          f"0..{n_base - 1}; route the text with the substrate that has {n_base} symbols")
+    if char_starts is not None and char_starts.shape[0] != n_symbols:
+        raise ValueError(f"char_starts has {char_starts.shape[0]} flags for {n_symbols} symbols; "
+                         "expected one per symbol (1 where a character starts)")
     check_err(err)
 
     state = _MergeState()
+    state.integrity = char_starts is not None
     state.n_base = n_base
     state.n_vocab = n_base
     state.max_vocab = max_vocab
@@ -929,7 +1010,7 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
     try:
         with nogil:
             state.token_len.assign(n_base, 1)
-            state.build(symbols, word_offsets, word_counts)
+            state.build(symbols, word_offsets, word_counts, char_starts)
     except MemoryError as exc:
         return fail(err, STATUS_NO_MEMORY, _wanted(exc), -1), None
 

@@ -19,6 +19,8 @@ def train_merges(
     *,
     long_word: int = ...,       # words of this many symbols or more merge as linked lists
                                 # of positions (default 64; same merges either way)
+    char_starts: Optional[np.ndarray] = None,  # uint8[total_symbols], 1 where a character starts:
+                                # train under the character-integrity constraint
 ) -> Tuple[int, Optional[np.ndarray]]:
     # (status, int32[m, 3]: (left_id, right_id, result_id) in rank order);
     # STATUS_NO_MEMORY: err = (bytes not allocated or -1, -1)

@@ -46,6 +46,16 @@ def route_symbols(text: str, substrate: str = "ube") -> List[int]:
     return ids
 
 
+def char_starts_reference(text: str, substrate: str = "ube") -> List[int]:
+    """One flag per symbol of ``route_symbols(text, substrate)``: 1 where a
+    character starts (each character routed on its own)."""
+    flags: List[int] = []
+    for char in text:
+        n = len(route_symbols(char, substrate))
+        flags.extend([1] + [0] * (n - 1))
+    return flags
+
+
 def decode_symbols(ids: Iterable[int], substrate: str = "ube", errors: str = "strict") -> str:
     """Inverse of :func:`route_symbols` with the dual-buffer rule for ``ube``.
 
@@ -282,7 +292,8 @@ def _threshold(min_frequency: int) -> int:
 
 def train_bpe_reference(word_counts: dict, *, n_base: int, max_vocab: int,
                         min_frequency: int = 2,
-                        max_token_length: int | None = None) -> List[tuple]:
+                        max_token_length: int | None = None,
+                        char_starts: dict | None = None) -> List[tuple]:
     """The obvious quadratic BPE trainer: recount every pair at every step.
 
     ``word_counts`` maps a word (a tuple of base symbol ids, one unique
@@ -301,7 +312,12 @@ def train_bpe_reference(word_counts: dict, *, n_base: int, max_vocab: int,
     * training stops when the vocabulary (base + new tokens) reaches
       ``max_vocab`` or when no pair reaches ``min_frequency``;
     * a pair whose merged token would be longer than ``max_token_length``
-      base symbols is never a candidate.
+      base symbols is never a candidate;
+    * character integrity (``char_starts`` maps each word to its flags, 1 where
+      a character starts, as :func:`char_starts_reference` gives): a pair
+      occurrence counts and merges only when both tokens are whole-character
+      sequences or both lie inside one character; others are skipped (left as
+      they are) by counting and rewriting alike.
 
     Worked example (minbpe's golden test, ``a b c d`` = 97 98 99 100)::
 
@@ -317,15 +333,20 @@ def train_bpe_reference(word_counts: dict, *, n_base: int, max_vocab: int,
                              "(drop words that do not occur)")
         if any(not 0 <= s < n_base for s in word):
             raise ValueError(f"word {word!r} holds a symbol outside 0..{n_base - 1}")
-        words.append([list(word), int(count)])
+        if char_starts is not None and len(char_starts[word]) != len(word):
+            raise ValueError(f"word {word!r} has {len(char_starts[word])} character-start flags")
+        # [tokens, count, start of each token in base symbols, flags + a final 1 (end of word)]
+        flags = list(char_starts[word]) + [1] if char_starts is not None else None
+        words.append([list(word), int(count), list(range(len(word))), flags])
     expansions: List[tuple] = [(s,) for s in range(n_base)]
     id_of_expansion = {e: i for i, e in enumerate(expansions)}
     merges: List[tuple] = []
     while len(expansions) < max_vocab:
         pair_counts: dict = {}
-        for symbols, count in words:
-            for pair in zip(symbols, symbols[1:]):
-                pair_counts[pair] = pair_counts.get(pair, 0) + count
+        for symbols, count, spans, flags in words:
+            for k, pair in enumerate(zip(symbols, symbols[1:])):
+                if _may_merge(k, symbols, spans, flags, expansions):
+                    pair_counts[pair] = pair_counts.get(pair, 0) + count
         if max_token_length is not None:  # too long to merge: never a candidate
             pair_counts = {p: c for p, c in pair_counts.items()
                            if len(expansions[p[0]]) + len(expansions[p[1]]) <= max_token_length}
@@ -343,8 +364,25 @@ def train_bpe_reference(word_counts: dict, *, n_base: int, max_vocab: int,
             id_of_expansion[expansion] = result
         merges.append((pair[0], pair[1], result))
         for entry in words:
-            entry[0] = _merge_pair(entry[0], pair, result)
+            entry[0], entry[2] = _merge_pair_training(entry[0], pair, result, entry[2], entry[3], expansions)
     return merges
+
+
+def _may_merge(k: int, symbols: List[int], spans: List[int], flags: List[int] | None,
+               expansions: List[tuple]) -> bool:
+    """Character integrity for the tokens at k, k + 1 (True without ``flags``):
+    both are sequences of whole characters, or both lie inside one character."""
+    if flags is None:
+        return True
+    left_start = spans[k]
+    right_start = spans[k + 1]
+    right_end = right_start + len(expansions[symbols[k + 1]])
+    left_start_ok = flags[left_start] == 1
+    boundary_between = flags[right_start] == 1
+    right_end_ok = flags[right_end] == 1
+    both_whole = left_start_ok and boundary_between and right_end_ok
+    same_character = not boundary_between
+    return both_whole or same_character
 
 
 def _merge_pair(symbols: List[int], pair: tuple, result: int) -> List[int]:
@@ -359,6 +397,26 @@ def _merge_pair(symbols: List[int], pair: tuple, result: int) -> List[int]:
             out.append(symbols[i])
             i += 1
     return out
+
+
+def _merge_pair_training(symbols: List[int], pair: tuple, result: int, spans: List[int],
+                         flags: List[int] | None, expansions: List[tuple]) -> Tuple[List[int], List[int]]:
+    """:func:`_merge_pair` where :func:`_may_merge` allows it, keeping each
+    token's start (in base symbols): returns the new tokens and starts."""
+    out: List[int] = []
+    out_spans: List[int] = []
+    i = 0
+    while i < len(symbols):
+        if (i + 1 < len(symbols) and symbols[i] == pair[0] and symbols[i + 1] == pair[1]
+                and _may_merge(i, symbols, spans, flags, expansions)):
+            out.append(result)
+            out_spans.append(spans[i])
+            i += 2
+        else:
+            out.append(symbols[i])
+            out_spans.append(spans[i])
+            i += 1
+    return out, out_spans
 
 
 def token_expansions(merges: Iterable[Sequence[int]], n_base: int) -> dict:

@@ -39,6 +39,7 @@ from .errors import STATUS_INVALID_SYMBOLS, STATUS_OK, InvalidTextError, _out_of
 
 __all__ = [
     "SUBSTRATES",
+    "char_starts",
     "substrate_code",
     "base_size",
     "encode_symbols",
@@ -73,6 +74,32 @@ def base_size(name: str) -> int:
     """Number of base symbols of a substrate: 512 for ``ube``, 256 otherwise."""
     substrate_code(name)
     return _BASE_SIZES[name]
+
+
+#: base symbols per character, by the character's UTF-8 length (index 1..4)
+_SYMBOLS_PER_CHAR = {"ube": (0, 1, 2, 2, 4), "utf8": (0, 1, 2, 3, 4), "utf16": (0, 2, 2, 2, 4)}
+
+
+def char_starts(data: bytes | np.ndarray, substrate: str, n_symbols: int | None = None) -> np.ndarray:
+    """Character-start flags of routed text: uint8, one per base symbol of
+    ``data`` (valid UTF-8, any number of words back to back) routed under
+    ``substrate``, 1 where a character starts.  Routing maps each character on
+    its own, so the flags follow from each character's UTF-8 length (twin:
+    ``_reference.char_starts_reference``).  ``n_symbols``: the routed length,
+    checked."""
+    substrate_code(substrate)
+    per_char = np.array(_SYMBOLS_PER_CHAR[substrate], dtype=np.int64)
+    data = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
+    leads = data[(data & 0xC0) != 0x80]
+    utf8_len = 1 + (leads >= 0xC0) + (leads >= 0xE0) + (leads >= 0xF0)
+    sizes = per_char[utf8_len]
+    total = int(sizes.sum())
+    if n_symbols is not None and total != n_symbols:
+        raise ValueError(f"{total} symbols from the characters, {n_symbols} routed; "
+                         "the flags must come from the routed data")
+    flags = np.zeros(total, dtype=np.uint8)
+    flags[np.cumsum(sizes) - sizes] = 1
+    return flags
 
 
 def utf8_of(text: str, *, document: int | None = None) -> bytes:

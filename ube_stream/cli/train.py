@@ -17,7 +17,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         max_token_length=args.max_token_length, max_bytes=args.max_bytes, workers=args.workers,
         show_progress=not args.quiet, column=args.column, text_mode=args.text_mode,
         unit_rows=args.unit_rows, on_error=args.on_error, format=args.format, split=args.split, executor=args.executor,
-        ray_address=args.ray_address, work_dir=args.work_dir, output=args.output, summary=summary)
+        ray_address=args.ray_address, work_dir=args.work_dir, output=args.output, summary=summary,
+        char_integrity=args.char_integrity)
     if not args.quiet:
         print(f"wrote {args.output}: {tokenizer!r}", file=sys.stderr)
         print(summary.format(), file=sys.stderr)
@@ -58,6 +59,9 @@ def register(sub) -> None:
                    help="a special token (repeat; replaces the default <|endoftext|>)")
     p.add_argument("--min-frequency", type=int, default=2)
     p.add_argument("--max-token-length", type=int, default=None, help="longest token, in base symbols")
+    p.add_argument("--char-integrity", action="store_true",
+                   help="no merge creates a token holding part of one character and anything of another "
+                        "(every token is part of one character or whole characters)")
     p.add_argument("--max-bytes", type=byte_size, default=None,
                    help="train on a deterministic sample of about this many bytes (e.g. 1GB)")
     p.add_argument("--executor", choices=("local", "ray"), default="local",

@@ -209,7 +209,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
           text_mode: str = "line", unit_rows: Optional[int] = None, on_error: str = "raise",
           format: Optional[str] = None, split: Optional[str] = None, executor: str = "local",
           ray_address: Optional[str] = None, work_dir: Optional[str] = None,
-          output: Optional[str] = None, summary: Optional[TrainSummary] = None) -> Tokenizer:
+          output: Optional[str] = None, summary: Optional[TrainSummary] = None,
+          char_integrity: bool = False) -> Tokenizer:
     """Train a byte-level BPE tokenizer on the ``substrate`` alphabet.
 
     ``inputs``: paths, directories, globs (Parquet, Arrow IPC/Feather, JSONL,
@@ -221,6 +222,9 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     pair reaches ``min_frequency``.  ``max_bytes`` trains on a deterministic
     sample of about that many UTF-8 bytes, independent of ``workers``.
     Pass a :class:`TrainSummary` as ``summary`` to receive the totals.
+    ``char_integrity``: no merge creates a token holding part of one character
+    and anything of another (every token is a strict part of one character or
+    a sequence of whole characters; README, Training semantics).
 
     ``output``: write the tokenizer file there (atomically) before the work
     directory is cleaned up.  The finished per-unit count tables live in a
@@ -233,7 +237,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     """
     from .. import readers
     from ..pretokenizer import pattern_spec, resolve_pattern
-    from ..substrate import base_size, substrate_code
+    from ..substrate import base_size, char_starts, substrate_code
 
     started = time.perf_counter()
     code = substrate_code(substrate)
@@ -311,10 +315,16 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         err = err_buffer()
         status, symbols, symbol_offsets = _route.route_batch(key_data, key_offsets, code, err)
         check_status(status, err, what="routing", offsets=key_offsets)
+        # character starts follow from the routed characters (positional: known here, per word)
+        starts = None
+        if char_integrity:
+            assert symbols is not None      # check_status raised otherwise
+            starts = char_starts(key_data, substrate, len(symbols))
         del key_data, key_offsets
         merges = _train_merges(symbols, symbol_offsets, counts, n_base=n_base,
                                max_vocab=vocab_size - len(special_tokens), min_frequency=min_frequency,
-                               max_token_length=max_token_length, show_progress=show_progress)
+                               max_token_length=max_token_length, show_progress=show_progress,
+                               char_starts=starts)
         summary.merge_seconds = time.perf_counter() - merge_started
 
         training = {
@@ -322,6 +332,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
             "vocab_size": vocab_size,
             "min_frequency": min_frequency,
             "max_token_length": max_token_length,
+            "char_integrity": bool(char_integrity),
             "max_bytes": max_bytes,
             "column": column,
             "text_mode": text_mode,
@@ -425,7 +436,8 @@ def _reduce_tables(paths: List[str], runner, tmp_dir: str):
 
 
 def _train_merges(symbols, symbol_offsets, counts, *, n_base: int, max_vocab: int, min_frequency: int,
-                  max_token_length: Optional[int], show_progress: bool) -> np.ndarray:
+                  max_token_length: Optional[int], show_progress: bool,
+                  char_starts: Optional[np.ndarray] = None) -> np.ndarray:
     from ..progress import progress_bar
 
     target = max(0, max_vocab - n_base)
@@ -440,7 +452,7 @@ def _train_merges(symbols, symbol_offsets, counts, *, n_base: int, max_vocab: in
     try:
         status, merges = _merge.train_merges(
             symbols, symbol_offsets, counts, n_base, max_vocab, min_frequency,
-            max_token_length if max_token_length is not None else -1, progress, err)
+            max_token_length if max_token_length is not None else -1, progress, err, char_starts=char_starts)
     finally:
         bar.close()
     check_status(status, err, what="training BPE merges",
