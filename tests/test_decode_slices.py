@@ -117,6 +117,7 @@ def test_sliced_replace_hand_worked_partial_characters(toks):
     assert ube.decode_bytes(ids, errors="replace") == "性\ufffdA\ufffdA\ufffd".encode()
 
 
+@pytest.mark.slow  # hand-worked slice cases and hypothesis cover it in the default suite
 def test_sliced_replace_real_text_with_injected_bytes(toks, docs_rows, unicode_rows):
     """Real text's ids with a lone continuation byte every 50 tokens: every slice
     size gives the one-pass answer (the twin, and a single slice)."""

@@ -109,7 +109,7 @@ _HF_CACHE = {}
 
 # --------------------------------------------------------------------------- kernel == reference
 
-@pytest.mark.parametrize("substrate", SUBSTRATES)
+@pytest.mark.parametrize("substrate", [pytest.param("ube"), pytest.param("utf8", marks=pytest.mark.slow), pytest.param("utf16", marks=pytest.mark.slow)])  # utf8/utf16 with the slow tests
 def test_kernel_equals_reference_on_real_text(tokenizers_by_substrate, real_texts, substrate):
     tok = tokenizers_by_substrate[substrate]
     sample = [t[:1000] for t in real_texts[::29]]
@@ -552,6 +552,7 @@ def test_slices_give_the_ids_of_one_pass(tiktoken_pattern_toks, docs_rows, name)
             assert a.tolist() == b, f"slice_bytes={slice_bytes}: text {i} {texts[i][:40]!r} differs"
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.sampled_from(_SLICE_PIECES), max_size=40).map("".join))
 def test_slices_hypothesis(tiktoken_pattern_toks, text):

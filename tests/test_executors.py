@@ -108,6 +108,7 @@ def test_ray_train_byte_identical_to_local(ray_cluster, tmp_path, docs_rows):
     assert os.listdir(tmp_path / "work") == []
 
 
+@pytest.mark.slow  # starts a Ray cluster: with the other Ray tests
 def test_ray_bad_input_is_clear_error_not_retried(ray_cluster, tmp_path):
     """A corrupt input fails with the same error as locally, at once (no retry loop)."""
     import time

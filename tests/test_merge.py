@@ -275,7 +275,8 @@ def chunk_counts():
     return counts
 
 
-@pytest.mark.parametrize("substrate, n_base", [("ube", 512), ("utf8", 256), ("utf16", 256)])
+@pytest.mark.parametrize("substrate, n_base", [("ube", 512), pytest.param("utf8", 256, marks=pytest.mark.slow),
+                                              pytest.param("utf16", 256, marks=pytest.mark.slow)])
 def test_kernel_matches_reference_on_real_text(chunk_counts, substrate, n_base):
     words = collections.Counter()
     for chunk, count in chunk_counts.items():

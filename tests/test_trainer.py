@@ -49,7 +49,7 @@ def reference_word_counts(paths, substrate):
     return counts
 
 
-@pytest.mark.parametrize("substrate", ["ube", "utf8", "utf16"])
+@pytest.mark.parametrize("substrate", [pytest.param("ube"), pytest.param("utf8", marks=pytest.mark.slow), pytest.param("utf16", marks=pytest.mark.slow)])  # utf8/utf16 with the slow tests
 def test_trainer_equals_reference(small_corpus, substrate):
     n_base = 512 if substrate == "ube" else 256
     vocab = n_base + 120 + 1
