@@ -10,8 +10,6 @@ timed round-robin (each round runs every row once; medians of CPU time,
 to compare branches in one command line.
 """
 import argparse
-import base64
-import gzip
 import os
 import statistics
 import sys
@@ -21,11 +19,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def cl100k_ranks():
-    import bpe_openai
+    """The real cl100k ranks bpe-openai ships, through ube-stream's rank-file reader
+    (imported after --repo is on sys.path)."""
+    from ube_stream.tokenizer.pretrained import find_tiktoken_file, load_tiktoken_ranks
 
-    path = os.path.join(os.path.dirname(bpe_openai.__file__), "data", "cl100k_base.tiktoken.gz")
-    with gzip.open(path, "rb") as f:
-        return {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in f if line.strip())}
+    return load_tiktoken_ranks(find_tiktoken_file("cl100k_base"))
 
 
 def main(argv=None):

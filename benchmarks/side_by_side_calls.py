@@ -25,7 +25,6 @@ of UTF-8 text.
 """
 import argparse
 import base64
-import gzip
 import json
 import os
 import statistics
@@ -56,16 +55,10 @@ def load_corpus(path, mb):
 
 
 def cl100k_ranks():
-    import bpe_openai
+    """The real cl100k ranks bpe-openai ships, through ube-stream's rank-file reader."""
+    from ube_stream.tokenizer.pretrained import find_tiktoken_file, load_tiktoken_ranks
 
-    path = os.path.join(os.path.dirname(bpe_openai.__file__), "data", "cl100k_base.tiktoken.gz")
-    ranks = {}
-    with gzip.open(path, "rb") as f:
-        for line in f:
-            if line.strip():
-                token, rank = line.split()
-                ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+    return load_tiktoken_ranks(find_tiktoken_file("cl100k_base"))
 
 
 class Table:

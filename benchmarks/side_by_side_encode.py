@@ -112,13 +112,9 @@ def rank_file(name, tmp):
     dst = os.path.join(tmp, f"{name}.tiktoken")
     with gzip.open(src, "rb") as f, open(dst, "wb") as g:
         shutil.copyfileobj(f, g)
-    ranks = {}
-    with open(dst, "rb") as f:
-        for line in f:
-            if line.strip():
-                token, rank = line.split()
-                ranks[base64.b64decode(token)] = int(rank)
-    return dst, ranks
+    from ube_stream.tokenizer.pretrained import load_tiktoken_ranks
+
+    return dst, load_tiktoken_ranks(dst)
 
 
 class Ours:

@@ -20,9 +20,7 @@ across runs).
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
-import gzip
 import pathlib
 import sys
 import time
@@ -66,16 +64,10 @@ def best(fn, repeat):
 
 
 def read_ranks(name: str) -> dict:
-    import bpe_openai
+    """The real ranks bpe-openai ships, through ube-stream's rank-file reader."""
+    from ube_stream.tokenizer.pretrained import find_tiktoken_file, load_tiktoken_ranks
 
-    path = pathlib.Path(bpe_openai.__file__).parent / "data" / f"{name}.tiktoken.gz"
-    ranks = {}
-    with gzip.open(path, "rb") as f:
-        for line in f:
-            if line.strip():
-                token, rank = line.split()
-                ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+    return load_tiktoken_ranks(find_tiktoken_file(name))
 
 
 def main(argv=None) -> None:

@@ -27,3 +27,28 @@ def tree(directory):
             with open(os.path.join(root, name), "rb") as f:
                 out[os.path.relpath(os.path.join(root, name), directory)] = f.read()
     return out
+
+
+def openai_rank_file(name):
+    """Path of bpe-openai's real rank file ``name`` (``cl100k_base``, ``o200k_base``; a test dependency)."""
+    import bpe_openai
+
+    path = os.path.join(os.path.dirname(bpe_openai.__file__), "data", f"{name}.tiktoken.gz")
+    assert os.path.isfile(path), f"bpe-openai (a test dependency) has no {name} rank file at {path}"
+    return path
+
+
+def openai_ranks(name, limit=None):
+    """bpe-openai's real ranks ``{token bytes: rank}`` (ranks below ``limit`` only, when given),
+    read here line by line, independently of ube_stream's own rank-file reader."""
+    import base64
+    import gzip
+
+    ranks = {}
+    with gzip.open(openai_rank_file(name), "rb") as f:
+        for line in f:
+            if line.strip():
+                token, rank = line.split()
+                if limit is None or int(rank) < limit:
+                    ranks[base64.b64decode(token)] = int(rank)
+    return ranks

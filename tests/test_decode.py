@@ -5,12 +5,9 @@ Python's codecs (utf-8 / utf-16-le with "replace"), and the stream decoder.
 """
 from __future__ import annotations
 
-import base64
-import gzip
-from pathlib import Path
-
 import numpy as np
 import pytest
+from _helpers import openai_ranks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -154,20 +151,6 @@ def test_bad_ids_name_their_position(toks):
 
 # --------------------------------------------------------------------------- tiktoken
 
-def _cl100k_ranks(limit):
-    import bpe_openai  # a test dependency: the real rank files
-
-    path = Path(bpe_openai.__file__).parent / "data" / "cl100k_base.tiktoken.gz"
-    ranks = {}
-    with gzip.open(path, "rb") as f:
-        for line in f:
-            if line.strip():
-                token, rank = line.split()
-                if int(rank) < limit:
-                    ranks[base64.b64decode(token)] = int(rank)
-    return ranks
-
-
 def test_decode_bytes_equals_tiktoken(sample_texts):
     """cl100k's first 20,000 ranks: the same bytes as tiktoken's decode_bytes for
     real text, and for arbitrary ids where those bytes are UTF-8 (tiktoken returns
@@ -175,7 +158,7 @@ def test_decode_bytes_equals_tiktoken(sample_texts):
     tiktoken = pytest.importorskip("tiktoken")
     from ube_stream.pretokenizer import CL100K_PATTERN
 
-    ranks = _cl100k_ranks(20_000)
+    ranks = openai_ranks("cl100k_base", 20_000)
     tok = Tokenizer.from_tiktoken(ranks, "cl100k", special_tokens={"<|endoftext|>": 20_000})
     enc = tiktoken.Encoding("cl100k_20k", pat_str=CL100K_PATTERN, mergeable_ranks=ranks,
                             special_tokens={"<|endoftext|>": 20_000})

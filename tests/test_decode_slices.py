@@ -7,12 +7,9 @@ switches and special tokens at every slice end.
 """
 from __future__ import annotations
 
-import base64
-import gzip
-from pathlib import Path
-
 import numpy as np
 import pytest
+from _helpers import openai_ranks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -143,27 +140,13 @@ def test_bad_id_after_a_cut_utf16_run_is_named_under_replace(toks):
         assert info.value.position == 4
 
 
-def _cl100k_ranks(limit):
-    import bpe_openai  # a test dependency: the real rank files
-
-    path = Path(bpe_openai.__file__).parent / "data" / "cl100k_base.tiktoken.gz"
-    ranks = {}
-    with gzip.open(path, "rb") as f:
-        for line in f:
-            if line.strip():
-                token, rank = line.split()
-                if int(rank) < limit:
-                    ranks[base64.b64decode(token)] = int(rank)
-    return ranks
-
-
 def test_sliced_replace_with_an_id_map_equals_tiktoken():
     """cl100k's first 3,000 ranks (model ids != internal ids): arbitrary ids in
     slices of 1..3 replace as tiktoken's decode(errors="replace") does."""
     tiktoken = pytest.importorskip("tiktoken")
     from ube_stream.pretokenizer import CL100K_PATTERN
 
-    ranks = _cl100k_ranks(3_000)
+    ranks = openai_ranks("cl100k_base", 3_000)
     tok = Tokenizer.from_tiktoken(ranks, "cl100k", special_tokens={"<|endoftext|>": 3_000})
     assert tok.id_map is not None
     enc = tiktoken.Encoding("cl100k_3k", pat_str=CL100K_PATTERN, mergeable_ranks=ranks,

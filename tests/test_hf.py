@@ -5,10 +5,10 @@ tiktoken rank files) through the one as_tokenizer."""
 import json
 import os
 
-import bpe_openai
 import numpy as np
 import pytest
 import transformers
+from _helpers import openai_rank_file, openai_ranks
 
 from ube_stream import Tokenizer, train  # noqa: E402
 from ube_stream.sample import sample_paths  # noqa: E402
@@ -291,19 +291,6 @@ def test_as_tokenizer_reads_every_kind_by_content(toks, texts, tmp_path, capsys)
     assert "from_hf" not in err   # an HF file is accepted; the error is about the missing input
 
 
-def _openai_ranks(name):
-    import base64
-    import gzip
-
-    path = os.path.join(os.path.dirname(bpe_openai.__file__), "data", f"{name}.tiktoken.gz")
-    assert os.path.isfile(path), f"bpe-openai (a test dependency) has no {name} rank file at {path}"
-    ranks = {}
-    for line in gzip.decompress(open(path, "rb").read()).splitlines():
-        token, rank = line.split()
-        ranks[base64.b64decode(token)] = int(rank)
-    return path, ranks
-
-
 def _tiktoken_encoding(name, ranks, monkeypatch):
     """tiktoken's own constructor arguments for ``name`` (pattern, special tokens),
     with its rank download replaced by the local ranks."""
@@ -318,7 +305,7 @@ def _tiktoken_encoding(name, ranks, monkeypatch):
 def _check_openai(name, texts, tmp_path, monkeypatch, with_hf):
     from ube_stream.tokenizer import as_tokenizer
 
-    path, ranks = _openai_ranks(name)
+    path, ranks = openai_rank_file(name), openai_ranks(name)
     enc = _tiktoken_encoding(name, ranks, monkeypatch)
     tok = as_tokenizer(path)   # named like the encoding: its pattern and special tokens
     assert tok.special_tokens == enc._special_tokens

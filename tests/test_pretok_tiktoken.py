@@ -10,15 +10,12 @@ tiktoken's ``encode_ordinary``.
 """
 from __future__ import annotations
 
-import base64
-import gzip
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
 import regex
-from _helpers import read_jsonl_zst
+from _helpers import openai_ranks, read_jsonl_zst
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -360,20 +357,6 @@ def test_threads_share_the_kernel():
 
 # --------------------------------------------------------------------------- encoding with real ranks
 
-def _real_ranks(name):
-    import bpe_openai  # a test dependency: the real rank files
-
-    path = Path(bpe_openai.__file__).parent / "data" / f"{name}.tiktoken.gz"
-    assert path.exists(), f"bpe-openai has no {name} rank file at {path}"
-    ranks = {}
-    with gzip.open(path, "rb") as f:
-        for line in f:
-            if line.strip():
-                token, rank = line.split()
-                ranks[base64.b64decode(token)] = int(rank)
-    return ranks
-
-
 @pytest.fixture(scope="module")
 def encode_texts(docs_rows, parallel_rows, unicode_rows):
     texts = [r["text"] for r in docs_rows] + [r["text"] for r in parallel_rows[::3]]
@@ -403,7 +386,7 @@ def _assert_encodes_like_tiktoken(tok, pattern, ranks, texts, monkeypatch):
 
 @pytest.mark.parametrize("rank_file, name", [("cl100k_base", "cl100k"), ("o200k_base", "o200k")])
 def test_from_tiktoken_encodes_like_tiktoken(rank_file, name, encode_texts, monkeypatch):
-    ranks = _real_ranks(rank_file)
+    ranks = openai_ranks(rank_file)
     tok = Tokenizer.from_tiktoken(ranks, name)
     assert tok.pattern_name == name
     _assert_encodes_like_tiktoken(tok, PATTERNS[name], ranks, encode_texts, monkeypatch)
@@ -415,7 +398,7 @@ def test_from_tiktoken_encodes_like_tiktoken(rank_file, name, encode_texts, monk
 def test_from_hf_llama3_pattern_takes_the_kernel(encode_texts, tmp_path, monkeypatch):
     # a HF tokenizer.json whose Split regex is Llama 3's, with cl100k's first 20,000 ranks
     # (a BPE vocabulary too: each token joins two of lower rank) to keep the file small
-    ranks = {token: rank for token, rank in _real_ranks("cl100k_base").items() if rank < 20_000}
+    ranks = openai_ranks("cl100k_base", 20_000)
     path = tmp_path / "tokenizer.json"
     Tokenizer.from_tiktoken(ranks, "llama3").export_hf(path)
     tok = Tokenizer.from_hf(path)
