@@ -25,7 +25,7 @@
 # script Unknown and form chunks by the same rules.
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t
 
-from _utf8 cimport utf8_decode
+from _pretok_core cimport _pretok_next
 
 
 cdef enum:
@@ -40,16 +40,6 @@ cdef enum:
     SCRIPT_INHERITED = 2
     SCRIPT_HAN = 3
     SCRIPT_HIRAGANA = 4
-
-
-cdef inline int _script_next(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
-                             uint32_t* codepoint) noexcept nogil:
-    """utf8_decode with the ASCII case inlined; 0 on invalid UTF-8."""
-    cdef uint8_t b = data[i]
-    if b < 0x80:
-        codepoint[0] = b
-        return 1
-    return utf8_decode(data, n, i, codepoint)
 
 
 cdef inline bint script_joins(uint16_t cur, uint16_t nxt) noexcept nogil:
@@ -78,14 +68,14 @@ cdef inline Py_ssize_t script_split(const uint8_t* data, Py_ssize_t n, const uin
     cdef uint16_t cur, nxt
     cdef int length
     while pos < n:
-        length = _script_next(data, n, pos, &cp)
+        length = _pretok_next(data, n, pos, &cp)
         if length == 0:
             return -(pos + 1)
         cur = classes[cp]
         pos += length
         # rule 2: one space takes the next run when that run's class takes a space
         if cp == 32 and pos < n:
-            length = _script_next(data, n, pos, &cp)
+            length = _pretok_next(data, n, pos, &cp)
             if length == 0:
                 return -(pos + 1)
             nxt = classes[cp]
@@ -94,7 +84,7 @@ cdef inline Py_ssize_t script_split(const uint8_t* data, Py_ssize_t n, const uin
                 pos += length
         # rule 3: what may follow
         while pos < n:
-            length = _script_next(data, n, pos, &cp)
+            length = _pretok_next(data, n, pos, &cp)
             if length == 0:
                 return -(pos + 1)
             nxt = classes[cp]
