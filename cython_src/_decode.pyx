@@ -140,13 +140,18 @@ def ids_from_sequence(seq, uint32_t[::1] out, int64_t[::1] err=None):
     return STATUS_OK
 
 
-cdef inline uint8_t* _grow(uint8_t* out, Py_ssize_t* cap, Py_ssize_t need) noexcept nogil:
-    """``out`` reallocated to at least ``need`` bytes (NULL when that fails; ``out`` stays valid)."""
+cdef inline int _reserve(uint8_t** out, Py_ssize_t* cap, Py_ssize_t need) noexcept nogil:
+    """Make ``*out`` hold at least ``need`` bytes (reallocating, with room to spare):
+    0, or -1 when that fails (``*out`` and ``*cap`` then stay as they were)."""
+    if need <= cap[0]:
+        return 0
     cdef Py_ssize_t size = 2 * cap[0] + need
-    cdef uint8_t* grown = <uint8_t*>realloc(out, size)
-    if grown != NULL:
-        cap[0] = size
-    return grown
+    cdef uint8_t* grown = <uint8_t*>realloc(out[0], size)
+    if grown == NULL:
+        return -1
+    out[0] = grown
+    cap[0] = size
+    return 0
 
 
 def decode_tokens(const uint32_t[::1] ids, const uint8_t[::1] token_bytes, const uint64_t[::1] entries,
@@ -175,7 +180,6 @@ def decode_tokens(const uint32_t[::1] ids, const uint8_t[::1] token_bytes, const
     cdef int ncarry = 0, status = STATUS_OK
     cdef bint ube = substrate == SUBSTRATE_UBE
     cdef uint16_t sym, high_base = 256 if ube else 0
-    cdef uint8_t* grown
     check_err(err)
     if token_bytes.shape[0] < PAD:
         raise ValueError(f"token_bytes needs {PAD} bytes of padding after the last token")
@@ -208,12 +212,9 @@ def decode_tokens(const uint32_t[::1] ids, const uint8_t[::1] token_bytes, const
                     if a + b > limit:  # a table the caller built wrong: never read past it
                         bad = i
                         break
-                    if j + b + PAD > cap:
-                        grown = _grow(out, &cap, j + b + PAD)
-                        if grown == NULL:
-                            status = STATUS_NO_MEMORY
-                            break
-                        out = grown
+                    if _reserve(&out, &cap, j + b + PAD) < 0:
+                        status = STATUS_NO_MEMORY
+                        break
                     if kind == KIND_PARTIAL:
                         if dirty_lo < 0:
                             dirty_lo = j
@@ -236,12 +237,9 @@ def decode_tokens(const uint32_t[::1] ids, const uint8_t[::1] token_bytes, const
                     bad = i
                     break
                 b = 2 * (so[t + 1] - so[t])
-                if j + b + PAD > cap:
-                    grown = _grow(out, &cap, j + b + PAD)
-                    if grown == NULL:
-                        status = STATUS_NO_MEMORY
-                        break
-                    out = grown
+                if _reserve(&out, &cap, j + b + PAD) < 0:
+                    status = STATUS_NO_MEMORY
+                    break
                 if dirty_lo < 0:
                     dirty_lo = j
                 for k in range(so[t], so[t + 1]):
