@@ -263,13 +263,17 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     memory_skips = readers.SkipCounter()
     memory_label = None if readers.is_paths(inputs) else readers.memory_name(inputs)
     skipped_files: List[Any] = []
+
+    def plan(paths: Any, column: str, format: Optional[str], split: Optional[str]):
+        sources = readers.resolve_inputs(paths, column=column, text_mode=text_mode, on_error=on_error,
+                                         format=format, split=split, skipped_files=skipped_files)
+        units = readers.plan_units(sources, unit_rows=unit_rows or readers.DEFAULT_UNIT_ROWS)
+        return sources, units, _unit_budgets(units, max_bytes)
+
     if memory_label is not None:
         work = TrainWork(root, None, {"inputs": "in memory"}, default_root=default_root)
     else:
-        sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error,
-                                         format=format, split=split, skipped_files=skipped_files)
-        units = readers.plan_units(sources, unit_rows=unit_rows or readers.DEFAULT_UNIT_ROWS)
-        budgets = _unit_budgets(units, max_bytes)
+        sources, units, budgets = plan(inputs, column, format, split)
         description = _phase1_description(sources, units, budgets, pattern=pattern, column=column,
                                           text_mode=text_mode, on_error=on_error)
         work = TrainWork(root, run_key(description), description, default_root=default_root,
@@ -280,10 +284,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         if memory_label is not None:
             spill = os.path.join(work.tmp, "in-memory.arrows")
             readers.spill_to_arrow(inputs, spill, column=column, on_error=on_error, skips=memory_skips, split=split)
-            sources = readers.resolve_inputs([spill], column="text", text_mode=text_mode, on_error=on_error)
             column = "text"
-            units = readers.plan_units(sources, unit_rows=unit_rows or readers.DEFAULT_UNIT_ROWS)
-            budgets = _unit_budgets(units, max_bytes)
+            sources, units, budgets = plan([spill], column, None, None)
         done = work.finished(u.unit_id for u in units)
         tasks = [dict(unit=u, pattern=pattern, column=column, text_mode=text_mode, on_error=on_error,
                       byte_budget=b, table_dir=work.tables)
