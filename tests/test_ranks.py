@@ -4,6 +4,7 @@ import random
 
 import numpy as np
 import pytest
+from _helpers import openai_ranks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -99,12 +100,7 @@ def test_bad_arguments_raise():
 def test_real_rank_file_prefix_matches_twin():
     """The first 20,000 multi-byte tokens of cl100k_base (real, with its own byte
     order): kernel == twin."""
-    from ube_stream.tokenizer.pretrained import find_tiktoken_file, load_tiktoken_ranks
-
-    path = find_tiktoken_file("cl100k_base")
-    if path is None:
-        pytest.skip("bpe-openai's cl100k_base rank file is not installed")
-    ranks = load_tiktoken_ranks(path)
+    ranks = openai_ranks("cl100k_base")     # bpe-openai is a test dependency: no skip
     tokens = [t for t, _ in sorted(ranks.items(), key=lambda kv: kv[1]) if len(t) > 1][:20000]
     random.Random(0).shuffle(tokens[-50:])  # and a tail in a wrong order: same verdict both ways
     assert kernel(tokens) == twin(tokens)
