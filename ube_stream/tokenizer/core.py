@@ -89,7 +89,8 @@ class Tokenizer:
     def __init__(self, *, substrate: str, merges: Iterable[Sequence[int]],
                  special_tokens: Mapping[str, int] | Sequence[str] = ("<|endoftext|>",),
                  pattern: str = "gpt2", normalization: str = "none",
-                 training: Optional[dict] = None, id_map: Optional[Sequence[int]] = None):
+                 training: Optional[dict] = None, id_map: Optional[Sequence[int]] = None,
+                 char_integrity: bool = False, superbpe: Optional[Mapping[str, int]] = None):
         from ..pretokenizer import resolve_pattern
         from ..substrate import base_size
 
@@ -101,6 +102,16 @@ class Tokenizer:
         self.normalization = normalization
         self.merges: List[Tuple[int, int]] = [(int(a), int(b)) for a, b, *_ in merges]
         self.merge_results, self._expansions = derive_tokens(self.merges, self.base_size)
+        #: no token holds part of one character and anything of another (training and encoding)
+        self.char_integrity = bool(char_integrity)
+        #: SuperBPE: ``{"stage1_merges": k, "max_words": w}`` (merges[:k] inside chunks, the rest across them)
+        self.superbpe: Optional[Dict[str, int]] = None
+        if superbpe is not None:
+            k, w = superbpe["stage1_merges"], superbpe["max_words"]
+            if not (0 <= int(k) <= len(self.merges)) or int(w) < 1:
+                raise ValueError(f"superbpe needs 0 <= stage1_merges <= {len(self.merges)} merges and "
+                                 f"max_words >= 1, got {dict(superbpe)}")
+            self.superbpe = {"stage1_merges": int(k), "max_words": int(w)}
         n_tokens = len(self._expansions)
         if isinstance(special_tokens, Mapping):
             specials = dict(special_tokens)
@@ -163,7 +174,8 @@ class Tokenizer:
             substrate=self.substrate, pattern_name=self.pattern_name, pattern=self.pattern,
             normalization=self.normalization, base_size=self.base_size, merges=self.merges,
             special_tokens=self._special_internal,
-            id_map=None if self._id_map is None else self._id_map.tolist())
+            id_map=None if self._id_map is None else self._id_map.tolist(),
+            char_integrity=self.char_integrity, superbpe=self.superbpe)
 
     @property
     def fingerprint(self) -> str:

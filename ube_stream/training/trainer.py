@@ -352,7 +352,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
             "skipped_files": summary.skipped_files,
         }
         tokenizer = Tokenizer(substrate=substrate, merges=merges[:, :2].tolist(), special_tokens=special_tokens,
-                              pattern=pattern, training=training)
+                              pattern=pattern, training=training, char_integrity=char_integrity)
         if output is not None:
             tokenizer.save(output)        # before anything is cleaned up
         work.finish()
