@@ -52,3 +52,26 @@ def openai_ranks(name, limit=None):
                 if limit is None or int(rank) < limit:
                     ranks[base64.b64decode(token)] = int(rank)
     return ranks
+
+
+def kill_when(proc, ready, *, timeout, poll=0.005, grace=0.0):
+    """Wait until ``ready()`` is true (or ``proc`` ends, or ``timeout`` seconds pass), sleep
+    ``grace`` seconds, then SIGKILL ``proc``'s whole process group (it was started with
+    ``start_new_session=True``): the one way the crash tests kill a run part way.
+    Returns ``(returncode, stderr bytes)``."""
+    import signal
+    import time
+
+    deadline = time.time() + timeout
+    try:
+        while time.time() < deadline and proc.poll() is None and not ready():
+            time.sleep(poll)
+        if grace:
+            time.sleep(grace)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, err = proc.communicate()
+    return proc.returncode, err or b""
