@@ -15,8 +15,8 @@ Algorithm (what keeps it fast):
   hold stale or repeated entries; a per-word stamp skips repeats, and a stale
   word simply holds no occurrence.  A pair whose count drops to zero is
   forgotten (table entry erased, word list freed, index recycled).
-* Pair -> index is an open-addressing table (linear probing, 16-byte slots,
-  at most half full, backward-shift deletion: no tombstones), not a
+* Pair -> index is an open-addressing table (linear probing, 8-byte slots: a tag and an index,
+  at most three quarters full, backward-shift deletion: no tombstones), not a
   node-based map: one probe usually touches one cache line.
 * The first word lists are built in two passes into one exact-size array
   (CSR); lists that grow later move to power-of-two blocks from a pool with
@@ -49,8 +49,11 @@ Algorithm (what keeps it fast):
 
 Memory: 4 bytes per base symbol of the short words (int32, since merged ids
 exceed 65535), 24 bytes per word of two or more symbols (words shorter than
-that hold no pair and are dropped up front), and per distinct pair 48 bytes
-(table slots and arrays) plus its word list (4 bytes per (pair, word) entry).
+that hold no pair and are dropped up front), and per distinct pair about 70
+bytes (its 40-byte record, 11-21 bytes of table slots, a 16-byte heap entry) plus
+its word list (4 bytes per (pair, word) entry).  While the first lists are built,
+4 more bytes per symbol.  ``prepare_merges`` copies all of this out of its
+inputs, so a caller can free them before ``run_merges`` grows the state.
 Long words take 12 bytes per symbol (a node: id, next, previous) and 4 bytes per
 listed occurrence (at most three per symbol over the whole training).
 
@@ -204,7 +207,8 @@ cdef class _MergeState:
     cdef vector[int64_t] long_count
     cdef vector[int32_t] positions        # the merged pair's positions in long words, sorted
     # pairs by dense index, in chunks that never move (no copy, no hole when they grow),
-    # and pair key -> index: open addressing, at most half full
+    # and pair key -> index: open addressing, at most three quarters full (the tags
+    # keep probes off the pairs; half full cost a table twice the size for ~1 M pairs)
     cdef vector[Pair*] pair_chunks
     cdef int32_t n_pairs
     cdef PairSlot* table
@@ -242,12 +246,14 @@ cdef class _MergeState:
     cdef bint integrity
     cdef vector[uint8_t] starts
     cdef uint8_t* node_starts
+    cdef bint ran                         # run_merges has taken it
 
     def __cinit__(self):
         self.table = NULL
         self.nodes = NULL
         self.node_starts = NULL
         self.integrity = False
+        self.ran = False
         self.bump = NULL
         self.bump_end = NULL
         self.merging = -1
@@ -423,7 +429,7 @@ cdef class _MergeState:
             if self.table[i].tag == tag and self.pair(index).key == key:
                 return index
             i = (i + 1) & self.table_mask
-        if 2 * (self.table_used + 1) > <int64_t>self.table_mask + 1:
+        if 4 * (self.table_used + 1) > 3 * (<int64_t>self.table_mask + 1):
             self.table_grow()
             i = tag >> self.table_shift
             while self.table[i].index >= 0:
@@ -938,11 +944,9 @@ cdef class _MergeState:
         return 0
 
 
-def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
-                 const int64_t[::1] word_counts, int n_base, int64_t max_vocab,
+def train_merges(symbols, word_offsets, word_counts, int n_base, int64_t max_vocab,
                  int64_t min_frequency, int64_t max_token_length, progress=None,
-                 int64_t[::1] err=None, *, int64_t long_word=LONG_WORD,
-                 const uint8_t[::1] char_starts=None):
+                 int64_t[::1] err=None, *, int64_t long_word=LONG_WORD, char_starts=None):
     """Learn BPE merges from weighted words; returns ``(status, merges)``:
     int32 ``(m, 3)`` rows ``(left_id, right_id, result_id)`` in rank order.
 
@@ -962,10 +966,30 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
     out of range raise
     ValueError; when the training state cannot grow the status is
     ``STATUS_NO_MEMORY`` (``err[0]``: the bytes it could not allocate, or -1).
+
+    It is ``prepare_merges`` then ``run_merges``: a caller that can drop its
+    inputs in between (they are copied into the state) calls the two itself.
     """
+    status, state = prepare_merges(symbols, word_offsets, word_counts, n_base, max_vocab, min_frequency,
+                                   max_token_length, err, long_word=long_word, char_starts=char_starts)
+    if state is None:
+        return status, None
+    return run_merges(state, progress, err)
+
+
+def prepare_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
+                   const int64_t[::1] word_counts, int n_base, int64_t max_vocab,
+                   int64_t min_frequency, int64_t max_token_length,
+                   int64_t[::1] err=None, *, int64_t long_word=LONG_WORD,
+                   const uint8_t[::1] char_starts=None):
+    """The first half of ``train_merges`` (same arguments, same checks): copy the
+    words into a training state, count their pairs and build the first heap.
+    Returns ``(status, state)``, ``state`` None unless the status is OK; the
+    state keeps no reference to the inputs, so the caller may free them before
+    ``run_merges(state, ...)`` (the merge loop's memory then no longer adds to
+    theirs)."""
     cdef Py_ssize_t n_words = word_counts.shape[0]
     cdef Py_ssize_t k, n_symbols = symbols.shape[0]
-    cdef int64_t done = 0, batch, limit
     cdef _MergeState state
     cdef Py_ssize_t bad_symbol = -1
 
@@ -1013,7 +1037,18 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
             state.build(symbols, word_offsets, word_counts, char_starts)
     except MemoryError as exc:
         return fail(err, STATUS_NO_MEMORY, _wanted(exc), -1), None
+    return STATUS_OK, state
 
+
+def run_merges(_MergeState state not None, progress=None, int64_t[::1] err=None):
+    """The second half of ``train_merges``: merge until the vocabulary is full or no
+    pair is frequent enough; returns ``(status, merges)`` as ``train_merges`` does.
+    A state runs once."""
+    cdef int64_t done = 0, batch, limit
+    if state.ran:
+        raise ValueError("this merge state has run already; prepare_merges a new one")
+    state.ran = True
+    check_err(err)
     limit = PROGRESS_EVERY if progress is not None else (1 << 62)
     while True:
         try:

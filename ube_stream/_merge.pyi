@@ -6,6 +6,8 @@ import numpy.typing as npt
 
 PROGRESS_EVERY: int
 
+class _MergeState: ...   # training state between prepare_merges and run_merges (opaque)
+
 def train_merges(
     symbols: np.ndarray,        # uint16[total_symbols], C-contiguous: words back to back
     word_offsets: np.ndarray,   # int64[n_words + 1]: word k = symbols[offsets[k]:offsets[k+1]]
@@ -24,4 +26,21 @@ def train_merges(
 ) -> Tuple[int, Optional[np.ndarray]]:
     # (status, int32[m, 3]: (left_id, right_id, result_id) in rank order);
     # STATUS_NO_MEMORY: err = (bytes not allocated or -1, -1)
+    ...
+
+
+def prepare_merges(
+    symbols: np.ndarray, word_offsets: np.ndarray, word_counts: np.ndarray, n_base: int, max_vocab: int,
+    min_frequency: int, max_token_length: int, err: Optional[npt.ArrayLike] = None, *,
+    long_word: int = ..., char_starts: Optional[np.ndarray] = None,
+) -> Tuple[int, Optional[_MergeState]]:
+    # train_merges' first half (same arguments but progress): the words copied into a state
+    # that holds no reference to them; (status, state), state None unless the status is OK
+    ...
+
+def run_merges(
+    state: _MergeState, progress: Optional[Callable[[int], object]] = None,
+    err: Optional[npt.ArrayLike] = None,
+) -> Tuple[int, Optional[np.ndarray]]:
+    # train_merges' second half, once per state: (status, merges) as train_merges returns them
     ...

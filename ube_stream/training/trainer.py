@@ -202,6 +202,31 @@ def _count_unit_star(kwargs: Dict[str, Any]) -> CountRecord:
     return count_unit(**kwargs)
 
 
+_LIBC_TRIM: List[Any] = []
+
+
+def _release_freed_memory() -> None:
+    """Give the C heap's free pages back to the OS between phases (glibc's
+    ``malloc_trim``; a no-op elsewhere).  Each phase frees its tables before the
+    next starts, but glibc keeps freed blocks below its (self-raising) mmap
+    threshold mapped, and Python objects come from arenas of their own, so
+    without this the merge kernel's freed state stayed resident under the
+    tokenizer built after it, and the phases' peaks added up (README, Training)."""
+    if not _LIBC_TRIM:
+        trim = None
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            try:
+                trim = ctypes.CDLL(None).malloc_trim
+                trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+            except (OSError, AttributeError):   # not glibc (musl has no malloc_trim)
+                trim = None
+        _LIBC_TRIM.append(trim)
+    if _LIBC_TRIM[0] is not None:
+        _LIBC_TRIM[0](0)
+
+
 def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str = "gpt2",
           special_tokens: Sequence[str] = DEFAULT_SPECIAL_TOKENS, min_frequency: int = 2,
           max_token_length: Optional[int] = None, max_bytes: Optional[int] = None,
@@ -308,6 +333,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
                 summary.chunks += rec.chunks
                 for reason, n in rec.skips.items():
                     summary.skipped[reason] = summary.skipped.get(reason, 0) + n
+            _release_freed_memory()     # phase 1's buffers (it runs here with one local worker)
             key_data, key_offsets, counts = _reduce_tables(
                 [rec.table_path for rec in records if rec.table_path is not None], runner, work.tmp)
         summary.unique_chunks = len(counts)
@@ -323,10 +349,14 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
             assert symbols is not None      # check_status raised otherwise
             starts = char_starts(key_data, substrate, len(symbols))
         del key_data, key_offsets
-        merges = _train_merges(symbols, symbol_offsets, counts, n_base=n_base,
+        _release_freed_memory()     # the reduce's hash table and the chunk keys
+        # handed over in a list that _train_merges empties once the kernel holds its copy
+        words = [symbols, symbol_offsets, counts, starts]
+        del symbols, symbol_offsets, counts, starts
+        merges = _train_merges(words, n_base=n_base,
                                max_vocab=vocab_size - len(special_tokens), min_frequency=min_frequency,
-                               max_token_length=max_token_length, show_progress=show_progress,
-                               char_starts=starts)
+                               max_token_length=max_token_length, show_progress=show_progress)
+        _release_freed_memory()     # the merge kernel's pair tables, word lists and heap
         summary.merge_seconds = time.perf_counter() - merge_started
 
         training = {
@@ -351,7 +381,9 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
             "skipped": dict(sorted(summary.skipped.items())),
             "skipped_files": summary.skipped_files,
         }
-        tokenizer = Tokenizer(substrate=substrate, merges=merges[:, :2].tolist(), special_tokens=special_tokens,
+        # pairs one at a time: a list of [left, right] lists would sit beside the tokenizer's own
+        tokenizer = Tokenizer(substrate=substrate, merges=zip(merges[:, 0].tolist(), merges[:, 1].tolist()),
+                              special_tokens=special_tokens,
                               pattern=pattern, training=training, char_integrity=char_integrity)
         if output is not None:
             tokenizer.save(output)        # before anything is cleaned up
@@ -437,9 +469,13 @@ def _reduce_tables(paths: List[str], runner, tmp_dir: str):
     return counter.export()
 
 
-def _train_merges(symbols, symbol_offsets, counts, *, n_base: int, max_vocab: int, min_frequency: int,
-                  max_token_length: Optional[int], show_progress: bool,
-                  char_starts: Optional[np.ndarray] = None) -> np.ndarray:
+def _train_merges(words: List[Any], *, n_base: int, max_vocab: int, min_frequency: int,
+                  max_token_length: Optional[int], show_progress: bool) -> np.ndarray:
+    """Merges of ``words`` = ``[symbols, word_offsets, word_counts, char_starts]``
+    (``char_starts`` None: no character integrity).  The list is emptied once the
+    kernel has copied the words into its state, so when it held the last
+    references the inputs are freed before the merge loop grows (their memory
+    and the loop's never add up)."""
     from ..progress import progress_bar
 
     target = max(0, max_vocab - n_base)
@@ -452,9 +488,17 @@ def _train_merges(symbols, symbol_offsets, counts, *, n_base: int, max_vocab: in
 
     err = err_buffer()
     try:
-        status, merges = _merge.train_merges(
-            symbols, symbol_offsets, counts, n_base, max_vocab, min_frequency,
-            max_token_length if max_token_length is not None else -1, progress, err, char_starts=char_starts)
+        symbols, word_offsets, word_counts, char_starts = words
+        status, state = _merge.prepare_merges(
+            symbols, word_offsets, word_counts, n_base, max_vocab, min_frequency,
+            max_token_length if max_token_length is not None else -1, err, char_starts=char_starts)
+        words.clear()
+        del symbols, word_offsets, word_counts, char_starts
+        _release_freed_memory()
+        merges = None
+        if state is not None:
+            status, merges = _merge.run_merges(state, progress, err)
+            del state
     finally:
         bar.close()
     check_status(status, err, what="training BPE merges",
