@@ -553,3 +553,57 @@ def decode_reference(tokenizer, ids: Iterable[int], errors: str = "strict") -> s
             symbols.extend(tokenizer._expansions[internal])
     parts.append(decode_symbols(symbols, tokenizer.substrate, errors))
     return "".join(parts)
+
+
+# ------------------------------------------------------------ SuperBPE stage 2
+# Twin of _superword.Stage2: BPE across the chunks of one span with the stage-2
+# merges, a merge occurrence allowed only where the token it makes covers at
+# most ``max_words`` chunks.
+
+def superbpe_stage2_reference(tokens: Sequence[int], chunk_starts: Sequence[int],
+                              merges: Iterable[Sequence[int]], max_words: int) -> List[int]:
+    """Stage 2 over one span, the slow way.
+
+    ``tokens``: the span's stage-1 ids (its chunks' ids, concatenated);
+    ``chunk_starts[i]``: 1 when ``tokens[i]`` begins a chunk; ``merges``:
+    ``(left, right, result)`` of the stage-2 merges in rank order (the first
+    row wins when a pair repeats).  Repeatedly take the lowest rank that some
+    adjacent pair holds *and may merge*, and merge its occurrences left to
+    right, non-overlapping, skipping those not allowed.  An occurrence is
+    allowed iff fewer than ``max_words`` chunk starts lie strictly inside the
+    token it makes (the per-occurrence max_words rule).
+
+        >>> # " of" (1) + " the" (2) -> 10, then 10 + " cat" (3) -> 11
+        >>> superbpe_stage2_reference([1, 2, 3], [1, 1, 1], [(1, 2, 10), (10, 3, 11)], 2)
+        [10, 3]
+    """
+    table = [tuple(int(x) for x in m) for m in merges]
+    rank_of: Dict[Tuple[int, int], int] = {}
+    for rank, (left, right, _) in enumerate(table):
+        rank_of.setdefault((left, right), rank)
+    # each token: (id, chunk starts strictly inside it, whether it begins a chunk)
+    toks = [(int(t), 0, bool(s)) for t, s in zip(tokens, chunk_starts)]
+
+    def rank(a, b):
+        if a[1] + b[1] + int(b[2]) >= max_words:
+            return None
+        return rank_of.get((a[0], b[0]))
+
+    while len(toks) >= 2:
+        ranks = [rank(a, b) for a, b in zip(toks, toks[1:])]
+        present = [r for r in ranks if r is not None]
+        if not present:
+            break
+        best = min(present)
+        result = table[best][2]
+        out, i = [], 0
+        while i < len(toks):
+            if i + 1 < len(toks) and ranks[i] == best:
+                a, b = toks[i], toks[i + 1]
+                out.append((result, a[1] + b[1] + int(b[2]), a[2]))
+                i += 2
+            else:
+                out.append(toks[i])
+                i += 1
+        toks = out
+    return [t[0] for t in toks]
