@@ -283,6 +283,36 @@ def pretokenize_script(text: str, classify=script_char_class) -> List[str]:
     return chunks
 
 
+# ------------------------------------------------------------ SuperBPE spans (rule v1)
+
+_SPAN_LETTER = regex.compile(r"[\p{L}\p{M}]")
+_SPAN_GLUE = (" ", "'", "\u2019")
+
+
+def superword_joinable_reference(chunk: str) -> bool:
+    """A chunk joins its neighbours in a span iff it holds a letter or mark and
+    every other character is U+0020 or an apostrophe (U+0027, U+2019)."""
+    letters = [bool(_SPAN_LETTER.match(c)) for c in chunk]
+    return any(letters) and all(is_letter or c in _SPAN_GLUE for c, is_letter in zip(chunk, letters))
+
+
+def superword_span_ends_reference(chunks: Sequence[str]) -> List[int]:
+    r"""Exclusive end chunk index of each span: a maximal run of joinable chunks
+    is one span, every other chunk a span of its own.
+
+        >>> superword_span_ends_reference(["Hello", " world", ",", " it", "'s", "\n"])
+        [2, 3, 5, 6]
+    """
+    ends: List[int] = []
+    for c, chunk in enumerate(chunks):
+        if ends and ends[-1] == c and superword_joinable_reference(chunk) \
+                and superword_joinable_reference(chunks[c - 1]):
+            ends[-1] = c + 1
+        else:
+            ends.append(c + 1)
+    return ends
+
+
 # ------------------------------------------------------------------ BPE merge training
 
 def _threshold(min_frequency: int) -> int:
