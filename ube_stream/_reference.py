@@ -614,13 +614,13 @@ def superbpe_stage2_reference(tokens: Sequence[int], chunk_starts: Sequence[int]
     # each token: (id, chunk starts strictly inside it, whether it begins a chunk)
     toks = [(int(t), 0, bool(s)) for t, s in zip(tokens, chunk_starts)]
 
-    def rank(a, b):
+    def pair_rank(a, b):
         if a[1] + b[1] + int(b[2]) >= max_words:
             return None
         return rank_of.get((a[0], b[0]))
 
     while len(toks) >= 2:
-        ranks = [rank(a, b) for a, b in zip(toks, toks[1:])]
+        ranks = [pair_rank(a, b) for a, b in zip(toks, toks[1:])]
         present = [r for r in ranks if r is not None]
         if not present:
             break
