@@ -29,7 +29,8 @@ from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
 from _hash cimport mix64
-from _status cimport STATUS_BAD_ID, STATUS_NO_MEMORY, STATUS_OK, check_err, fail
+from _spans cimport span_end
+from _status cimport STATUS_BAD_ID, STATUS_INVALID_UTF8, STATUS_OK, check_err, fail
 
 import numpy as np
 
@@ -228,7 +229,7 @@ cdef int stage2_span(const Tables* t, const uint32_t* ids_in, const int64_t* chu
                      Scratch* s, Py_ssize_t* bad) noexcept nogil:
     """Append the stage-2 ids of the span of chunks ``c0..c1-1`` (chunk ``c``'s stage-1
     ids are ``ids_in[chunk_tokens[c]:chunk_tokens[c + 1]]``) at ``out + out_size``;
-    STATUS_OK, STATUS_NO_MEMORY, or STATUS_BAD_ID (``bad``: the input position)."""
+    STATUS_OK or STATUS_BAD_ID (``bad``: the input position)."""
     cdef int64_t first = chunk_tokens[c0], stop = chunk_tokens[c1]
     cdef Py_ssize_t n = stop - first, i, m, c
     cdef uint32_t* ids = out + out_size[0]
@@ -393,6 +394,65 @@ cdef class Stage2:
                                          &ov[0], &out_size, &s, &bad)
                     c0 = span_stops[k]
                     k += 1
+                if status != STATUS_OK:
+                    bad_doc = d
+                    break
+                tv[d + 1] = out_size
+        if status != STATUS_OK:
+            return fail(err, status, bad, bad_doc), None, None
+        return STATUS_OK, out[:out_size], token_offsets
+
+    def encode_text_spans(self, const uint8_t[::1] data, const int64_t[::1] ends, const uint32_t[::1] ids,
+                          const int64_t[::1] chunk_tokens, const int64_t[::1] doc_chunk_offsets,
+                          const int64_t[::1] offsets, const uint8_t[::1] classes, int64_t[::1] err=None):
+        """Stage 2 of documents ``data[offsets[d]:offsets[d + 1]]`` with their spans found
+        inline by the span rule of ``_spans.pxd`` (``classes``: span_class_table()).
+
+        ``ends``: absolute chunk end offsets (``chunk_bounds_batch``), chunk ``c``
+        of document ``d`` (``doc_chunk_offsets``) ending at ``ends[c]``; ``ids`` and
+        ``chunk_tokens`` as :meth:`encode_spans`.  Returns ``(status, ids uint32,
+        token_offsets int64[ndocs + 1])``; STATUS_INVALID_UTF8: ``err`` = (absolute
+        byte offset, document); STATUS_BAD_ID: ``err`` = (input position, document).
+        """
+        cdef Py_ssize_t nchunks = chunk_tokens.shape[0] - 1, nd = doc_chunk_offsets.shape[0] - 1
+        cdef Py_ssize_t d, c0, c1
+        check_err(err)
+        self._check_chunks(ids, chunk_tokens, doc_chunk_offsets)
+        if ends.shape[0] != nchunks:
+            raise ValueError(f"{ends.shape[0]} chunk ends but {nchunks} chunks in chunk_tokens")
+        if offsets.shape[0] != nd + 1:
+            raise ValueError(f"offsets has {offsets.shape[0]} entries, doc_chunk_offsets {nd + 1}")
+        if classes.shape[0] != 0x110000:
+            raise ValueError("classes must be span_class_table() (0x110000 entries)")
+        for c0 in range(nchunks):
+            if ends[c0] < 0 or ends[c0] > data.shape[0] or (c0 > 0 and ends[c0] < ends[c0 - 1]):
+                raise ValueError(f"chunk end {ends[c0]} (index {c0}) is outside data or decreasing")
+        for d in range(nd):
+            if offsets[d] < 0 or offsets[d] > offsets[d + 1] or offsets[d + 1] > data.shape[0]:
+                raise ValueError(f"offsets[{d}:{d + 2}] is not a range of data")
+        out = np.empty(max(ids.shape[0], 1), dtype=np.uint32)
+        token_offsets = np.zeros(nd + 1, dtype=np.int64)
+        cdef uint32_t[::1] ov = out
+        cdef int64_t[::1] tv = token_offsets
+        cdef Py_ssize_t out_size = 0, bad = -1, bad_doc = -1
+        cdef int status = STATUS_OK
+        cdef Scratch s
+        cdef const uint8_t* p = &data[0] if data.shape[0] > 0 else NULL
+        with nogil:
+            for d in range(nd):
+                c0 = doc_chunk_offsets[d]
+                while c0 < doc_chunk_offsets[d + 1]:
+                    c1 = span_end(p, &ends[0], c0, doc_chunk_offsets[d + 1],
+                                  offsets[d] if c0 == doc_chunk_offsets[d] else ends[c0 - 1], &classes[0])
+                    if c1 < 0:
+                        status = STATUS_INVALID_UTF8
+                        bad = -c1 - 1
+                        break
+                    status = stage2_span(&self.tables, &ids[0], &chunk_tokens[0], c0, c1, &ov[0],
+                                         &out_size, &s, &bad)
+                    if status != STATUS_OK:
+                        break
+                    c0 = c1
                 if status != STATUS_OK:
                     bad_doc = d
                     break
