@@ -622,35 +622,50 @@ def _chunks_reference(text: str, pattern: str) -> List[str]:
     return chunks
 
 
-def encode_reference(tokenizer, text: str, allowed_special=()) -> List[int]:
-    """Model ids of ``text``: allowed special tokens first (leftmost, longest), then
-    chunks by the pattern, each routed and merged with the lowest rank first."""
-    merges = [(a, b, r) for (a, b), r in zip(tokenizer.merges, tokenizer.merge_results)]
-    rank_of: dict = {}
-    for rank, (left, right, result) in enumerate(merges):
-        rank_of.setdefault((left, right), (rank, result))
+def _lowest_rank_first(symbols: List[int], merges: Sequence[Sequence[int]],
+                       rank_of: Dict[Tuple[int, int], int]) -> List[int]:
+    """Merge the adjacent pair of lowest rank (all its occurrences, left to right) until none has one."""
+    while len(symbols) >= 2:
+        ranked = [rank_of[p] for p in zip(symbols, symbols[1:]) if p in rank_of]
+        if not ranked:
+            break
+        rank = min(ranked)
+        symbols = _merge_pair(symbols, tuple(merges[rank][:2]), merges[rank][2])
+    return symbols
+
+
+def _pieces_reference(tokenizer, text: str, allowed_special) -> List[Tuple[str, Any]]:
+    """``(piece, None)`` for ordinary text and ``(text, internal id)`` for each allowed
+    special token (leftmost, longest)."""
     specials = dict(tokenizer._special_internal)
     allowed = specials if allowed_special == "all" else {t: specials[t] for t in allowed_special}
-    pieces = [text]
-    if allowed:
-        alternatives = "|".join(regex.escape(t) for t in sorted(allowed, key=len, reverse=True))
-        pieces = regex.split(f"({alternatives})", text)
+    if not allowed:
+        return [(text, None)]
+    alternatives = "|".join(regex.escape(t) for t in sorted(allowed, key=len, reverse=True))
+    return [(piece, allowed[piece] if k % 2 == 1 else None)
+            for k, piece in enumerate(regex.split(f"({alternatives})", text))]
+
+
+def _piece_chunks_reference(tokenizer, piece: str) -> List[str]:
+    return (pretokenize_script(piece) if tokenizer.pattern_name == "script"
+            else _chunks_reference(piece, tokenizer.pattern))
+
+
+def encode_reference(tokenizer, text: str, allowed_special=()) -> List[int]:
+    """Model ids of ``text``: allowed special tokens first (leftmost, longest), then
+    chunks by the pattern, each routed and merged with the lowest rank first.  A
+    SuperBPE tokenizer is encoded by :func:`encode_superbpe_reference`."""
+    if getattr(tokenizer, "superbpe", None) is not None:
+        return encode_superbpe_reference(tokenizer, text, allowed_special)
+    merges = [(a, b, r) for (a, b), r in zip(tokenizer.merges, tokenizer.merge_results)]
+    rank_of = _first_ranks(merges)
     ids: List[int] = []
-    for k, piece in enumerate(pieces):
-        if k % 2 == 1:  # a captured special token
-            ids.append(allowed[piece])
+    for piece, special in _pieces_reference(tokenizer, text, allowed_special):
+        if special is not None:
+            ids.append(special)
             continue
-        chunks = (pretokenize_script(piece) if tokenizer.pattern_name == "script"
-                  else _chunks_reference(piece, tokenizer.pattern))
-        for chunk in chunks:
-            symbols = route_symbols(chunk, tokenizer.substrate)
-            while len(symbols) >= 2:
-                ranked = [rank_of[p] for p in zip(symbols, symbols[1:]) if p in rank_of]
-                if not ranked:
-                    break
-                rank, result = min(ranked)
-                symbols = _merge_pair(symbols, merges[rank][:2], result)
-            ids.extend(symbols)
+        for chunk in _piece_chunks_reference(tokenizer, piece):
+            ids.extend(_lowest_rank_first(route_symbols(chunk, tokenizer.substrate), merges, rank_of))
     return [tokenizer._model_id(i) for i in ids]
 
 
@@ -672,3 +687,97 @@ def decode_reference(tokenizer, ids: Iterable[int], errors: str = "strict") -> s
             symbols.extend(tokenizer._expansions[internal])
     parts.append(decode_symbols(symbols, tokenizer.substrate, errors))
     return "".join(parts)
+
+
+# ------------------------------------------------------------ SuperBPE stage 2
+# Twin of _superword.Stage2: BPE across the chunks of one span with the stage-2
+# merges, a merge occurrence allowed only where the token it makes covers at
+# most ``max_words`` chunks.
+
+def superbpe_stage2_reference(tokens: Sequence[int], chunk_starts: Sequence[int],
+                              merges: Iterable[Sequence[int]], max_words: int) -> List[int]:
+    """Stage 2 over one span, the slow way.
+
+    ``tokens``: the span's stage-1 ids (its chunks' ids, concatenated);
+    ``chunk_starts[i]``: 1 when ``tokens[i]`` begins a chunk; ``merges``:
+    ``(left, right, result)`` of the stage-2 merges in rank order (the first
+    row wins when a pair repeats).  Repeatedly take the lowest rank that some
+    adjacent pair holds *and may merge*, and merge its occurrences left to
+    right, non-overlapping, skipping those not allowed.  An occurrence is
+    allowed iff fewer than ``max_words`` chunk starts lie strictly inside the
+    token it makes (the per-occurrence max_words rule).
+
+        >>> # " of" (1) + " the" (2) -> 10, then 10 + " cat" (3) -> 11
+        >>> superbpe_stage2_reference([1, 2, 3], [1, 1, 1], [(1, 2, 10), (10, 3, 11)], 2)
+        [10, 3]
+    """
+    table = [tuple(int(x) for x in m) for m in merges]
+    return _stage2_reference(tokens, chunk_starts, table, _first_ranks(table), max_words)
+
+
+def _first_ranks(table: Sequence[Sequence[int]]) -> Dict[Tuple[int, int], int]:
+    """``(left, right) -> rank`` of ``(left, right, result)`` rows, the first row of a repeated pair."""
+    rank_of: Dict[Tuple[int, int], int] = {}
+    for rank, (left, right, _) in enumerate(table):
+        rank_of.setdefault((left, right), rank)
+    return rank_of
+
+
+def _stage2_reference(tokens: Sequence[int], chunk_starts: Sequence[int], table: Sequence[Sequence[int]],
+                      rank_of: Dict[Tuple[int, int], int], max_words: int) -> List[int]:
+    # each token: (id, chunk starts strictly inside it, whether it begins a chunk)
+    toks = [(int(t), 0, bool(s)) for t, s in zip(tokens, chunk_starts)]
+
+    def pair_rank(a, b):
+        if a[1] + b[1] + int(b[2]) >= max_words:
+            return None
+        return rank_of.get((a[0], b[0]))
+
+    while len(toks) >= 2:
+        ranks = [pair_rank(a, b) for a, b in zip(toks, toks[1:])]
+        present = [r for r in ranks if r is not None]
+        if not present:
+            break
+        best = min(present)
+        result = table[best][2]
+        out, i = [], 0
+        while i < len(toks):
+            if i + 1 < len(toks) and ranks[i] == best:
+                a, b = toks[i], toks[i + 1]
+                out.append((result, a[1] + b[1] + int(b[2]), a[2]))
+                i += 2
+            else:
+                out.append(toks[i])
+                i += 1
+        toks = out
+    return [t[0] for t in toks]
+
+
+def encode_superbpe_reference(tokenizer, text: str, allowed_special=()) -> List[int]:
+    """Twin of ``Tokenizer.encode`` for a SuperBPE tokenizer (``tokenizer.superbpe``):
+    allowed special tokens first, then the pattern's chunks; each chunk routed and
+    merged with the stage-1 merges ``merges[:k]`` only (lowest rank first); then,
+    for each span (:func:`superword_span_ends_reference`), the chunks' stage-1 ids
+    concatenated and merged with the stage-2 merges ``merges[k:]`` by
+    :func:`superbpe_stage2_reference` (``max_words`` per occurrence)."""
+    k, max_words = tokenizer.superbpe["stage1_merges"], tokenizer.superbpe["max_words"]
+    merges = [(a, b, r) for (a, b), r in zip(tokenizer.merges, tokenizer.merge_results)]
+    stage1, stage2 = merges[:k], merges[k:]
+    rank1, rank2 = _first_ranks(stage1), _first_ranks(stage2)
+    ids: List[int] = []
+    for piece, special in _pieces_reference(tokenizer, text, allowed_special):
+        if special is not None:
+            ids.append(special)
+            continue
+        chunks = _piece_chunks_reference(tokenizer, piece)
+        first = 0
+        for end in superword_span_ends_reference(chunks):
+            tokens: List[int] = []
+            starts: List[int] = []
+            for chunk in chunks[first:end]:
+                chunk_ids = _lowest_rank_first(route_symbols(chunk, tokenizer.substrate), stage1, rank1)
+                tokens += chunk_ids
+                starts += [1] + [0] * (len(chunk_ids) - 1)
+            ids += _stage2_reference(tokens, starts, stage2, rank2, max_words)
+            first = end
+    return [tokenizer._model_id(i) for i in ids]

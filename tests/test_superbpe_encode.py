@@ -1,0 +1,317 @@
+"""SuperBPE encoding (stage 1 inside chunks, stage 2 across the chunks of a span),
+checked against the readable twins in ``_reference`` (``superbpe_stage2_reference``,
+``encode_superbpe_reference``), hand-worked cases, hypothesis and real text."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ube_stream import _superword
+from ube_stream._reference import superbpe_stage2_reference
+
+HYPO = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _kernel_span(merges, tokens, starts, max_words, n_ids=64):
+    stage2 = _superword.Stage2(np.array([m[:2] for m in merges], dtype=np.uint32).reshape(-1, 2),
+                               np.array([m[2] for m in merges], dtype=np.uint32), max_words, n_ids)
+    return stage2.merge_span(np.array(tokens, dtype=np.uint32), np.array(starts, dtype=np.uint8)).tolist()
+
+
+# --------------------------------------------------------------------------- hand-worked stage 2
+
+# stage-1 ids: 1 " of", 2 " the", 3 " world", 4 " in", 5 "s"
+OF_THE = [(1, 2, 10), (10, 3, 11), (4, 10, 12), (3, 5, 13)]
+
+
+@pytest.mark.parametrize("tokens, starts, max_words, expected", [
+    # " of the world": rank 0 joins " of"+" the" (2 words), rank 1 adds " world" (3 words)
+    ([1, 2, 3], [1, 1, 1], 4, [11]),
+    ([1, 2, 3], [1, 1, 1], 3, [11]),
+    ([1, 2, 3], [1, 1, 1], 2, [10, 3]),          # " of the world" would cover 3 words
+    ([1, 2, 3], [1, 1, 1], 1, [1, 2, 3]),        # no token may cross a chunk start
+    # " in of the": rank 0 first (" of the"), then " in"+" of the" at rank 2
+    ([4, 1, 2], [1, 1, 1], 4, [12]),
+    ([4, 1, 2], [1, 1, 1], 2, [4, 10]),
+    # " world"+"s" inside one chunk (starts 1, 0): a subword merge, allowed even at max_words 1
+    ([3, 5], [1, 0], 1, [13]),
+    # rank 1 (" of the"+" world") comes before rank 3 (" world"+"s"): " of the world" + "s"
+    ([1, 2, 3, 5], [1, 1, 1, 0], 4, [11, 5]),
+    # with max_words 2 rank 1 is not allowed, so rank 3 takes " world"+"s"
+    ([1, 2, 3, 5], [1, 1, 1, 0], 2, [10, 13]),
+    # " of the of the": two occurrences of rank 0, both merged; (10, 10) has no rank
+    ([1, 2, 1, 2], [1, 1, 1, 1], 4, [10, 10]),
+    # " the" with no merge partner stays
+    ([2, 2, 2], [1, 1, 1], 4, [2, 2, 2]),
+])
+def test_stage2_golden(tokens, starts, max_words, expected):
+    assert superbpe_stage2_reference(tokens, starts, OF_THE, max_words) == expected
+    assert _kernel_span(OF_THE, tokens, starts, max_words) == expected
+
+
+def test_stage2_overlapping_and_disallowed_occurrences():
+    """a a a with merge (a, a): leftmost first, non-overlapping; an occurrence the
+    max_words rule forbids is skipped and the next one (overlapping it) may merge."""
+    merges = [(7, 7, 20)]
+    assert _kernel_span(merges, [7, 7, 7], [1, 0, 0], 1) == [20, 7]
+    # chunk starts at 0 and 1: (0, 1) crosses a chunk start (not allowed at max_words 1),
+    # (1, 2) lies inside the second chunk
+    assert superbpe_stage2_reference([7, 7, 7], [1, 1, 0], merges, 1) == [7, 20]
+    assert _kernel_span(merges, [7, 7, 7], [1, 1, 0], 1) == [7, 20]
+    # a merged token carries its inner chunk starts: (20, 20) would hold 3 chunk starts inside
+    merges = [(7, 7, 20), (20, 20, 21)]
+    assert _kernel_span(merges, [7, 7, 7, 7], [1, 1, 1, 1], 3) == [20, 20]
+    assert _kernel_span(merges, [7, 7, 7, 7], [1, 1, 1, 1], 4) == [21]
+
+
+# --------------------------------------------------------------------------- kernel == twin
+
+@st.composite
+def _spans(draw):
+    n_base = draw(st.integers(2, 6))
+    n_merges = draw(st.integers(0, 12))
+    merges, next_id = [], n_base
+    for _ in range(n_merges):
+        left = draw(st.integers(0, next_id - 1))
+        right = draw(st.integers(0, next_id - 1))
+        merges.append((left, right, next_id))
+        next_id += 1
+    if merges and draw(st.booleans()):  # a repeated pair: the first rank wins
+        merges.append(merges[draw(st.integers(0, len(merges) - 1))][:2] + (next_id,))
+        next_id += 1
+    # long spans take the heap path (> 64 tokens)
+    n = draw(st.one_of(st.integers(1, 12), st.integers(60, 120)))
+    tokens = draw(st.lists(st.integers(0, n_base - 1), min_size=n, max_size=n))
+    starts = [1] + draw(st.lists(st.integers(0, 1), min_size=n - 1, max_size=n - 1))
+    return merges, tokens, starts, draw(st.integers(1, 4)), next_id
+
+
+@HYPO
+@given(_spans())
+def test_stage2_kernel_equals_twin(case):
+    merges, tokens, starts, max_words, n_ids = case
+    assert _kernel_span(merges, tokens, starts, max_words, n_ids) == \
+        superbpe_stage2_reference(tokens, starts, merges, max_words)
+
+
+def test_stage2_short_and_heap_paths_agree():
+    """One merge table, spans of 64 (min-scan) and 65+ tokens (heap): the same rule."""
+    rng = np.random.default_rng(7)
+    merges, next_id = [], 4
+    for _ in range(40):
+        merges.append((int(rng.integers(0, next_id)), int(rng.integers(0, next_id)), next_id))
+        next_id += 1
+    for n in (63, 64, 65, 66, 300, 1000):
+        for max_words in (1, 2, 4):
+            tokens = rng.integers(0, 4, n).tolist()
+            starts = [1] + rng.integers(0, 2, n - 1).tolist()
+            assert _kernel_span(merges, tokens, starts, max_words, next_id) == \
+                superbpe_stage2_reference(tokens, starts, merges, max_words)
+
+
+def test_stage2_bad_input():
+    stage2 = _superword.Stage2(np.array([[1, 2]], np.uint32), np.array([3], np.uint32), 4, 4)
+    with pytest.raises(ValueError, match="outside 0..3"):
+        stage2.merge_span(np.array([1, 9], np.uint32), np.array([1, 1], np.uint8))
+    with pytest.raises(ValueError, match="max_words"):
+        _superword.Stage2(np.zeros((0, 2), np.uint32), np.zeros(0, np.uint32), 0, 4)
+    with pytest.raises(ValueError, match="outside"):
+        _superword.Stage2(np.array([[1, 7]], np.uint32), np.array([3], np.uint32), 4, 4)
+    err = np.zeros(2, np.int64)
+    status, ids, offsets = stage2.encode_spans(np.array([1, 2, 9], np.uint32), np.array([0, 1, 2, 3]),
+                                               np.array([2, 3]), np.array([0, 2, 3]), err)
+    assert (status, ids, offsets) == (-3, None, None) and err.tolist() == [2, 1]  # STATUS_BAD_ID
+    with pytest.raises(ValueError, match="inside a span"):
+        stage2.encode_spans(np.array([1, 2, 2], np.uint32), np.array([0, 1, 2, 3]), np.array([3]),
+                            np.array([0, 2, 3]))
+
+
+def test_encode_spans_documents():
+    """Spans of several documents: each span merged on its own, offsets per document."""
+    stage2 = _superword.Stage2(np.array([[1, 2]], np.uint32), np.array([3], np.uint32), 4, 4)
+    # doc 0: chunks [1] [2] one span -> [3]; doc 1: empty; doc 2: chunks [1] | [2] two spans
+    status, ids, offsets = stage2.encode_spans(
+        np.array([1, 2, 1, 2], np.uint32), np.array([0, 1, 2, 3, 4]), np.array([2, 3, 4]),
+        np.array([0, 2, 2, 4]))
+    assert status == 0 and ids.tolist() == [3, 1, 2] and offsets.tolist() == [0, 1, 1, 3]
+
+
+# --------------------------------------------------------------------------- Tokenizer.encode == twin
+
+from _helpers import superbpe_from_plain  # noqa: E402
+
+from ube_stream import Tokenizer, train  # noqa: E402
+from ube_stream._reference import decode_reference, encode_reference, encode_superbpe_reference  # noqa: E402
+
+SUBSTRATES = ("ube", "utf8", "utf16")
+SPECIALS = ["<|endoftext|>", "<|pad|>"]
+
+
+@pytest.fixture(scope="module")
+def plain_by_substrate(docs_rows):
+    text = [r["text"] for r in docs_rows][:40]
+    return {s: train(iter(text), vocab_size=1200, substrate=s, special_tokens=SPECIALS, workers=1,
+                     show_progress=False) for s in SUBSTRATES}
+
+
+@pytest.fixture(scope="module")
+def sample_texts(docs_rows, parallel_rows, unicode_rows):
+    """Real multilingual text, kept small for the slow twin: running text (26 languages)
+    cut to 600 characters, every 25th parallel item, every 3rd Unicode test string."""
+    texts = [r["text"][:600] for r in docs_rows]
+    texts += [r["text"] for r in parallel_rows[::25]]
+    texts += [r["text"] for r in unicode_rows[::3]]
+    return [t for t in texts if t]
+
+
+@pytest.fixture(scope="module")
+def more_texts(docs_rows, parallel_rows, unicode_rows):
+    """The slow variant's text: running text cut to 4000 characters, every 5th parallel
+    item, every Unicode test string."""
+    texts = [r["text"][:4000] for r in docs_rows]
+    texts += [r["text"] for r in parallel_rows[::5]]
+    texts += [r["text"] for r in unicode_rows]
+    return [t for t in texts if t]
+
+
+@pytest.fixture(scope="module")
+def superbpe_by_substrate(plain_by_substrate, docs_rows):
+    text = [r["text"][:20000] for r in docs_rows]
+    return {s: superbpe_from_plain(plain_by_substrate[s], text) for s in SUBSTRATES}
+
+
+def _with_max_words(tok, max_words):
+    return Tokenizer(substrate=tok.substrate, merges=tok.merges, special_tokens=tok._special_internal,
+                     pattern=tok.pattern_name, superbpe={**tok.superbpe, "max_words": max_words})
+
+
+def test_hand_built_tokenizer_has_superwords(superbpe_by_substrate):
+    """The fixture is what the tests need: stage-2 merges that cross chunks, and text
+    where they apply (" of the" as one token in English)."""
+    tok = superbpe_by_substrate["utf8"]
+    assert len(tok.merges) > tok.superbpe["stage1_merges"] + 40
+    pieces = [tok.decode([i]) for i in tok.encode("The name of the game is in the details of the text.")]
+    assert " of the" in pieces, pieces
+
+
+def _check_twin(tok, texts):
+    for text, ids in zip(texts, tok.encode_ordinary_batch(texts)):
+        assert ids.tolist() == encode_superbpe_reference(tok, text), text[:80]
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_superbpe_encode_equals_twin_real_text(superbpe_by_substrate, sample_texts, substrate):
+    _check_twin(superbpe_by_substrate[substrate], sample_texts)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_superbpe_encode_equals_twin_more_real_text(superbpe_by_substrate, more_texts, substrate):
+    _check_twin(superbpe_by_substrate[substrate], more_texts)
+
+
+@pytest.mark.parametrize("max_words", [1, 2, 3])
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_superbpe_max_words_real_text(superbpe_by_substrate, parallel_rows, substrate, max_words):
+    tok = _with_max_words(superbpe_by_substrate[substrate], max_words)
+    texts = [r["text"] for r in parallel_rows[::40]]
+    for text, ids in zip(texts, tok.encode_ordinary_batch(texts)):
+        assert ids.tolist() == encode_superbpe_reference(tok, text), text[:80]
+        # no token covers more than max_words chunks: each token decodes inside one span
+        assert all(tok.decode([i], errors="replace").count(" ") <= max_words for i in ids.tolist())
+
+
+_WORDS = ["of", "the", "in", "The", "it", "is", "a", "and", "to", "don't", "l’eau", "Straße", "的", "мир",
+          "नमस्ते", "e\u0301", "x"]
+_GLUE = [" ", "  ", ", ", ".", "\n", "\n\n", "'", "’", "42", " 7", "!?", "\t", "🙂", "\u00a0", "-"]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(_WORDS).map(lambda w: " " + w), st.sampled_from(_WORDS),
+                          st.sampled_from(_GLUE), st.text(max_size=3)), max_size=30).map("".join),
+       st.sampled_from(SUBSTRATES), st.integers(1, 4))
+def test_superbpe_encode_equals_twin_generated(superbpe_by_substrate, text, substrate, max_words):
+    tok = superbpe_by_substrate[substrate]
+    if max_words != tok.superbpe["max_words"]:
+        tok = _with_max_words(tok, max_words)
+    try:
+        expected = encode_superbpe_reference(tok, text)
+    except UnicodeEncodeError:  # a lone surrogate: the encoder raises too
+        with pytest.raises(Exception, match="surrogate"):
+            tok.encode_ordinary(text)
+        return
+    assert tok.encode_ordinary(text).tolist() == expected
+    assert tok.decode(expected) == text == decode_reference(tok, expected)
+
+
+def test_encode_reference_dispatches(superbpe_by_substrate):
+    tok = superbpe_by_substrate["ube"]
+    text = "It is one of the best of the kind, in the end."
+    assert encode_reference(tok, text) == encode_superbpe_reference(tok, text) == tok.encode(text).tolist()
+
+
+def test_stage1_uses_only_stage1_merges(plain_by_substrate):
+    """merges[k:] never apply inside stage 1: a stage-2 merge that would outrank
+    nothing still waits for stage 2, where the max_words rule governs it."""
+    plain = plain_by_substrate["utf8"]
+    k = len(plain.merges)
+    of, the = int(plain.encode(" of")[0]), int(plain.encode(" the")[0])
+    sb = Tokenizer(substrate="utf8", merges=list(plain.merges) + [(of, the)], special_tokens=SPECIALS,
+                   superbpe={"stage1_merges": k, "max_words": 1})
+    assert sb.encode(" of the").tolist() == [of, the]  # max_words 1: no token crosses a chunk start
+    sb2 = _with_max_words(sb, 2)
+    assert sb2.encode(" of the").tolist() == [k + 256]
+    assert sb2.decode(sb2.encode(" of the, of the")) == " of the, of the"
+    assert sb2.encode(" of the, of the").tolist() == [k + 256, int(plain.encode(",")[0]), k + 256]
+    # the same merges as a plain tokenizer join nothing across chunks either (stage 1 only)
+    flat = Tokenizer(substrate="utf8", merges=sb.merges, special_tokens=SPECIALS)
+    assert flat.encode(" of the").tolist() == [of, the]
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_superbpe_every_entry_agrees(superbpe_by_substrate, sample_texts, substrate):
+    """encode, encode_ordinary, encode_batch (1 and 3 threads), encode_utf8_batch,
+    specials and a tiny cache: the same ids."""
+    tok = superbpe_by_substrate[substrate]
+    texts = sample_texts[:60]
+    one = [ids.tolist() for ids in tok.encode_ordinary_batch(texts)]
+    assert [ids.tolist() for ids in tok.encode_batch(texts, num_threads=3)] == one
+    assert [tok.encode(t, disallowed_special=()).tolist() for t in texts] == one
+    data = b"".join(t.encode("utf-8") for t in texts)
+    offsets = np.cumsum([0] + [len(t.encode("utf-8")) for t in texts])
+    for threads in (1, 2):
+        ids, token_offsets = tok.encode_utf8_batch(np.frombuffer(data, np.uint8), offsets, num_threads=threads)
+        assert [ids[a:b].tolist() for a, b in zip(token_offsets[:-1], token_offsets[1:])] == one
+    small = Tokenizer.from_json(tok.to_json())
+    small.set_cache(entries=3, bytes=64)
+    assert [ids.tolist() for ids in small.encode_ordinary_batch(texts)] == one
+    # a special token ends a span: " of<|endoftext|> the" cannot join across it
+    text = "one of the<|endoftext|> of the end<|pad|>"
+    got = tok.encode(text, allowed_special="all").tolist()
+    assert got == encode_superbpe_reference(tok, text, allowed_special="all")
+    eot = tok.special_tokens["<|endoftext|>"]
+    cut = got.index(eot)
+    assert got[:cut] == tok.encode("one of the").tolist()
+    assert got[cut + 1:-1] == tok.encode(" of the end").tolist()
+    assert tok.decode(got) == text
+
+
+def test_superbpe_invalid_utf8_names_document(superbpe_by_substrate):
+    from ube_stream.errors import InvalidTextError
+
+    tok = superbpe_by_substrate["utf8"]
+    data = np.frombuffer(b"of the" + b" ok \xff here", np.uint8)
+    with pytest.raises(InvalidTextError) as info:
+        tok.encode_utf8_batch(data, np.array([0, 6, len(data)]))
+    assert info.value.document == 1
+
+
+def test_superbpe_file_round_trip_encodes_the_same(superbpe_by_substrate, tmp_path, sample_texts):
+    tok = superbpe_by_substrate["ube"]
+    path = tmp_path / "sb.json"
+    tok.save(path)
+    loaded = Tokenizer.load(path)
+    assert loaded.superbpe == tok.superbpe
+    texts = sample_texts[:30]
+    assert [a.tolist() for a in loaded.encode_ordinary_batch(texts)] == \
+        [a.tolist() for a in tok.encode_ordinary_batch(texts)]
