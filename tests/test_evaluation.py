@@ -14,7 +14,6 @@ import zstandard
 
 from ube_stream.cli import evaluate as _cli_eval
 from ube_stream.errors import InputError
-from ube_stream.tokenizer import Tokenizer
 from ube_stream.evaluation.metrics import gini
 from ube_stream.evaluation.parallel_text import (
     ParallelSet,
@@ -31,6 +30,7 @@ from ube_stream.evaluation.parallel_text import (
     write_csv,
 )
 from ube_stream.sample import sample_paths
+from ube_stream.tokenizer import Tokenizer
 from ube_stream.training.trainer import train
 
 
