@@ -107,6 +107,7 @@ class TrainSummary:
             f"bytes          {self.bytes:,}",
             f"chunks         {self.chunks:,} ({self.unique_chunks:,} unique)",
             f"merges         {self.merges:,}",
+        ] + ([f"superword spans {self.unique_spans:,} unique (SuperBPE stage 2)"] if self.unique_spans else []) + [
             f"vocab size     {self.vocab_size:,}"
             + ("" if self.vocab_size == self.requested_vocab_size else
                f" (asked {self.requested_vocab_size:,}: no pair left at min_frequency)"),
