@@ -320,10 +320,12 @@ def _threshold(min_frequency: int) -> int:
     return max(1, int(min_frequency))
 
 
-def train_bpe_reference(word_counts: dict, *, n_base: int, max_vocab: int,
+def train_bpe_reference(word_counts: dict | list, *, n_base: int, max_vocab: int,
                         min_frequency: int = 2,
                         max_token_length: int | None = None,
-                        char_starts: dict | None = None) -> List[tuple]:
+                        char_starts: dict | list | None = None,
+                        chunk_starts: dict | list | None = None, max_words: int | None = None,
+                        base_expansions: Sequence[tuple] = ()) -> List[tuple]:
     """The obvious quadratic BPE trainer: recount every pair at every step.
 
     ``word_counts`` maps a word (a tuple of base symbol ids, one unique
@@ -347,7 +349,12 @@ def train_bpe_reference(word_counts: dict, *, n_base: int, max_vocab: int,
       a character starts, as :func:`char_starts_reference` gives): a pair
       occurrence counts and merges only when both tokens are whole-character
       sequences or both lie inside one character; others are skipped (left as
-      they are) by counting and rewriting alike.
+      they are) by counting and rewriting alike;
+    * SuperBPE stage 2: ``base_expansions`` holds the atoms of the alphabet ids
+      ``n_base - len(base_expansions) .. n_base - 1`` (tokens made by stage 1;
+      lower ids are atoms); ``chunk_starts`` (per word, 1 where a chunk starts)
+      with ``max_words`` W: an occurrence counts and merges only when fewer
+      than W chunk starts lie strictly inside the token it would make.
 
     Worked example (minbpe's golden test, ``a b c d`` = 97 98 99 100)::
 
@@ -356,26 +363,36 @@ def train_bpe_reference(word_counts: dict, *, n_base: int, max_vocab: int,
         [(97, 97, 256), (97, 98, 257), (256, 257, 258)]
     """
     threshold = _threshold(min_frequency)
-    words: List[List[Any]] = []  # [symbols, count], rewritten in place
-    for word, count in word_counts.items():
+    if (chunk_starts is None) != (max_words is None):
+        raise ValueError("chunk_starts and max_words go together")
+    words: List[List[Any]] = []  # [tokens, count, start of each token in word symbols, flags, chunk flags]
+    # a list of (word, count) (flags: lists by index) lets equal words with other flags stay apart
+    items = list(word_counts.items()) if isinstance(word_counts, dict) else list(word_counts)
+    for index, (word, count) in enumerate(items):
+        word_chars = None if char_starts is None else (
+            char_starts[word] if isinstance(char_starts, dict) else char_starts[index])
+        word_chunks = None if chunk_starts is None else (
+            chunk_starts[word] if isinstance(chunk_starts, dict) else chunk_starts[index])
         if count < 1:
             raise ValueError(f"word {word!r} has count {count}; counts must be >= 1 "
                              "(drop words that do not occur)")
         if any(not 0 <= s < n_base for s in word):
             raise ValueError(f"word {word!r} holds a symbol outside 0..{n_base - 1}")
-        if char_starts is not None and len(char_starts[word]) != len(word):
-            raise ValueError(f"word {word!r} has {len(char_starts[word])} character-start flags")
-        # [tokens, count, start of each token in base symbols, flags + a final 1 (end of word)]
-        flags = list(char_starts[word]) + [1] if char_starts is not None else None
-        words.append([list(word), int(count), list(range(len(word))), flags])
-    expansions: List[tuple] = [(s,) for s in range(n_base)]
+        if word_chars is not None and len(word_chars) != len(word):
+            raise ValueError(f"word {word!r} has {len(word_chars)} character-start flags")
+        # flags + a final 1 (end of word)
+        flags = list(word_chars) + [1] if word_chars is not None else None
+        chunks = list(word_chunks) if word_chunks is not None else None
+        words.append([list(word), int(count), list(range(len(word))), flags, chunks])
+    n_atoms = n_base - len(base_expansions)
+    expansions: List[tuple] = [(s,) for s in range(n_atoms)] + [tuple(e) for e in base_expansions]
     id_of_expansion = {e: i for i, e in enumerate(expansions)}
     merges: List[tuple] = []
     while len(expansions) < max_vocab:
         pair_counts: dict = {}
-        for symbols, count, spans, flags in words:
+        for symbols, count, spans, flags, chunks in words:
             for k, pair in enumerate(zip(symbols, symbols[1:])):
-                if _may_merge(k, symbols, spans, flags, expansions):
+                if _may_merge(k, symbols, spans, flags, chunks, max_words):
                     pair_counts[pair] = pair_counts.get(pair, 0) + count
         if max_token_length is not None:  # too long to merge: never a candidate
             pair_counts = {p: c for p, c in pair_counts.items()
@@ -394,19 +411,25 @@ def train_bpe_reference(word_counts: dict, *, n_base: int, max_vocab: int,
             id_of_expansion[expansion] = result
         merges.append((pair[0], pair[1], result))
         for entry in words:
-            entry[0], entry[2] = _merge_pair_training(entry[0], pair, result, entry[2], entry[3], expansions)
+            entry[0], entry[2] = _merge_pair_training(entry[0], pair, result, entry[2], entry[3], entry[4],
+                                                      max_words)
     return merges
 
 
 def _may_merge(k: int, symbols: List[int], spans: List[int], flags: List[int] | None,
-               expansions: List[tuple]) -> bool:
-    """Character integrity for the tokens at k, k + 1 (True without ``flags``):
-    both are sequences of whole characters, or both lie inside one character."""
-    if flags is None:
-        return True
+               chunks: List[int] | None = None, max_words: int | None = None) -> bool:
+    """May the tokens at k, k + 1 merge?  Character integrity (with ``flags``):
+    both are sequences of whole characters, or both lie inside one character.
+    max_words (with ``chunks``): fewer than ``max_words`` chunk starts lie
+    strictly inside the merged token."""
     left_start = spans[k]
     right_start = spans[k + 1]
-    right_end = right_start + len(expansions[symbols[k + 1]])
+    right_end = spans[k + 2] if k + 2 < len(spans) else (len(flags) - 1 if flags is not None else len(chunks or ()))
+    if chunks is not None and max_words is not None:
+        if sum(chunks[left_start + 1:right_end]) >= max_words:
+            return False
+    if flags is None:
+        return True
     left_start_ok = flags[left_start] == 1
     boundary_between = flags[right_start] == 1
     right_end_ok = flags[right_end] == 1
@@ -430,15 +453,16 @@ def _merge_pair(symbols: List[int], pair: tuple, result: int) -> List[int]:
 
 
 def _merge_pair_training(symbols: List[int], pair: tuple, result: int, spans: List[int],
-                         flags: List[int] | None, expansions: List[tuple]) -> Tuple[List[int], List[int]]:
+                         flags: List[int] | None, chunks: List[int] | None = None,
+                         max_words: int | None = None) -> Tuple[List[int], List[int]]:
     """:func:`_merge_pair` where :func:`_may_merge` allows it, keeping each
-    token's start (in base symbols): returns the new tokens and starts."""
+    token's start (in word symbols): returns the new tokens and starts."""
     out: List[int] = []
     out_spans: List[int] = []
     i = 0
     while i < len(symbols):
         if (i + 1 < len(symbols) and symbols[i] == pair[0] and symbols[i + 1] == pair[1]
-                and _may_merge(i, symbols, spans, flags, expansions)):
+                and _may_merge(i, symbols, spans, flags, chunks, max_words)):
             out.append(result)
             out_spans.append(spans[i])
             i += 2
@@ -447,6 +471,71 @@ def _merge_pair_training(symbols: List[int], pair: tuple, result: int, spans: Li
             out_spans.append(spans[i])
             i += 1
     return out, out_spans
+
+
+def train_superbpe_reference(texts: Iterable[str], *, substrate: str = "ube", pattern: str = GPT2_PATTERN,
+                             vocab_size: int, transition: int, n_special: int = 1, max_words: int = 4,
+                             min_frequency: int = 2, max_token_length: int | None = None,
+                             char_integrity: bool = False) -> List[tuple]:
+    """SuperBPE training the slow way (twin of ``train(..., superbpe_transition=)``).
+
+    1. Chunk every text (``pattern``: a regex, or ``"script"``); count chunks,
+       and spans (:func:`superword_span_ends_reference`) as tuples of chunks.
+    2. Stage 1: :func:`train_bpe_reference` on the routed chunks up to
+       ``transition - n_special`` ids.
+    3. Stage 2: each distinct span -> each chunk encoded with the stage-1
+       merges (:func:`encode_chunk_reference`) -> the span's stage-1 ids, 1
+       where a token starts a chunk (and, with ``char_integrity``, 1 where a
+       token starts a character) -> :func:`train_bpe_reference` over them with
+       every stage-1 id as an alphabet symbol (``base_expansions``) up to
+       ``vocab_size - n_special``, at most ``max_words`` chunks per token.
+
+    Returns all merges, stage 1 then stage 2, as ``(left, right, result)``.
+    """
+    n_base = 512 if substrate == "ube" else 256
+    chunk_counts: Dict[str, int] = {}
+    span_counts: Dict[tuple, int] = {}
+    for text in texts:
+        chunks = pretokenize_script(text) if pattern == "script" else _chunks_reference(text, pattern)
+        for chunk in chunks:
+            chunk_counts[chunk] = chunk_counts.get(chunk, 0) + 1
+        first = 0
+        for stop in superword_span_ends_reference(chunks):
+            span = tuple(chunks[first:stop])
+            span_counts[span] = span_counts.get(span, 0) + 1
+            first = stop
+    words = {tuple(route_symbols(c, substrate)): n for c, n in chunk_counts.items()}
+    flags = {tuple(route_symbols(c, substrate)): char_starts_reference(c, substrate) for c in chunk_counts}
+    stage1 = train_bpe_reference(words, n_base=n_base, max_vocab=transition - n_special,
+                                 min_frequency=min_frequency, max_token_length=max_token_length,
+                                 char_starts=flags if char_integrity else None)
+    expansions = token_expansions(stage1, n_base)
+    n_alphabet = max(expansions) + 1
+    span_words: List[tuple] = []
+    chunk_flags: List[List[int]] = []
+    char_flags: List[List[int]] = []
+    for span, count in span_counts.items():
+        ids: List[int] = []
+        starts: List[int] = []
+        chars: List[int] = []
+        for chunk in span:
+            base_flags = char_starts_reference(chunk, substrate)
+            tokens = encode_chunk_reference(route_symbols(chunk, substrate), stage1)
+            position = 0
+            for k, token in enumerate(tokens):
+                starts.append(1 if k == 0 else 0)
+                chars.append(base_flags[position])
+                position += len(expansions[token])
+            ids.extend(tokens)
+        span_words.append((tuple(ids), count))
+        chunk_flags.append(starts)
+        char_flags.append(chars)
+    stage2 = train_bpe_reference(span_words, n_base=n_alphabet, max_vocab=vocab_size - n_special,
+                                 min_frequency=min_frequency, max_token_length=max_token_length,
+                                 char_starts=char_flags if char_integrity else None,
+                                 chunk_starts=chunk_flags, max_words=max_words,
+                                 base_expansions=[expansions[i] for i in range(n_base, n_alphabet)])
+    return stage1 + stage2
 
 
 def token_expansions(merges: Iterable[Sequence[int]], n_base: int) -> dict:
