@@ -484,3 +484,17 @@ def test_transformers_class_encodes_with_stage_2(trained_by_substrate, training_
     with torch.no_grad():
         logits = model(**batch).logits
     assert logits.shape[:2] == batch["input_ids"].shape and logits.shape[2] == tok.vocab_size
+
+
+def test_export_hf_refuses_superbpe(trained_by_substrate, tmp_path):
+    """HF's BPE model cannot express stage 1 inside chunks + stage 2 across them (nor
+    max_words): the export is refused with the reason, and nothing is written."""
+    tok = trained_by_substrate["utf8"]
+    for call in (lambda: tok.export_hf(tmp_path / "tokenizer.json"), tok.to_hf_dict,
+                 lambda: tok.export_hf(tmp_path / "folder")):
+        with pytest.raises(ValueError, match="SuperBPE tokenizer.*cannot express it exactly.*UbeTokenizer"):
+            call()
+    assert not list(tmp_path.iterdir())
+    # the same merges without stage 2 export as before
+    plain = Tokenizer(substrate="utf8", merges=tok.merges, special_tokens=SPECIALS)
+    assert plain.to_hf_dict()["model"]["type"] == "BPE"
