@@ -498,3 +498,30 @@ def test_export_hf_refuses_superbpe(trained_by_substrate, tmp_path):
     # the same merges without stage 2 export as before
     plain = Tokenizer(substrate="utf8", merges=tok.merges, special_tokens=SPECIALS)
     assert plain.to_hf_dict()["model"]["type"] == "BPE"
+
+
+@pytest.mark.parametrize("pattern, substrate", [("cl100k", "utf8"), ("o200k", "ube"), ("script", "utf16"),
+                                                ("regex:\\p{L}+| ?[^\\p{L}]", "ube")])
+def test_superbpe_every_pattern_equals_twin(docs_rows, parallel_rows, pattern, substrate):
+    """Chunks from each pattern (compiled splits, SCRIPT, a custom regex): the spans and
+    stage 2 follow them, kernel == twin."""
+    text = [r["text"][:3000] for r in docs_rows[:30]]
+    plain = train(iter(text), vocab_size=700, substrate=substrate, pattern=pattern, special_tokens=SPECIALS,
+                  workers=1, show_progress=False)
+    tok = superbpe_from_plain(plain, text, rounds=1, per_round=80)
+    texts = [r["text"] for r in parallel_rows[::60]] + [t[:500] for t in text[:10]]
+    _check_twin(tok, texts)
+
+
+def test_superbpe_with_an_id_map(superbpe_by_substrate, sample_texts):
+    """A model numbering of its own (id_map): stage 2 merges internal ids and writes
+    the model's; decode takes them back."""
+    tok = superbpe_by_substrate["utf8"]
+    n = tok.vocab_size
+    id_map = np.random.default_rng(3).permutation(n)
+    mapped = Tokenizer(substrate="utf8", merges=tok.merges, special_tokens=list(tok._special_internal),
+                       superbpe=tok.superbpe, id_map=id_map)
+    texts = sample_texts[:40]
+    for text, ids, plain_ids in zip(texts, mapped.encode_ordinary_batch(texts), tok.encode_ordinary_batch(texts)):
+        assert ids.tolist() == id_map[plain_ids].tolist() == encode_superbpe_reference(mapped, text)
+        assert mapped.decode(ids) == text
