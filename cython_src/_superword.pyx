@@ -49,6 +49,7 @@ cdef struct Tables:
     uint32_t max_words
     uint32_t n_ids              # input ids must be below this (the merged tokens' bound)
     const uint32_t* model_ids   # the id written for each internal id (NULL: the same)
+    const uint8_t* is_left      # is_left[id]: some stage-2 merge has ``id`` on its left (skips the hash)
 
 
 cdef inline uint32_t rank_of(const Tables* t, uint32_t left, uint32_t right) noexcept nogil:
@@ -67,7 +68,7 @@ cdef inline uint32_t pair_rank(const Tables* t, const uint32_t* ids, const uint3
                                const uint8_t* start, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
     """Rank of merging tokens ``a`` and ``b`` (adjacent), NO_RANK when none or when
     the token would cover more than max_words chunks."""
-    if inner[a] + inner[b] + start[b] >= t.max_words:
+    if not t.is_left[ids[a]] or inner[a] + inner[b] + start[b] >= t.max_words:
         return NO_RANK
     return rank_of(t, ids[a], ids[b])
 
@@ -295,6 +296,9 @@ cdef class Stage2:
             cap *= 2
         keys = np.full(cap, EMPTY_KEY, dtype=np.uint64)
         ranks = np.zeros(cap, dtype=np.uint32)
+        is_left = np.zeros(n_ids, dtype=np.uint8)
+        is_left[merges_arr[:, 0]] = 1
+        cdef const uint8_t[::1] lv = is_left
         cdef const uint32_t[:, ::1] mv = merges_arr
         cdef uint64_t[::1] kv = keys
         cdef uint32_t[::1] rv = ranks
@@ -313,7 +317,8 @@ cdef class Stage2:
             raise ValueError(f"id_map has {id_map_arr.shape[0]} entries; it needs {n_ids}")
         if n == 0:
             results_arr = np.zeros(1, dtype=np.uint32)
-        self._keep = (keys, ranks, results_arr, id_map_arr)
+        self._keep = (keys, ranks, results_arr, id_map_arr, is_left)
+        self.tables.is_left = &lv[0]
         cdef const uint32_t[::1] resv = results_arr
         cdef const uint32_t[::1] idv = id_map_arr
         self.tables.keys = &kv[0]

@@ -147,6 +147,11 @@ SUBSTRATES = ("ube", "utf8", "utf16")
 SPECIALS = ["<|endoftext|>", "<|pad|>"]
 
 
+def _first_fast(first):
+    """The substrates with all but ``first`` marked slow (the default suite runs one)."""
+    return [s if s == first else pytest.param(s, marks=pytest.mark.slow) for s in SUBSTRATES]
+
+
 @pytest.fixture(scope="module")
 def plain_by_substrate(docs_rows):
     text = [r["text"] for r in docs_rows][:40]
@@ -199,7 +204,7 @@ def _check_twin(tok, texts):
         assert ids.tolist() == encode_superbpe_reference(tok, text), text[:80]
 
 
-@pytest.mark.parametrize("substrate", SUBSTRATES)
+@pytest.mark.parametrize("substrate", _first_fast("ube"))
 def test_superbpe_encode_equals_twin_real_text(superbpe_by_substrate, sample_texts, substrate):
     _check_twin(superbpe_by_substrate[substrate], sample_texts)
 
@@ -315,3 +320,208 @@ def test_superbpe_file_round_trip_encodes_the_same(superbpe_by_substrate, tmp_pa
     texts = sample_texts[:30]
     assert [a.tolist() for a in loaded.encode_ordinary_batch(texts)] == \
         [a.tolist() for a in tok.encode_ordinary_batch(texts)]
+
+
+# --------------------------------------------------------------------------- trained SuperBPE tokenizers
+
+from ube_stream._reference import (  # noqa: E402
+    _chunks_reference,
+    _merge_pair_training,
+    encode_chunk_reference,
+    route_symbols,
+    superword_span_ends_reference,
+)
+
+
+@pytest.fixture(scope="module")
+def training_texts(docs_rows):
+    return [r["text"] for r in docs_rows][:40]
+
+
+@pytest.fixture(scope="module")
+def trained_by_substrate(training_texts):
+    return {s: train(iter(training_texts), vocab_size=1600, superbpe_transition=1100, substrate=s,
+                     special_tokens=SPECIALS, workers=1, show_progress=False) for s in SUBSTRATES}
+
+
+def _training_segmentation(tok, text):
+    """The trainer's final segmentation of ``text``'s spans: each span's chunks encoded
+    with the stage-1 merges, then every stage-2 merge replayed in rank order over the
+    span as training rewrote its words (``_merge_pair_training``: left to right, no
+    overlap, only where at most max_words chunks would be covered)."""
+    k, max_words = tok.superbpe["stage1_merges"], tok.superbpe["max_words"]
+    merges = [(a, b, r) for (a, b), r in zip(tok.merges, tok.merge_results)]
+    chunks = _chunks_reference(text, tok.pattern)
+    out, first = [], 0
+    for stop in superword_span_ends_reference(chunks):
+        symbols, flags = [], []
+        for chunk in chunks[first:stop]:
+            ids = encode_chunk_reference(route_symbols(chunk, tok.substrate), merges[:k])
+            symbols += ids
+            flags += [1] + [0] * (len(ids) - 1)
+        # token starts in base symbols and chunk flags per base symbol, as the trainer keeps them
+        starts, chunk_flags = [], []
+        for token, flag in zip(symbols, flags):
+            starts.append(len(chunk_flags))
+            chunk_flags += [flag] + [0] * (len(tok.token_expansion(token)) - 1)
+        for left, right, result in merges[k:]:
+            if any(a == left and b == right for a, b in zip(symbols, symbols[1:])):
+                symbols, starts = _merge_pair_training(symbols, (left, right), result, starts, None,
+                                                       chunk_flags + [1], max_words)
+        out += symbols
+        first = stop
+    return out
+
+
+@pytest.mark.parametrize("substrate", _first_fast("utf8"))
+def test_encoding_gives_the_trainers_segmentation(trained_by_substrate, training_texts, substrate):
+    """Encoding (lowest stage-2 rank first) equals training's merge-by-merge rewrite
+    of every training span (the consistency SuperBPE needs: a model sees at inference
+    the tokens it was trained on)."""
+    tok = trained_by_substrate[substrate]
+    assert len(tok.merges) > tok.superbpe["stage1_merges"] > 0
+    for text in training_texts[:4]:
+        text = text[:1500]
+        assert tok.encode_ordinary(text).tolist() == _training_segmentation(tok, text)
+
+
+@pytest.mark.parametrize("substrate", _first_fast("utf16"))
+def test_trained_superbpe_equals_twin_and_decodes(trained_by_substrate, sample_texts, substrate):
+    """Trained SuperBPE: encode == twin; decode, decode_bytes, decode(errors="replace") on
+    slices and the stream decoder give the text back."""
+    tok = trained_by_substrate[substrate]
+    texts = sample_texts[::4]
+    for text, ids in zip(texts, tok.encode_ordinary_batch(texts)):
+        ids = ids.tolist()
+        assert ids == encode_superbpe_reference(tok, text), text[:80]
+        assert tok.decode(ids) == text == decode_reference(tok, ids)
+        assert tok.decode_bytes(ids) == text.encode("utf-8")
+        dec = tok.stream_decoder()
+        assert "".join(dec.feed(i) for i in ids) + dec.flush() == text
+        half = len(ids) // 2
+        assert tok.decode(ids[:half], errors="replace") == decode_reference(tok, ids[:half], errors="replace")
+
+
+def test_trained_superbpe_makes_superwords_and_fewer_tokens(trained_by_substrate, training_texts):
+    """The sample's English text needs fewer tokens under SuperBPE than under the
+    same tokenizer without stage 2 (its stage-1 merges alone)."""
+    tok = trained_by_substrate["utf8"]
+    k = tok.superbpe["stage1_merges"]
+    stage1 = Tokenizer(substrate="utf8", merges=tok.merges[:k], special_tokens=SPECIALS)
+    text = training_texts[0][:5000]
+    assert len(tok.encode(text)) < len(stage1.encode(text))
+    pieces = [tok.decode([i], errors="replace") for i in tok.encode(text)]
+    assert any(" " in p.strip(" ") for p in pieces)  # some token holds two words
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_trained_superbpe_unicode_audit_round_trips(trained_by_substrate, substrate):
+    from ube_stream.verification import verify_unicode
+
+    report = verify_unicode(trained_by_substrate[substrate], substrates=(), item_sets=("audit", "mixed", "emoji"),
+                            workers=1, show_progress=False)
+    assert report.ok, report.format()
+    assert report.checked["audit/alone/tokenizer"] > 100_000
+
+
+@pytest.mark.slow
+def test_trained_superbpe_every_scalar_value(trained_by_substrate, tmp_path):
+    """verify --unicode --tokenizer: all 1,112,064 scalar values round-trip."""
+    from ube_stream.cli.main import main
+
+    path = tmp_path / "sb.json"
+    trained_by_substrate["ube"].save(path)
+    assert main(["verify", "--unicode", "--tokenizer", str(path), "--workers", "2", "-q"]) == 0
+    from ube_stream.verification import verify_unicode
+
+    report = verify_unicode(trained_by_substrate["utf16"], substrates=(), item_sets=("scalar",), workers=1,
+                            show_progress=False)
+    assert report.ok and report.checked["scalar/alone/tokenizer"] == 1_112_064
+
+
+def test_ube_encode_shards_one_and_two_workers(trained_by_substrate, training_texts, tmp_path):
+    """Shards of a trained SuperBPE tokenizer: 1 and 2 workers write the same bytes, and
+    the shards hold the tokenizer's ids of each document."""
+    from _helpers import tree
+
+    from ube_stream.shards import encode_corpus
+    from ube_stream.verification import verify_shards
+
+    tok = trained_by_substrate["ube"]
+    corpus = tmp_path / "corpus.jsonl"
+    import json
+
+    with open(corpus, "w", encoding="utf-8") as f:
+        for text in training_texts[:12]:
+            f.write(json.dumps({"text": text[:4000]}) + "\n")
+    outs = []
+    for workers in (1, 2):
+        out = tmp_path / f"shards{workers}"
+        encode_corpus([str(corpus)], tokenizer=tok, output=str(out), workers=workers, show_progress=False,
+                      shard_tokens=4096, unit_rows=3)
+        outs.append(out)
+    assert tree(outs[0]) == tree(outs[1])
+    report = verify_shards(str(outs[0]), workers=1, show_progress=False)
+    assert report.ok, report.format()
+
+
+@pytest.mark.slow  # importing torch and transformers takes ~20 s on the shared machine
+def test_transformers_class_encodes_with_stage_2(trained_by_substrate, training_texts):
+    """UbeTokenizer (the transformers class) gives Tokenizer.encode's SuperBPE ids, and a
+    GPT-2 model built from a config takes them."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from ube_stream.hf import UbeTokenizer
+
+    tok = trained_by_substrate["utf8"]
+    hf = UbeTokenizer(tokenizer=tok)
+    text = training_texts[1][:800]
+    assert hf(text)["input_ids"] == tok.encode(text).tolist()
+    assert hf.decode(hf(text)["input_ids"]) == text
+    config = transformers.GPT2Config(vocab_size=tok.vocab_size, n_positions=512, n_embd=32, n_layer=1, n_head=2)
+    model = transformers.GPT2LMHeadModel(config)
+    batch = hf([text[:300], text[300:500]], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        logits = model(**batch).logits
+    assert logits.shape[:2] == batch["input_ids"].shape and logits.shape[2] == tok.vocab_size
+
+
+def test_export_hf_refuses_superbpe(trained_by_substrate, tmp_path):
+    """HF's BPE model cannot express stage 1 inside chunks + stage 2 across them (nor
+    max_words): the export is refused with the reason, and nothing is written."""
+    tok = trained_by_substrate["utf8"]
+    for call in (lambda: tok.export_hf(tmp_path / "tokenizer.json"), tok.to_hf_dict,
+                 lambda: tok.export_hf(tmp_path / "folder")):
+        with pytest.raises(ValueError, match="SuperBPE tokenizer.*cannot express it exactly.*UbeTokenizer"):
+            call()
+    assert not list(tmp_path.iterdir())
+    # the same merges without stage 2 export as before
+    plain = Tokenizer(substrate="utf8", merges=tok.merges, special_tokens=SPECIALS)
+    assert plain.to_hf_dict()["model"]["type"] == "BPE"
+
+
+@pytest.mark.parametrize("pattern, substrate", [("cl100k", "utf8"), ("o200k", "ube"), ("script", "utf16"),
+                                                ("regex:\\p{L}+| ?[^\\p{L}]", "ube")])
+def test_superbpe_every_pattern_equals_twin(docs_rows, parallel_rows, pattern, substrate):
+    """Chunks from each pattern (compiled splits, SCRIPT, a custom regex): the spans and
+    stage 2 follow them, kernel == twin."""
+    text = [r["text"][:3000] for r in docs_rows[:30]]
+    plain = train(iter(text), vocab_size=700, substrate=substrate, pattern=pattern, special_tokens=SPECIALS,
+                  workers=1, show_progress=False)
+    tok = superbpe_from_plain(plain, text, rounds=1, per_round=80)
+    texts = [r["text"] for r in parallel_rows[::60]] + [t[:500] for t in text[:10]]
+    _check_twin(tok, texts)
+
+
+def test_superbpe_with_an_id_map(superbpe_by_substrate, sample_texts):
+    """A model numbering of its own (id_map): stage 2 merges internal ids and writes
+    the model's; decode takes them back."""
+    tok = superbpe_by_substrate["utf8"]
+    n = tok.vocab_size
+    id_map = np.random.default_rng(3).permutation(n)
+    mapped = Tokenizer(substrate="utf8", merges=tok.merges, special_tokens=list(tok._special_internal),
+                       superbpe=tok.superbpe, id_map=id_map)
+    texts = sample_texts[:40]
+    for text, ids, plain_ids in zip(texts, mapped.encode_ordinary_batch(texts), tok.encode_ordinary_batch(texts)):
+        assert ids.tolist() == id_map[plain_ids].tolist() == encode_superbpe_reference(mapped, text)
+        assert mapped.decode(ids) == text

@@ -33,3 +33,15 @@ class Stage2:
         err: _Err = None,
     ) -> _Result: ...
     # (status, ids, token_offsets); STATUS_BAD_ID: err = (input position, document)
+    def encode_text_spans(
+        self,
+        data: npt.NDArray[np.uint8],  # documents concatenated, UTF-8
+        ends: npt.NDArray[np.int64],  # absolute chunk end offsets (chunk_bounds_batch)
+        ids: npt.NDArray[np.uint32],  # stage-1 ids of all chunks in order
+        chunk_tokens: npt.NDArray[np.int64],  # nchunks + 1
+        doc_chunk_offsets: npt.NDArray[np.int64],  # ndocs + 1
+        offsets: npt.NDArray[np.int64],  # ndocs + 1 byte offsets
+        classes: npt.NDArray[np.uint8],  # pretokenizer.span_class_table()
+        err: _Err = None,
+    ) -> _Result: ...
+    # spans found inline by the rule of _spans.pxd; STATUS_INVALID_UTF8: err = (byte offset, document)

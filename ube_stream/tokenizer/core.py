@@ -411,29 +411,23 @@ class Tokenizer:
 
     def _encode_range_superbpe(self, data: np.ndarray, offsets: np.ndarray, first_doc: int):
         """SuperBPE: chunk ends; stage 1 (merges[:k]) of each chunk, through the
-        encoder's chunk cache, with every chunk passed as its own "document" so its
-        token count comes back; then stage 2 across the chunks of each span
-        (``_superword``: spans found inline by the span rule), all with the GIL released."""
+        encoder's chunk cache, which also writes where each chunk's ids start; then
+        stage 2 across the chunks of each span (``_superword``: spans found inline by
+        the span rule), all with the GIL released."""
         from ..pretokenizer import span_class_table
 
         ends, doc_chunks = self._chunk_bounds(data, offsets, first_doc)
-        nchunks = ends.shape[0]
-        chunk_offsets = np.empty(nchunks + 1, dtype=np.int64)
-        chunk_offsets[0] = offsets[0]
-        chunk_offsets[1:] = ends
+        chunk_tokens = np.empty(ends.shape[0] + 1, dtype=np.int64)
         encoder, slots = self._kernel()
         slot = slots.get()
         err = err_buffer()
         try:
-            status, ids1, chunk_tokens = encoder.encode_chunks(
-                data, chunk_offsets, ends, np.arange(nchunks + 1, dtype=np.int64), slot, err)
+            status, ids1, _ = encoder.encode_chunks(data, offsets, ends, doc_chunks, slot, err, chunk_tokens)
         finally:
             slots.put(slot)
         if status == STATUS_OK:
             status, ids, token_offsets = self._stage2().encode_text_spans(
                 data, ends, ids1, chunk_tokens, doc_chunks, offsets, span_class_table(), err)
-        elif err[1] >= 0:  # the encoder names the chunk; errors name the document
-            err[1] = int(np.searchsorted(doc_chunks, err[1], side="right")) - 1
         check_status(status, err, what="encoding", data=data, offsets=offsets, first_item=first_doc)
         return ids, token_offsets
 
