@@ -47,6 +47,8 @@ class _Exportable(Protocol):
     def special_tokens(self) -> Dict[str, int]: ...
     @property
     def _expansions(self) -> Sequence[Tuple[int, ...]]: ...
+    @property
+    def superbpe(self) -> Optional[Dict[str, int]]: ...
 
     def _model_id(self, internal: int) -> int: ...
 
@@ -148,6 +150,18 @@ def hf_dict(tok: _Exportable) -> Dict[str, Any]:
             "pip install \"ube-stream[hf]\")")
     from ..pretokenizer import RULE_PATTERNS
 
+    if tok.superbpe is not None:
+        raise ValueError(
+            f"export_hf: this is a SuperBPE tokenizer (stage-1 merges 0..{tok.superbpe['stage1_merges'] - 1} "
+            "inside each chunk, then the stage-2 merges across the chunks of a span, a token covering at most "
+            f"{tok.superbpe['max_words']} chunks), and HF tokenizers cannot express it exactly: its BPE model "
+            "applies every merge by rank inside each pre-token, so it can neither keep the stage-1 merges "
+            "inside chunks while the stage-2 merges cross them, nor apply a merge at some occurrences and not "
+            "others (the max_words rule counts chunk starts, which depend on the text around a token), and its "
+            "pre-tokenizer has no span rule (one Split regex would have to give both the pattern's chunks and "
+            "the joinable-chunk runs). An export would encode differently from this tokenizer, so none is written. For "
+            "transformers use ube_stream.hf.UbeTokenizer (it encodes with both stages; pip install "
+            "\"ube-stream[hf]\"); for the vocabulary alone, export_vocab_merges")
     if tok.pattern_name in RULE_PATTERNS:
         raise ValueError(
             f"export_hf: the {tok.pattern_name!r} pre-tokenization is a rule-based split that HF tokenizers' "
