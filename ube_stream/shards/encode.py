@@ -16,7 +16,8 @@ and the project's shard format spec.  ``MANIFEST.json`` is written last,
 atomically: a directory without it is unfinished.
 
 **Work and determinism.** Units are (input file, row range) cut by a fixed
-``unit_rows``; one pure function (:func:`~ube_stream._shard_writer.encode_unit`)
+``unit_rows`` (uncompressed JSONL/text also by ``unit_bytes``, default 16 MiB);
+one pure function (:func:`~ube_stream._shard_writer.encode_unit`)
 per unit writes the unit's shards ``<unit_id>-<k:04d>`` and then its marker
 ``units/<unit_id>.json``, under ``locks/<unit_id>.lock``.  The output is
 byte-identical for any ``workers``, any ``rank``/``world_size`` split, and
@@ -189,6 +190,7 @@ def _cleanup_finished(out: str) -> None:
 def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, eos: bool = True,
                   bos: bool = False, eos_token: Optional[str] = None, bos_token: Optional[str] = None,
                   shard_tokens: int = DEFAULT_SHARD_TOKENS, unit_rows: Optional[int] = None,
+                  unit_bytes: Optional[int] = None,
                   column: str = "text", text_mode: str = "line", on_error: str = "raise",
                   format: Optional[str] = None, split: Optional[str] = None, show_progress: bool = True,
                   rank: Optional[int] = None, world_size: Optional[int] = None,
@@ -273,15 +275,16 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                                      format=format, split=split, skipped_files=skipped_files)
     summary.skipped_files = [f.to_dict() for f in skipped_files]
     unit_rows = unit_rows or readers.DEFAULT_UNIT_ROWS
-    units = readers.plan_units(sources, unit_rows=unit_rows)
+    unit_bytes = unit_bytes or readers.DEFAULT_UNIT_BYTES
+    units = readers.plan_units(sources, unit_rows=unit_rows, unit_bytes=unit_bytes)
     plan: Dict[str, Any] = {
         "format": fmt.MANIFEST_FORMAT, "version": fmt.MANIFEST_VERSION,
         "tokenizer": {"file": fmt.TOKENIZER_NAME, "fingerprint": tok.fingerprint, "substrate": tok.substrate,
                       "vocab_size": tok.vocab_size},
         "special_ids": {"eos": eos_id, "bos": bos_id},
         "options": {"eos_token": eos_name, "bos_token": bos_name, "shard_tokens": shard_tokens,
-                    "unit_rows": unit_rows, "column": column, "text_mode": text_mode, "on_error": on_error,
-                    "format": format, "split": split},
+                    "unit_rows": unit_rows, "unit_bytes": unit_bytes, "column": column, "text_mode": text_mode,
+                    "on_error": on_error, "format": format, "split": split},
         "sources": [{"source_id": s.source_id, "path": labels.get(s.path, s.path), "size": s.size,
                      "format": s.format} for s in sources],
         "skipped_files": summary.skipped_files,
