@@ -49,7 +49,7 @@ from typing import Any, Dict, List, Optional
 
 from .._version import __version__
 from ..errors import ShardFormatError
-from ..executors import Executor, executor_class, get_executor, import_ray
+from ..executors import Executor, executor_class, get_executor, import_ray, seed_worker_state
 from ..readers.batch import check_on_error
 from ..readers.inputs import skipped_files_lines
 from ..storage import (
@@ -69,7 +69,7 @@ from . import index_format as fmt
 from . import remote as remote_store
 from .locks import FileLock
 from .reader import Shard, TokenShards
-from .writer import committed_record, encode_unit, encode_unit_star
+from .writer import committed_record, encode_unit, encode_unit_star, load_checked_tokenizer
 
 __all__ = ["encode_corpus", "encode_unit", "TokenShards", "Shard", "EncodeSummary",
            "DEFAULT_SHARD_TOKENS"]
@@ -316,6 +316,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         summary.units_skipped = len(mine) - len(pending)
         fingerprint = tok.fingerprint
         dispatched = executor_class(executor).multi_host
+        # units run in this process (one worker) use the tokenizer in hand, not a second load of its file
+        seed_worker_state(tok, load_checked_tokenizer, os.path.join(out, fmt.TOKENIZER_NAME), fingerprint)
         tasks = [dict(unit=u, out_dir=out, column=column, text_mode=text_mode, on_error=on_error,
                       shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id, fingerprint=fingerprint,
                       tokenizer_path=os.path.join(out, fmt.TOKENIZER_NAME), dispatched=dispatched)
