@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from ube_stream import _jsonl
 from ube_stream._reference import jsonl_field
-from ube_stream.readers import SkipCounter, iter_batches
+from ube_stream.readers import SkipCounter
 from ube_stream.readers import compression as _compression
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
@@ -172,17 +172,24 @@ def test_real_corpora_are_all_taken(name):
             assert check(json.dumps(json.loads(line), ensure_ascii=ascii_only).encode())
 
 
-def test_reader_mixes_kernel_and_fallback_lines(tmp_path, monkeypatch):
+@pytest.mark.parametrize("block_bytes,kernel_lines,unit_rows", [(37, 4096, None), (1 << 20, 3, None),
+                                                                (50, 2, 4), (1 << 20, 4096, 3)])
+def test_reader_mixes_kernel_and_fallback_lines(tmp_path, monkeypatch, block_bytes, kernel_lines, unit_rows):
     """Lines the kernel hands back (NaN, escaped keys, bad rows) keep their place
-    among the kernel's, across read blocks and batches, with the same messages."""
-    monkeypatch.setattr(_compression, "BLOCK_BYTES", 37)   # lines cut across blocks
+    among the kernel's, across read blocks, kernel calls, units and batches."""
+    from ube_stream.readers import jsonl, plan_units, read_unit, resolve_inputs
+
+    monkeypatch.setattr(_compression, "BLOCK_BYTES", block_bytes)   # lines cut across blocks
+    monkeypatch.setattr(jsonl, "_KERNEL_LINES", kernel_lines)
     lines = [b'{"text": "a\\u00e9"}', b'{"x": NaN, "text": "b"}', b'{"t\\u0065xt": "c"}', b'not json',
              b'', b'{"text": null}', b'{"text": "\\ud800"}', b'{"text": "' + "长".encode() * 30 + b'"}',
              b'{"text": 5}', b'{"other": 1}', b'{"text": "last"}']
     path = tmp_path / "m.jsonl"
     path.write_bytes(b"\n".join(lines))
     skips = SkipCounter()
-    batches = list(iter_batches(str(path), on_error="skip", skips=skips, batch_rows=2))
+    units = plan_units(resolve_inputs(str(path), on_error="skip"), unit_rows=unit_rows)
+    assert len(units) == (1 if unit_rows is None else -(-len(lines) // unit_rows))
+    batches = [b for u in units for b in read_unit(u, on_error="skip", skips=skips, batch_rows=2)]
     texts = [t for b in batches for t in b.to_pylist()]
     rows = [int(r) for b in batches for r in b.rows]
     assert texts == ["aé", "b", "c", "长" * 30, "last"] and rows == [0, 1, 2, 7, 10]

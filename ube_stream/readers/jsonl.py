@@ -66,6 +66,9 @@ def read_jsonl(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterat
     yield from batches.rest()
 
 
+_KERNEL_LINES = 4096   # lines per kernel call
+
+
 def _read_lines(block: bytes, cut: int, row: int, pos: int, start: int, stop: int | None, key, column: str,
                 reporter: Reporter, batches: "_Batches") -> tuple[int, int]:
     """Read the lines of ``block[:cut]`` (row ``row`` starts at file offset
@@ -75,43 +78,49 @@ def _read_lines(block: bytes, cut: int, row: int, pos: int, start: int, stop: in
         end = block.find(b"\n", at, cut)
         end = cut if end < 0 else end + 1
         row, pos, at = row + 1, pos + end - at, end
-    room = cut - at if stop is None else min(stop - row, cut - at)   # at most one line per byte
-    if room <= 0 or at == cut:
-        return row, pos
     data = np.frombuffer(block, np.uint8)
-    out = np.empty(cut - at, np.uint8)
-    count = min(room, block.count(b"\n", at, cut) + 1)
-    ends = np.empty(count, np.int64)
-    offsets = np.empty(count + 1, np.int64)
-    ok = np.empty(count, np.uint8)
-    n = _jsonl.scan_lines(data, at, cut, key, out, ends, offsets, ok)
-    rows = np.arange(row, row + n, dtype=np.int64)
-    bad = np.flatnonzero(ok[:n] == 0)
-    if len(bad) == 0:
-        batches.add(out[:offsets[n]], offsets[:n + 1], rows)
-    else:
-        starts = np.empty(n, np.int64)
-        starts[0] = at
-        starts[1:] = ends[:n - 1]
-        keep = ok[:n].astype(bool)
-        lengths = np.diff(offsets[:n + 1])
-        pieces: list[np.ndarray] = []
-        done = 0   # out[:offsets[done]] is in pieces
-        for k in bad.tolist():
-            text = _line_text(block[starts[k]:ends[k]], column, reporter, row + k, pos + int(starts[k] - at))
-            if text is None:
-                continue
-            encoded = text.encode("utf-8")
-            pieces += [out[offsets[done]:offsets[k]], np.frombuffer(encoded, np.uint8)]
-            done = k
-            keep[k] = True
-            lengths[k] = len(encoded)
-        pieces.append(out[offsets[done]:offsets[n]])
-        lengths = lengths[keep]
-        doc_offsets = np.zeros(len(lengths) + 1, np.int64)
-        np.cumsum(lengths, out=doc_offsets[1:])
-        batches.add(np.concatenate(pieces) if len(pieces) > 1 else pieces[0], doc_offsets, rows[keep])
-    return row + n, pos + int(ends[n - 1]) - at
+    ends = np.empty(_KERNEL_LINES, np.int64)
+    offsets = np.empty(_KERNEL_LINES + 1, np.int64)
+    ok = np.empty(_KERNEL_LINES, np.uint8)
+    while at < cut and (stop is None or row < stop):
+        count = _KERNEL_LINES if stop is None else min(_KERNEL_LINES, stop - row)
+        out = np.empty(cut - at, np.uint8)
+        n = _jsonl.scan_lines(data, at, cut, key, out, ends[:count], offsets[:count + 1], ok[:count])
+        bad = np.flatnonzero(ok[:n] == 0)
+        if len(bad) == 0:
+            batches.add(out[:offsets[n]], offsets[:n + 1], np.arange(row, row + n, dtype=np.int64))
+        else:
+            batches.add(*_with_fallback_lines(block, at, pos, row, n, bad, out, ends, offsets, ok, column, reporter))
+        row, pos, at = row + n, pos + int(ends[n - 1]) - at, int(ends[n - 1])
+    return row, pos
+
+
+def _with_fallback_lines(block: bytes, at: int, pos: int, row: int, n: int, bad: np.ndarray, out: np.ndarray,
+                         ends: np.ndarray, offsets: np.ndarray, ok: np.ndarray, column: str, reporter: Reporter):
+    """``(data, offsets, rows)`` of ``n`` lines from ``block[at:]`` whose lines
+    ``bad`` the kernel handed back: those read by :func:`_line_text`, in place."""
+    starts = np.empty(n, np.int64)
+    starts[0] = at
+    starts[1:] = ends[:n - 1]
+    keep = ok[:n].astype(bool)
+    lengths = np.diff(offsets[:n + 1])
+    pieces: list[np.ndarray] = []
+    done = 0   # out[:offsets[done]] is in pieces
+    for k in bad.tolist():
+        text = _line_text(block[starts[k]:ends[k]], column, reporter, row + k, pos + int(starts[k] - at))
+        if text is None:
+            continue
+        encoded = text.encode("utf-8")
+        pieces += [out[offsets[done]:offsets[k]], np.frombuffer(encoded, np.uint8)]
+        done = k
+        keep[k] = True
+        lengths[k] = len(encoded)
+    pieces.append(out[offsets[done]:offsets[n]])
+    lengths = lengths[keep]
+    doc_offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=doc_offsets[1:])
+    return np.concatenate(pieces) if len(pieces) > 1 else pieces[0], doc_offsets, \
+        np.arange(row, row + n, dtype=np.int64)[keep]
 
 
 class _Batches:
@@ -125,7 +134,7 @@ class _Batches:
 
     def add(self, data: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> None:
         if len(rows):
-            self.parts.append((data, offsets - offsets[0], rows))
+            self.parts.append((data, offsets - offsets[0], rows))   # a copy: callers reuse offsets
             self.count += len(rows)
 
     def full(self) -> Iterator[TextBatch]:
