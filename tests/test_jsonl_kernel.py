@@ -197,3 +197,15 @@ def test_reader_mixes_kernel_and_fallback_lines(tmp_path, monkeypatch, block_byt
     assert b"".join(b.utf8()[0].tobytes() for b in batches) == "".join(texts).encode()
     assert skips.counts == {"blank_line": 1, "invalid_json": 1, "invalid_text": 1, "missing_field": 1,
                             "not_string": 1, "null": 1}
+
+
+def test_a_line_longer_than_many_blocks(tmp_path, monkeypatch):
+    """A line spread over many read blocks is joined once (and read whole)."""
+    monkeypatch.setattr(_compression, "BLOCK_BYTES", 64)
+    from ube_stream.readers import iter_texts
+
+    long = "长é\n" * 5000
+    path = tmp_path / "long.jsonl"
+    path.write_text('{"text": "a"}\n' + json.dumps({"text": long}, ensure_ascii=False) + '\n{"text": "z"}',
+                    encoding="utf-8")
+    assert list(iter_texts(str(path))) == ["a", long, "z"]

@@ -45,7 +45,7 @@ def read_jsonl(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterat
     stream, row, pos = open_at(unit, source.compression)
     # read1 returns what was decoded before a damaged stream raises, so the rows before it are read
     read = stream.read1 if source.compression is not None else stream.read
-    carry = b""
+    carry: list[bytes] = []   # the start of a line the blocks read so far do not end
     with stream:
         while stop is None or row < stop:
             try:
@@ -54,10 +54,13 @@ def read_jsonl(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterat
                 report_broken(reporter, exc, source.compression, row, pos)
                 break
             final = not block
+            if not final and b"\n" not in block:   # a long line: joined once it ends (linear time)
+                carry.append(block)
+                continue
             if carry:
-                block = carry + block
+                block = b"".join(carry + [block])
             cut = len(block) if final else block.rfind(b"\n") + 1   # complete lines only, but at the end
-            carry = block[cut:]
+            carry = [block[cut:]] if cut < len(block) else []
             if cut:
                 row, pos = _read_lines(block, cut, row, pos, start, stop, key, column, reporter, batches)
                 yield from batches.full()

@@ -183,7 +183,7 @@ class SpecialTextCounter:
         if self.pattern is None:
             return
         start, stop = int(offsets[0]), int(offsets[-1])
-        buf = memoryview(np.ascontiguousarray(data[start:stop]))   # re reads the buffer: no copy
+        buf = np.ascontiguousarray(data[start:stop]).data   # re reads the buffer: no copy
         if self.pattern.search(buf) is None:
             return
         bounds = np.asarray(offsets, dtype=np.int64) - start
