@@ -95,6 +95,8 @@ cdef Py_ssize_t _string(const uint8_t* p, Py_ssize_t i, Py_ssize_t e, uint8_t* o
             c = p[j]
             if _PLAIN[c]:
                 j += 1
+            elif 0xC2 <= c < 0xE0 and j + 1 < e and (p[j + 1] & 0xC0) == 0x80:   # 2 bytes, as utf8_decode
+                j += 2
             elif c >= 128:
                 n = utf8_decode(p, e, j, &cp)
                 if n == 0:
