@@ -211,6 +211,9 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     MANIFEST source is named ``<in-memory TYPE>`` and its rows number the
     documents written.  A rerun must pass the same data (a changed size is
     refused); ``rank``/``world_size`` need files.
+    ``unit_rows`` / ``unit_bytes``: the unit plan (defaults
+    ``readers.DEFAULT_UNIT_ROWS`` / ``DEFAULT_UNIT_BYTES``; bytes cut only
+    uncompressed JSONL/text files), recorded in the plan and MANIFEST.
     ``tokenizer``: a tokenizer file path or a :class:`~ube_stream.Tokenizer`.
     Every document gets ``eos_token`` (default ``<|endoftext|>``) appended
     unless ``eos=False``, and ``bos_token`` prepended with ``bos=True``.
