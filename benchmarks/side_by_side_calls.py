@@ -1,7 +1,7 @@
 """The public calls side by side: pretokenize, chunk_bounds_batch, decode, the
 JSON Lines reader and end-to-end `ube encode`, in one process run.
 
-    python benchmarks/side_by_side_calls.py [corpus.jsonl] [--mb 10] [--e2e-mb 20] [--repeat 3]
+    python benchmarks/side_by_side_calls.py [corpus.jsonl] [--mb 10] [--e2e-mb 50] [--threads-mb 20] [--repeat 3]
 
 Rows (each a median of ``--repeat`` rounds; the rounds interleave the rows, so a
 busy machine slows every row alike; results are checked equal before timing):
@@ -15,18 +15,21 @@ busy machine slows every row alike; results are checked equal before timing):
 - ``ube`` vs ``utf8`` decode, two tokenizers trained on the same text;
 - the JSON Lines reader (``readers.jsonl.read_jsonl`` + ``TextBatch.utf8()``) vs
   ``json.loads`` per line + UTF-8;
+- ``encode_utf8_batch(num_threads=1|2)``: wall and CPU time of one batch;
 - ``ube encode`` (read, encode, write, MANIFEST) with 1 and 2 workers vs the
-  single-thread kernel rate (``Tokenizer.encode_utf8_batch`` on the same text).
+  single-thread kernel rate (``Tokenizer.encode_utf8_batch`` on the same text),
+  wall clock and CPU time of the process and its workers; shards checked equal.
 
 Times are CPU seconds of this process (``time.process_time``) for the
 in-process rows, so that other users of a shared machine count less; the
-end-to-end rows are wall-clock (they run worker processes).  MB = 10**6 bytes
+threads and end-to-end rows give wall clock and CPU time side by side.  MB = 10**6 bytes
 of UTF-8 text.
 """
 import argparse
 import base64
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -216,33 +219,105 @@ def jsonl_rows(table, path, mb):
     return sample
 
 
-def end_to_end(path, mb, tok_path, tok):
-    """Wall-clock `ube encode` with 1 and 2 workers vs the single-thread kernel rate."""
+def batch_of(texts):
+    encoded = [t.encode("utf-8") for t in texts]
+    data = np.frombuffer(b"".join(encoded), np.uint8)
+    offsets = np.zeros(len(encoded) + 1, np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    return data, offsets
+
+
+def threads_rows(tok, texts, size, repeat):
+    """``encode_utf8_batch(num_threads=1|2)`` on one batch: wall and CPU time
+    (all threads), interleaved, medians; ids checked equal first."""
+    data, offsets = batch_of(texts)
+    one = tok.encode_utf8_batch(data, offsets, num_threads=1)
+    two = tok.encode_utf8_batch(data, offsets, num_threads=2)   # also warms the second thread's cache slot
+    assert np.array_equal(one[0], two[0]) and np.array_equal(one[1], two[1])
+    times = {1: ([], []), 2: ([], [])}
+    for _ in range(repeat):
+        for k, (walls, cpus) in times.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            tok.encode_utf8_batch(data, offsets, num_threads=k)
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
+    print(f"\n**encode_utf8_batch threads** ({size / 1e6:.1f} MB, {len(texts)} documents, medians of {repeat} "
+          f"interleaved rounds):\n")
+    print("| threads | MB/s (wall) | wall speed-up | CPU s | CPU s vs 1 thread |\n|---|---:|---:|---:|---:|")
+    w1, c1 = statistics.median(times[1][0]), statistics.median(times[1][1])
+    for k, (walls, cpus) in times.items():
+        w, c = statistics.median(walls), statistics.median(cpus)
+        print(f"| {k} | {size / w / 1e6:,.0f} | {w1 / w:.2f}x | {c:.2f} | {c / c1:.2f}x |")
+
+
+def end_to_end(path, mb, tok_path, tok, repeat):
+    """`ube encode` with 1 and 2 workers vs the single-thread kernel rate, wall
+    clock and CPU time (the `ube` process and its workers), interleaved, medians."""
+    import resource
+
+    from ube_stream.shards import index_format as fmt
+
     texts, size = load_corpus(path, mb)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}   # as installed: .pyc cached
     with tempfile.TemporaryDirectory() as tmp:
         corpus = os.path.join(tmp, "corpus.jsonl")
         with open(corpus, "w", encoding="utf-8") as f:
             for text in texts:
                 f.write(json.dumps({"text": text}) + "\n")
-        encoded = [t.encode("utf-8") for t in texts]
-        data = np.frombuffer(b"".join(encoded), np.uint8)
-        offsets = np.zeros(len(encoded) + 1, np.int64)
-        np.cumsum([len(e) for e in encoded], out=offsets[1:])
+        data, offsets = batch_of(texts)
         tok.encode_utf8_batch(data, offsets, num_threads=1)  # warm the caches as a worker would
-        start = time.perf_counter()
-        tok.encode_utf8_batch(data, offsets, num_threads=1)
-        kernel = size / (time.perf_counter() - start) / 1e6
-        print(f"\n**End to end** ({size / 1e6:.1f} MB of JSON Lines text, tokenizer {tok_path}):\n")
-        print("| run | MB/s (wall) | vs kernel, per worker |\n|---|---:|---:|")
-        print(f"| kernel, encode_utf8_batch, 1 thread | {kernel:,.0f} | 1.00x |")
-        for workers in (1, 2):
-            out = os.path.join(tmp, f"shards{workers}")
-            start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "ube_stream", "encode", corpus, "--tokenizer", tok_path,
-                            "-o", out, "--workers", str(workers), "-q"], check=True,
+
+        def kernel():
+            tok.encode_utf8_batch(data, offsets, num_threads=1)
+
+        small = os.path.join(tmp, "small.jsonl")   # 20 documents: the start-up cost of a run
+        with open(corpus, encoding="utf-8") as f, open(small, "w", encoding="utf-8") as g:
+            g.writelines(next(f) for _ in range(min(20, len(texts))))
+
+        def encode(workers, source=corpus):
+            out = os.path.join(tmp, f"shards{workers}" + ("" if source == corpus else "-small"))
+            shutil.rmtree(out, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "ube_stream", "encode", source, "--tokenizer", tok_path,
+                            "-o", out, "--workers", str(workers), "-q"], check=True, env=env,
                            stdout=subprocess.DEVNULL, cwd=os.path.dirname(HERE))
-            rate = size / (time.perf_counter() - start) / 1e6
-            print(f"| ube encode --workers {workers} | {rate:,.0f} | {rate / kernel / workers:.2f}x |")
+
+        def children_cpu():
+            r = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return r.ru_utime + r.ru_stime
+
+        encode(1)   # writes the .pyc files once, as an install would
+        runs = {"kernel": kernel, 1: lambda: encode(1), 2: lambda: encode(2), "start": lambda: encode(1, small)}
+        times = {name: ([], []) for name in runs}
+        for _ in range(repeat):
+            for name, fn in runs.items():
+                wall, cpu, child = time.perf_counter(), time.process_time(), children_cpu()
+                fn()
+                times[name][0].append(time.perf_counter() - wall)
+                times[name][1].append(time.process_time() - cpu + children_cpu() - child)
+        def files(workers):
+            top = os.path.join(tmp, f"shards{workers}")
+            names = [fmt.MANIFEST_NAME] + [os.path.join("shards", n) for n in sorted(os.listdir(f"{top}/shards"))]
+            return {n: open(os.path.join(top, n), "rb").read() for n in names}
+
+        assert files(1) == files(2), "the shard directories of 1 and 2 workers differ"
+        kw, kc = (statistics.median(v) for v in times["kernel"])
+        print(f"\n**End to end** ({size / 1e6:.1f} MB of JSON Lines text, {len(texts)} documents, tokenizer "
+              f"{os.path.basename(tok_path)}; medians of {repeat} interleaved rounds; CPU = the process and "
+              f"its workers):\n")
+        print("| run | MB/s (wall) | wall vs kernel, per worker | CPU s | MB per CPU s | vs kernel |")
+        print("|---|---:|---:|---:|---:|---:|")
+        print(f"| kernel, encode_utf8_batch, 1 thread | {size / kw / 1e6:,.0f} | 1.00x | {kc:.2f} | "
+              f"{size / kc / 1e6:,.0f} | 1.00x |")
+        for workers in (1, 2):
+            w, c = (statistics.median(v) for v in times[workers])
+            print(f"| ube encode --workers {workers} | {size / w / 1e6:,.0f} | {kw / w / workers:.2f}x | {c:.2f} | "
+                  f"{size / c / 1e6:,.0f} | {kc / c:.2f}x |")
+        sw, sc = (statistics.median(v) for v in times["start"])
+        print(f"| ube encode --workers 1, 20 documents (start-up) | | | {sc:.2f} (wall {sw:.2f} s) | | |")
+        c1 = statistics.median(times[1][1])
+        print(f"\n2 workers vs 1, wall: {statistics.median(times[1][0]) / statistics.median(times[2][0]):.2f}x; "
+              f"1 worker without its start-up: {size / (c1 - sc) / 1e6:,.0f} MB per CPU s, "
+              f"{kc / (c1 - sc):.2f}x the kernel")
 
 
 def main(argv=None):
@@ -250,7 +325,8 @@ def main(argv=None):
     parser.add_argument("corpus", nargs="?", default=os.path.join(HERE, "data", "mixed.jsonl"))
     parser.add_argument("--mb", type=float, default=10.0, help="MB of text for the in-process rows")
     parser.add_argument("--decode-mb", type=float, default=4.0, help="MB of text for the decode rows")
-    parser.add_argument("--e2e-mb", type=float, default=20.0, help="MB of text for `ube encode` (0: skip)")
+    parser.add_argument("--e2e-mb", type=float, default=50.0, help="MB of text for `ube encode` (0: skip)")
+    parser.add_argument("--threads-mb", type=float, default=20.0, help="MB for the num_threads rows (0: skip)")
     parser.add_argument("--train-mb", type=float, default=2.0)
     parser.add_argument("--vocab", type=int, default=8000)
     parser.add_argument("--repeat", type=int, default=3)
@@ -275,11 +351,15 @@ def main(argv=None):
     print(f"{size / 1e6:.1f} MB of {os.path.basename(args.corpus)} ({len(texts)} documents), decode on "
           f"{dec_size / 1e6:.1f} MB; CPU-time medians of {args.repeat} interleaved rounds\n")
     table.print()
+    print(f"\nload average before the end-to-end rows: {os.getloadavg()}")
+    if args.threads_mb > 0:
+        threads_rows(utf8_tok, *load_corpus(args.corpus, args.threads_mb), args.repeat)
     if args.e2e_mb > 0:
         with tempfile.TemporaryDirectory() as tmp:
             tok_path = os.path.join(tmp, "utf8.json")
             utf8_tok.save(tok_path)
-            end_to_end(args.corpus, args.e2e_mb, tok_path, utf8_tok)
+            end_to_end(args.corpus, args.e2e_mb, tok_path, utf8_tok, args.repeat)
+    print(f"load average at the end: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

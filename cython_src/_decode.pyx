@@ -102,8 +102,16 @@ cdef extern from *:
         return 1;
     #endif
     }
+    /* Ask for the int object a few items ahead: a list's ints lie wherever they were
+       allocated, and reading them one after another waits on memory. */
+    static inline void ube_prefetch_item(PyObject** items, Py_ssize_t i, Py_ssize_t n) {
+    #if defined(__GNUC__) || defined(__clang__)
+        if (i < n) __builtin_prefetch(items[i]);
+    #endif
+    }
     """
     bint ube_small_int(PyObject* o, uint32_t* value) noexcept
+    void ube_prefetch_item(PyObject** items, Py_ssize_t i, Py_ssize_t n) noexcept
 
 
 cdef Py_ssize_t _read_ints(PyObject** items, Py_ssize_t n, uint32_t* out, Py_ssize_t* at) except -1:
@@ -114,6 +122,7 @@ cdef Py_ssize_t _read_ints(PyObject** items, Py_ssize_t n, uint32_t* out, Py_ssi
     cdef Py_ssize_t i
     cdef object item
     for i in range(n):
+        ube_prefetch_item(items, i + 16, n)
         if ube_small_int(items[i], &out[i]):
             continue
         at[0] = i

@@ -781,3 +781,25 @@ def encode_superbpe_reference(tokenizer, text: str, allowed_special=()) -> List[
             ids += _stage2_reference(tokens, starts, stage2, rank2, max_words)
             first = end
     return [tokenizer._model_id(i) for i in ids]
+
+
+# ------------------------------------------------------------------ JSON Lines text field
+
+def jsonl_field(line: bytes, key: str) -> bytes | None:
+    """The UTF-8 of the string ``json.loads(line)[key]``, or None when the line
+    is not valid UTF-8, not a JSON object, has no member ``key``, or the member
+    is not a string or holds a lone surrogate (the rows the reader reports).
+    The kernel ``_jsonl.scan_lines`` returns this or hands the line back."""
+    import json
+
+    try:
+        record = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    value = record.get(key) if isinstance(record, dict) else None
+    if not isinstance(value, str):
+        return None
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError:   # a lone surrogate, from a \uD800-\uDFFF escape
+        return None

@@ -30,7 +30,8 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tupl
 
 from .errors import UbeError
 
-__all__ = ["Executor", "LocalExecutor", "WorkerDiedError", "RayExecutor", "EXECUTORS", "executor_class", "get_executor", "worker_state"]
+__all__ = ["Executor", "LocalExecutor", "WorkerDiedError", "RayExecutor", "EXECUTORS", "executor_class", "get_executor", "worker_state",
+           "seed_worker_state"]
 
 _WORKER_STATE: Dict[Tuple[Any, ...], Any] = {}
 
@@ -41,6 +42,13 @@ def worker_state(setup: Callable[..., Any], *args: Any) -> Any:
     if key not in _WORKER_STATE:
         _WORKER_STATE[key] = setup(*args)
     return _WORKER_STATE[key]
+
+
+def seed_worker_state(value: Any, setup: Callable[..., Any], *args: Any) -> None:
+    """Record ``value`` as this process's ``worker_state(setup, *args)``: a driver
+    that already holds the result (the tokenizer it was given) spares the units it
+    runs in-process a second ``setup``.  Other processes still run ``setup``."""
+    _WORKER_STATE.setdefault((setup.__module__, setup.__qualname__, args), value)
 
 
 class Executor(abc.ABC):

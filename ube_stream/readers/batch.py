@@ -1,8 +1,9 @@
 """Batches of documents and the accounting of skipped rows.
 
 A :class:`TextBatch` holds up to ``batch_rows`` documents of one source file,
-either as a Python ``list[str]`` or, when the reader could build one without
-copying text, as an Arrow ``string``/``large_string`` array.  ``utf8()`` gives
+as a Python ``list[str]``, as an Arrow ``string``/``large_string`` array when
+the reader could build one without copying text, or as one UTF-8 buffer with
+offsets (:class:`Utf8Texts`, from the JSON Lines kernel).  ``utf8()`` gives
 the texts as one UTF-8 byte buffer plus ``n + 1`` offsets, zero-copy from the
 Arrow buffers where possible, which is the shape the Cython kernels take.
 
@@ -20,18 +21,36 @@ import numpy as np
 from ..errors import InputError, InvalidTextError
 from ..substrate import find_lone_surrogate
 
-__all__ = ["TextBatch", "SkipCounter", "SkipExample", "Reporter", "drop_bad_documents", "check_on_error"]
+__all__ = ["TextBatch", "Utf8Texts", "SkipCounter", "SkipExample", "Reporter", "drop_bad_documents", "check_on_error"]
 
 ON_ERROR_CHOICES = ("raise", "skip")
 SKIP_HINT = "or read with on_error='skip' to skip and count it"
+
+
+class Utf8Texts:
+    """Documents as one UTF-8 buffer: text ``i`` is ``data[offsets[i]:offsets[i+1]]``
+    (``uint8`` data, ``n + 1`` int64 offsets from 0), valid UTF-8 without
+    surrogates, as a reader's kernel wrote them (the JSON Lines reader)."""
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray):
+        self.data = data
+        self.offsets = offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def to_pylist(self) -> list[str]:
+        raw = self.data.tobytes()
+        bounds = self.offsets.tolist()
+        return [raw[a:b].decode("utf-8") for a, b in zip(bounds, bounds[1:])]
 
 
 @dataclass
 class TextBatch:
     """Up to ``batch_rows`` documents of one source.
 
-    ``texts``: ``list[str]`` or an Arrow string / large_string array without
-    nulls.  ``rows``: int64 row number of each document inside its source file
+    ``texts``: ``list[str]``, an Arrow string / large_string array without
+    nulls, or :class:`Utf8Texts`.  ``rows``: int64 row number of each document inside its source file
     (provenance: the Parquet/Arrow row, the JSONL or text line, 0-based).
     ``source_id``: the :class:`~ube_stream.readers.Source` it came from (0 for
     an in-memory iterable).
@@ -60,6 +79,8 @@ class TextBatch:
         """
         if isinstance(self.texts, list):
             return _utf8_of_strings(self.texts)
+        if isinstance(self.texts, Utf8Texts):
+            return self.texts.data, self.texts.offsets
         return arrow_utf8(self.texts)
 
 

@@ -138,21 +138,29 @@ def skip_if_broken(unit, reporter: Reporter) -> bool:
         return True
 
 
-def scan_line_starts(path: str, unit_rows: int) -> tuple[int, list[tuple[int, int]]]:
+def scan_line_starts(path: str, unit_rows: int, unit_bytes: int | None = None) -> tuple[int, list[tuple[int, int]]]:
     """One pass over an uncompressed line file: ``(num_rows, [(row, byte), ...])``
-    with the byte offset where every ``unit_rows``-th row starts."""
+    with the row and byte offset where every unit starts.  A unit ends after
+    ``unit_rows`` rows or at the end of the first line that reaches
+    ``unit_bytes`` bytes from its start (``None``: rows only), whichever comes
+    first; the cuts depend on the file alone."""
     starts = [(0, 0)]
-    next_row, lines, pos, last = unit_rows, 0, 0, b"\n"
+    lines, pos, last = 0, 0, b"\n"
     with open_input(path) as f:
         while True:
             block = f.read(BLOCK_BYTES)
             if not block:
                 break
-            newlines = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
-            while next_row <= lines + len(newlines):
-                starts.append((next_row, pos + int(newlines[next_row - lines - 1]) + 1))
-                next_row += unit_rows
-            lines += len(newlines)
+            ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10) + (pos + 1)   # byte after each \n
+            while True:
+                row0, byte0 = starts[-1]
+                cut = row0 + unit_rows - lines - 1          # index in ends of the row cut
+                if unit_bytes is not None:
+                    cut = min(cut, int(np.searchsorted(ends, byte0 + unit_bytes, side="left")))
+                if cut >= len(ends):
+                    break
+                starts.append((lines + cut + 1, int(ends[cut])))
+            lines += len(ends)
             pos += len(block)
             last = block[-1:]
     num_rows = lines + (1 if last != b"\n" else 0)

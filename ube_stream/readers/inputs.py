@@ -44,7 +44,7 @@ document is always yielded; a null is skipped and counted as ``"null"``; a blank
 JSONL line is skipped and counted as ``"blank_line"``.
 
 **Work units.** ``plan_units`` cuts every file into ranges of ``unit_rows``
-rows (never by worker count), ``unit_id = f"{source_id:05d}-{row_start:012d}"``.
+rows, uncompressed JSONL/text files also at ``unit_bytes`` bytes (never by worker count), ``unit_id = f"{source_id:05d}-{row_start:012d}"``.
 Columnar files know their row count from metadata.  Uncompressed JSONL/text
 files are scanned once at plan time (a newline count) and each unit records
 the byte offset of its first row, so its worker seeks straight there.
@@ -83,10 +83,11 @@ from .text import read_text_file, read_text_lines
 __all__ = [
     "Source", "WorkUnit", "TextBatch", "SkipCounter", "SkipExample", "SkippedFile",
     "resolve_inputs", "spill_to_arrow", "memory_name", "plan_units", "read_unit", "iter_batches", "iter_texts",
-    "DEFAULT_UNIT_ROWS", "DEFAULT_BATCH_ROWS", "FORMATS", "TEXT_MODES", "MEMORY_PREFIX",
+    "DEFAULT_UNIT_ROWS", "DEFAULT_UNIT_BYTES", "DEFAULT_BATCH_ROWS", "FORMATS", "TEXT_MODES", "MEMORY_PREFIX",
 ]
 
 DEFAULT_UNIT_ROWS = 100_000
+DEFAULT_UNIT_BYTES = 1 << 24     # 16 MiB: uncompressed JSONL/text units end at this size too
 DEFAULT_BATCH_ROWS = 1024
 FORMATS = formats.FORMATS
 TEXT_MODES = ("line", "file")
@@ -375,14 +376,18 @@ def resolve_inputs(inputs, *, column: str = "text", text_mode: str = "line", for
 
 # --------------------------------------------------------------------------- planning
 
-def plan_units(sources: Iterable[Source], *, unit_rows: int | None = DEFAULT_UNIT_ROWS) -> list[WorkUnit]:
+def plan_units(sources: Iterable[Source], *, unit_rows: int | None = DEFAULT_UNIT_ROWS,
+               unit_bytes: int | None = DEFAULT_UNIT_BYTES) -> list[WorkUnit]:
     """Cut sources into :class:`WorkUnit` s of ``unit_rows`` rows (``None``:
     one unit per file), in ``(source_id, row_start)`` order.  Every file gives
     at least one unit, and the units of a file cover each of its rows once.
     Uncompressed JSONL/text files are read once here to find their unit
-    boundaries; compressed ones are one unit each."""
-    if unit_rows is not None and (not isinstance(unit_rows, (int, np.integer)) or unit_rows <= 0):
-        raise ValueError(f"unit_rows must be a positive integer or None, got {unit_rows!r}")
+    boundaries, and their units also end at the first line end at or past
+    ``unit_bytes`` bytes (``None``: rows only), so a file of few long rows
+    still gives several units; compressed ones are one unit each."""
+    for name, value in (("unit_rows", unit_rows), ("unit_bytes", unit_bytes)):
+        if value is not None and (not isinstance(value, (int, np.integer)) or value <= 0):
+            raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
     units: list[WorkUnit] = []
     for source in sorted(sources, key=lambda s: s.source_id):
         if unit_rows is None:
@@ -391,8 +396,9 @@ def plan_units(sources: Iterable[Source], *, unit_rows: int | None = DEFAULT_UNI
             n = source.num_rows
             units.extend(WorkUnit(source, start, min(start + unit_rows, n)) for start in range(0, max(n, 1), unit_rows))
         elif source.format in formats.LINE_FORMATS and source.compression is None:
-            n, starts = scan_line_starts(source.path, int(unit_rows))
-            units.extend(WorkUnit(source, row, min(row + unit_rows, n), byte) for row, byte in starts)
+            n, starts = scan_line_starts(source.path, int(unit_rows), None if unit_bytes is None else int(unit_bytes))
+            stops = [row for row, _ in starts[1:]] + [n]
+            units.extend(WorkUnit(source, row, stop, byte) for (row, byte), stop in zip(starts, stops))
         else:
             units.append(WorkUnit(source, 0, None))
     return units

@@ -9,8 +9,10 @@ from typing import Iterator
 
 import numpy as np
 
+from .. import _jsonl
 from ..substrate import find_lone_surrogate
-from .batch import SKIP_HINT, Reporter, TextBatch, check_text_value
+from . import compression
+from .batch import SKIP_HINT, Reporter, TextBatch, Utf8Texts, check_text_value
 from .compression import broken_errors, open_at, report_broken, skip_if_broken
 
 _JSON_SPACE = " \t\r\n"
@@ -23,51 +25,164 @@ _scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-t
 
 def read_jsonl(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterator[TextBatch]:
     """JSON Lines: one object per line, the text under ``column``.  A blank
-    line is skipped and counted (``blank_line``); it keeps its row number."""
+    line is skipped and counted (``blank_line``); it keeps its row number.
+
+    The file is read in blocks; the ``_jsonl`` kernel takes every line it can
+    prove simple (see ``cython_src/_jsonl.pyx``) straight into one UTF-8
+    buffer, and every other line goes through :func:`_line_text` (the C
+    scanner, then ``json.loads``), which reads it exactly as ``json.loads``
+    does and names what is wrong with a bad one."""
     source = unit.source
     start, stop = unit.row_start, unit.row_stop
     if skip_if_broken(unit, reporter):
         return
     broken = broken_errors()
-    texts: list[str] = []
-    rows: list[int] = []
+    try:
+        key = np.frombuffer(column.encode("utf-8"), np.uint8)
+    except UnicodeEncodeError:   # a lone surrogate: no unescaped key (the kernel's) matches '"'
+        key = np.frombuffer(b'"', np.uint8)
+    batches = _Batches(batch_rows, source.source_id)
     stream, row, pos = open_at(unit, source.compression)
+    # read1 returns what was decoded before a damaged stream raises, so the rows before it are read
+    read = stream.read1 if source.compression is not None else stream.read
+    carry: list[bytes] = []   # the start of a line the blocks read so far do not end
     with stream:
-        lines = iter(stream)
         while stop is None or row < stop:
             try:
-                line = next(lines)
-            except StopIteration:
-                break
+                block = read(compression.BLOCK_BYTES)
             except broken as exc:
                 report_broken(reporter, exc, source.compression, row, pos)
                 break
-            if row >= start:
-                # fast path: a well-formed object with a valid string; anything else is
-                # parsed again by _json_text, which says what is wrong
-                # (no strip: it would copy the line; the object must start the line and
-                # only JSON whitespace may follow it)
-                decoded, record, end = "", None, -1
-                try:
-                    decoded = line.decode("utf-8")
-                    record, end = _scan_json(decoded, 0)
-                except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
-                    pass
-                text = (record.get(column) if type(record) is dict
-                        and (end == len(decoded) or not decoded[end:].strip(_JSON_SPACE)) else None)
-                if type(text) is not str or (_SURROGATE_ESCAPE.search(line) is not None
-                                             and find_lone_surrogate(text) >= 0):
-                    text = _json_text(line, column, reporter, row, pos)
-                if text is not None:
-                    texts.append(text)
-                    rows.append(row)
-                    if len(texts) >= batch_rows:
-                        yield TextBatch(texts, np.array(rows, dtype=np.int64), source.source_id)
-                        texts, rows = [], []
-            row += 1
-            pos += len(line)
-    if texts:
-        yield TextBatch(texts, np.array(rows, dtype=np.int64), source.source_id)
+            final = not block
+            if not final and b"\n" not in block:   # a long line: joined once it ends (linear time)
+                carry.append(block)
+                continue
+            if carry:
+                block = b"".join(carry + [block])
+            cut = len(block) if final else block.rfind(b"\n") + 1   # complete lines only, but at the end
+            carry = [block[cut:]] if cut < len(block) else []
+            if cut:
+                row, pos = _read_lines(block, cut, row, pos, start, stop, key, column, reporter, batches)
+                yield from batches.full()
+            if final:
+                break
+    yield from batches.rest()
+
+
+_KERNEL_LINES = 4096   # lines per kernel call
+
+
+def _read_lines(block: bytes, cut: int, row: int, pos: int, start: int, stop: int | None, key, column: str,
+                reporter: Reporter, batches: "_Batches") -> tuple[int, int]:
+    """Read the lines of ``block[:cut]`` (row ``row`` starts at file offset
+    ``pos``) into ``batches``, up to row ``stop``; returns the next row and offset."""
+    at = 0
+    while row < start and at < cut:   # rows before the unit (a unit read without a seek)
+        end = block.find(b"\n", at, cut)
+        end = cut if end < 0 else end + 1
+        row, pos, at = row + 1, pos + end - at, end
+    data = np.frombuffer(block, np.uint8)
+    ends = np.empty(_KERNEL_LINES, np.int64)
+    offsets = np.empty(_KERNEL_LINES + 1, np.int64)
+    ok = np.empty(_KERNEL_LINES, np.uint8)
+    while at < cut and (stop is None or row < stop):
+        count = _KERNEL_LINES if stop is None else min(_KERNEL_LINES, stop - row)
+        out = np.empty(cut - at, np.uint8)
+        n = _jsonl.scan_lines(data, at, cut, key, out, ends[:count], offsets[:count + 1], ok[:count])
+        bad = np.flatnonzero(ok[:n] == 0)
+        if len(bad) == 0:
+            batches.add(out[:offsets[n]], offsets[:n + 1], np.arange(row, row + n, dtype=np.int64))
+        else:
+            batches.add(*_with_fallback_lines(block, at, pos, row, n, bad, out, ends, offsets, ok, column, reporter))
+        row, pos, at = row + n, pos + int(ends[n - 1]) - at, int(ends[n - 1])
+    return row, pos
+
+
+def _with_fallback_lines(block: bytes, at: int, pos: int, row: int, n: int, bad: np.ndarray, out: np.ndarray,
+                         ends: np.ndarray, offsets: np.ndarray, ok: np.ndarray, column: str, reporter: Reporter):
+    """``(data, offsets, rows)`` of ``n`` lines from ``block[at:]`` whose lines
+    ``bad`` the kernel handed back: those read by :func:`_line_text`, in place."""
+    starts = np.empty(n, np.int64)
+    starts[0] = at
+    starts[1:] = ends[:n - 1]
+    keep = ok[:n].astype(bool)
+    lengths = np.diff(offsets[:n + 1])
+    pieces: list[np.ndarray] = []
+    done = 0   # out[:offsets[done]] is in pieces
+    for k in bad.tolist():
+        text = _line_text(block[starts[k]:ends[k]], column, reporter, row + k, pos + int(starts[k] - at))
+        if text is None:
+            continue
+        encoded = text.encode("utf-8")
+        pieces += [out[offsets[done]:offsets[k]], np.frombuffer(encoded, np.uint8)]
+        done = k
+        keep[k] = True
+        lengths[k] = len(encoded)
+    pieces.append(out[offsets[done]:offsets[n]])
+    lengths = lengths[keep]
+    doc_offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=doc_offsets[1:])
+    return np.concatenate(pieces) if len(pieces) > 1 else pieces[0], doc_offsets, \
+        np.arange(row, row + n, dtype=np.int64)[keep]
+
+
+class _Batches:
+    """Documents of consecutive blocks, handed out as TextBatches of ``batch_rows``."""
+
+    def __init__(self, batch_rows: int, source_id: int):
+        self.batch_rows = batch_rows
+        self.source_id = source_id
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []   # (data, offsets from 0, rows)
+        self.count = 0
+
+    def add(self, data: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> None:
+        if len(rows):
+            self.parts.append((data, offsets - offsets[0], rows))   # a copy: callers reuse offsets
+            self.count += len(rows)
+
+    def full(self) -> Iterator[TextBatch]:
+        while self.count >= self.batch_rows:
+            yield self._take(self.batch_rows)
+
+    def rest(self) -> Iterator[TextBatch]:
+        yield from self.full()
+        if self.count:
+            yield self._take(self.count)
+
+    def _take(self, n: int) -> TextBatch:
+        if len(self.parts) > 1 and len(self.parts[0][2]) < n:   # merge the parts into one
+            datas, offsets, rows = zip(*self.parts)
+            lengths = np.concatenate([np.diff(o) for o in offsets])
+            merged = np.zeros(len(lengths) + 1, np.int64)
+            np.cumsum(lengths, out=merged[1:])
+            self.parts = [(np.concatenate(datas), merged, np.concatenate(rows))]
+        data, offsets, rows = self.parts[0]
+        if len(rows) > n:
+            self.parts[0] = (data[offsets[n]:], offsets[n:] - offsets[n], rows[n:])
+            data, offsets, rows = data[:offsets[n]], offsets[:n + 1], rows[:n]
+        else:
+            self.parts.pop(0)
+        self.count -= n
+        return TextBatch(Utf8Texts(data, offsets), rows, self.source_id)
+
+
+def _line_text(line: bytes, column: str, reporter: Reporter, row: int, pos: int) -> str | None:
+    """One line's document as ``json.loads`` reads it (None: skipped, reported)."""
+    # fast path: a well-formed object with a valid string; anything else is
+    # parsed again by _json_text, which says what is wrong
+    # (no strip: it would copy the line; the object must start the line and
+    # only JSON whitespace may follow it)
+    decoded, record, end = "", None, -1
+    try:
+        decoded = line.decode("utf-8")
+        record, end = _scan_json(decoded, 0)
+    except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+        pass
+    text = (record.get(column) if type(record) is dict
+            and (end == len(decoded) or not decoded[end:].strip(_JSON_SPACE)) else None)
+    if type(text) is not str or (_SURROGATE_ESCAPE.search(line) is not None and find_lone_surrogate(text) >= 0):
+        text = _json_text(line, column, reporter, row, pos)
+    return text
 
 
 def _json_text(line: bytes, column: str, reporter: Reporter, row: int, pos: int) -> str | None:

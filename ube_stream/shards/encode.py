@@ -16,7 +16,8 @@ and the project's shard format spec.  ``MANIFEST.json`` is written last,
 atomically: a directory without it is unfinished.
 
 **Work and determinism.** Units are (input file, row range) cut by a fixed
-``unit_rows``; one pure function (:func:`~ube_stream._shard_writer.encode_unit`)
+``unit_rows`` (uncompressed JSONL/text also by ``unit_bytes``, default 16 MiB);
+one pure function (:func:`~ube_stream._shard_writer.encode_unit`)
 per unit writes the unit's shards ``<unit_id>-<k:04d>`` and then its marker
 ``units/<unit_id>.json``, under ``locks/<unit_id>.lock``.  The output is
 byte-identical for any ``workers``, any ``rank``/``world_size`` split, and
@@ -48,7 +49,7 @@ from typing import Any, Dict, List, Optional
 
 from .._version import __version__
 from ..errors import ShardFormatError
-from ..executors import Executor, executor_class, get_executor, import_ray
+from ..executors import Executor, executor_class, get_executor, import_ray, seed_worker_state
 from ..readers.batch import check_on_error
 from ..readers.inputs import skipped_files_lines
 from ..storage import (
@@ -68,7 +69,7 @@ from . import index_format as fmt
 from . import remote as remote_store
 from .locks import FileLock
 from .reader import Shard, TokenShards
-from .writer import committed_record, encode_unit, encode_unit_star
+from .writer import committed_record, encode_unit, encode_unit_star, load_checked_tokenizer
 
 __all__ = ["encode_corpus", "encode_unit", "TokenShards", "Shard", "EncodeSummary",
            "DEFAULT_SHARD_TOKENS"]
@@ -189,6 +190,7 @@ def _cleanup_finished(out: str) -> None:
 def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, eos: bool = True,
                   bos: bool = False, eos_token: Optional[str] = None, bos_token: Optional[str] = None,
                   shard_tokens: int = DEFAULT_SHARD_TOKENS, unit_rows: Optional[int] = None,
+                  unit_bytes: Optional[int] = None,
                   column: str = "text", text_mode: str = "line", on_error: str = "raise",
                   format: Optional[str] = None, split: Optional[str] = None, show_progress: bool = True,
                   rank: Optional[int] = None, world_size: Optional[int] = None,
@@ -209,6 +211,9 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     MANIFEST source is named ``<in-memory TYPE>`` and its rows number the
     documents written.  A rerun must pass the same data (a changed size is
     refused); ``rank``/``world_size`` need files.
+    ``unit_rows`` / ``unit_bytes``: the unit plan (defaults
+    ``readers.DEFAULT_UNIT_ROWS`` / ``DEFAULT_UNIT_BYTES``; bytes cut only
+    uncompressed JSONL/text files), recorded in the plan and MANIFEST.
     ``tokenizer``: a tokenizer file path or a :class:`~ube_stream.Tokenizer`.
     Every document gets ``eos_token`` (default ``<|endoftext|>``) appended
     unless ``eos=False``, and ``bos_token`` prepended with ``bos=True``.
@@ -273,15 +278,16 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                                      format=format, split=split, skipped_files=skipped_files)
     summary.skipped_files = [f.to_dict() for f in skipped_files]
     unit_rows = unit_rows or readers.DEFAULT_UNIT_ROWS
-    units = readers.plan_units(sources, unit_rows=unit_rows)
+    unit_bytes = unit_bytes or readers.DEFAULT_UNIT_BYTES
+    units = readers.plan_units(sources, unit_rows=unit_rows, unit_bytes=unit_bytes)
     plan: Dict[str, Any] = {
         "format": fmt.MANIFEST_FORMAT, "version": fmt.MANIFEST_VERSION,
         "tokenizer": {"file": fmt.TOKENIZER_NAME, "fingerprint": tok.fingerprint, "substrate": tok.substrate,
                       "vocab_size": tok.vocab_size},
         "special_ids": {"eos": eos_id, "bos": bos_id},
         "options": {"eos_token": eos_name, "bos_token": bos_name, "shard_tokens": shard_tokens,
-                    "unit_rows": unit_rows, "column": column, "text_mode": text_mode, "on_error": on_error,
-                    "format": format, "split": split},
+                    "unit_rows": unit_rows, "unit_bytes": unit_bytes, "column": column, "text_mode": text_mode,
+                    "on_error": on_error, "format": format, "split": split},
         "sources": [{"source_id": s.source_id, "path": labels.get(s.path, s.path), "size": s.size,
                      "format": s.format} for s in sources],
         "skipped_files": summary.skipped_files,
@@ -313,6 +319,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         summary.units_skipped = len(mine) - len(pending)
         fingerprint = tok.fingerprint
         dispatched = executor_class(executor).multi_host
+        # units run in this process (one worker) use the tokenizer in hand, not a second load of its file
+        seed_worker_state(tok, load_checked_tokenizer, os.path.join(out, fmt.TOKENIZER_NAME), fingerprint)
         tasks = [dict(unit=u, out_dir=out, column=column, text_mode=text_mode, on_error=on_error,
                       shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id, fingerprint=fingerprint,
                       tokenizer_path=os.path.join(out, fmt.TOKENIZER_NAME), dispatched=dispatched)

@@ -167,10 +167,9 @@ class SpecialTextCounter:
 
     The documents are encoded as plain text (``encode_utf8_batch``), so such text
     never becomes a special id and never splits a document; this says how often
-    it occurred.  One pass over the buffer looks for the tokens' common prefix
-    (``<|`` for the usual ones); only a hit runs the regex (leftmost, longest
-    token first, as ``Tokenizer.encode`` splits them), and a match must lie
-    inside one document."""
+    it occurred.  One regex search over the buffer (leftmost, longest token
+    first, as ``Tokenizer.encode`` splits them) says whether any occurs; only
+    then are the matches counted, each lying inside one document."""
 
     def __init__(self, special_tokens):
         import re
@@ -184,8 +183,8 @@ class SpecialTextCounter:
         if self.pattern is None:
             return
         start, stop = int(offsets[0]), int(offsets[-1])
-        buf = data[start:stop].tobytes()
-        if self.prefix and self.prefix not in buf:
+        buf = np.ascontiguousarray(data[start:stop]).data   # re reads the buffer: no copy
+        if self.pattern.search(buf) is None:
             return
         bounds = np.asarray(offsets, dtype=np.int64) - start
         for m in self.pattern.finditer(buf):

@@ -221,8 +221,11 @@ def _sources(manifest: Dict[str, Any], report: VerifyReport):
 def _plan(directory: str, manifest: Dict[str, Any], sources, sample: Optional[int], report: VerifyReport) -> List[UnitTask]:
     from .. import readers
 
-    unit_rows = manifest.get("options", {}).get("unit_rows") or readers.DEFAULT_UNIT_ROWS
-    units = {u.unit_id: u for u in readers.plan_units(list(sources.values()), unit_rows=unit_rows)}
+    options = manifest.get("options", {})
+    unit_rows = options.get("unit_rows") or readers.DEFAULT_UNIT_ROWS
+    unit_bytes = options.get("unit_bytes")   # absent: a directory written before units were cut by bytes too
+    units = {u.unit_id: u for u in readers.plan_units(list(sources.values()), unit_rows=unit_rows,
+                                                      unit_bytes=unit_bytes)}
     by_unit: Dict[str, List[Dict[str, Any]]] = {}
     for record in manifest.get("shards", []):
         by_unit.setdefault(record.get("unit_id", ""), []).append(record)
