@@ -319,6 +319,17 @@ class Tokenizer:
         self.cache_entries, self.cache_bytes = int(entries), int(bytes)
         self.__dict__.pop("_kernel_state", None)
 
+    @property
+    def _encoder_char_integrity(self) -> bool:
+        """Whether the encoder must test each occurrence for character integrity:
+        under ``utf16`` and ``ube`` the bytes across two characters can spell a
+        token learnt inside one, so merges are refused there as in training; under
+        ``utf8`` a token's bytes fix where it can sit in valid UTF-8 (lead and
+        continuation bytes differ), so every occurrence of a char-integrity
+        token already keeps characters whole and the plain encoder gives the
+        same ids (tests/test_char_integrity_encode.py checks both claims)."""
+        return self.char_integrity and self.substrate != "utf8"
+
     def _kernel(self):
         """The Cython encoder and its pool of free cache slots (built on first use)."""
         state = self.__dict__.get("_kernel_state")
@@ -337,7 +348,7 @@ class Tokenizer:
                 substrate_code(self.substrate), gpt2_class_table() if split == SPLIT_GPT2 else
                 tiktoken_class_table(), num_slots=num_slots, cache_entries=self.cache_entries,
                 cache_bytes=self.cache_bytes, split=split, id_map=self._id_map,
-                slice_bytes=self.slice_bytes)
+                slice_bytes=self.slice_bytes, char_integrity=self._encoder_char_integrity)
             # last in, first out: a caller on one thread gets back the slot (and warm cache) it used
             slots: "queue.LifoQueue[int]" = queue.LifoQueue()
             for slot in range(num_slots):
