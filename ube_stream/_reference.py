@@ -461,11 +461,11 @@ def encode_chunk_reference(symbols: Sequence[int], merges: Iterable[Sequence[int
         >>> encode_chunk_reference([0x5F, 0x30, 0x00, 0x4E], [(0x30, 0x00, 256)], [1, 0, 1, 0])
         [95, 48, 0, 78]
     """
-    merges = [tuple(int(x) for x in merge) for merge in merges]
+    rows = [tuple(int(x) for x in merge) for merge in merges]
     rank_of: dict = {}
-    for rank, (left, right, result) in enumerate(merges):
+    for rank, (left, right, result) in enumerate(rows):
         rank_of.setdefault((left, right), (rank, result))
-    return _encode_chunk(list(symbols), merges, rank_of, char_starts)
+    return _encode_chunk(list(symbols), rows, rank_of, char_starts)
 
 
 def _encode_chunk(ids: List[int], merges: List[tuple], rank_of: dict,
