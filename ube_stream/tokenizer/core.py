@@ -80,6 +80,24 @@ def derive_tokens(merges: Sequence[Tuple[int, int]], base_size: int) -> Tuple[Li
     return results, expansions
 
 
+def _utf8_keeps_characters(token: bytes) -> bool:
+    """``token`` (UTF-8 bytes) is whole characters or a strict part of one: it
+    decodes, or it is continuation bytes only (at most 3), or a lead byte and
+    fewer continuation bytes than its character needs.  In valid UTF-8 such a
+    token can only sit where it keeps characters whole."""
+    try:
+        token.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        pass
+    lead = token[0]
+    continuations = all(0x80 <= b <= 0xBF for b in token[1:])
+    if 0x80 <= lead <= 0xBF:
+        return continuations and len(token) <= 3
+    need = 2 if 0xC0 <= lead <= 0xDF else 3 if 0xE0 <= lead <= 0xEF else 4 if 0xF0 <= lead <= 0xF7 else 0
+    return continuations and len(token) < need
+
+
 class Tokenizer:
     """A UBE / BBPE / BBPE16 byte-level BPE tokenizer.
 
@@ -321,14 +339,20 @@ class Tokenizer:
 
     @property
     def _encoder_char_integrity(self) -> bool:
-        """Whether the encoder must test each occurrence for character integrity:
-        under ``utf16`` and ``ube`` the bytes across two characters can spell a
-        token learnt inside one, so merges are refused there as in training; under
-        ``utf8`` a token's bytes fix where it can sit in valid UTF-8 (lead and
-        continuation bytes differ), so every occurrence of a char-integrity
-        token already keeps characters whole and the plain encoder gives the
-        same ids (tests/test_char_integrity_encode.py checks both claims)."""
-        return self.char_integrity and self.substrate != "utf8"
+        """Whether the encoder must test each occurrence for character integrity.
+
+        Under ``utf16`` and ``ube`` the bytes across two characters can spell a
+        token learnt inside one, so merges are refused there as in training.
+        Under ``utf8`` a token's bytes fix where it can sit in valid UTF-8 (lead
+        and continuation bytes differ): when every merged token is whole
+        characters or a strict part of one (as a char-integrity trainer makes
+        them), every occurrence keeps characters whole and the plain encoder
+        gives the same ids; merges from elsewhere take the test."""
+        if not self.char_integrity:
+            return False
+        if self.substrate != "utf8":
+            return True
+        return not all(_utf8_keeps_characters(bytes(e)) for e in self._expansions[self.base_size:])
 
     def _kernel(self):
         """The Cython encoder and its pool of free cache slots (built on first use)."""
