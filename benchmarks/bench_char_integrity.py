@@ -3,14 +3,17 @@
 Training (``--what train``): routes the GPT-2 chunks of the bundled training
 sample (about 1 MB, 9 languages) under each substrate and times
 ``_merge.train_merges`` to ``--vocab`` without and with ``char_starts``,
-interleaved, ``--rounds`` times; prints the medians and their ratio.
+interleaved, ``--rounds`` times (CPU time); prints the medians and their ratio.
 
 Encoding (``--what encode``): trains a char-integrity tokenizer of ``--vocab``
 per substrate on the sample, then encodes the sample's documents with it and
 with the same merges without the encoder's check (``char_integrity=False``),
-interleaved, ``--rounds`` times, single thread: *fresh* (a new encoder, empty
-chunk cache: every distinct chunk is merged once, where the check costs) and
-*warm* (the same text again: cache hits).  It also counts the token
+interleaved, ``--rounds`` times, single thread, timed as the thread's CPU
+time (``time.thread_time``: on a shared machine wall time mostly measures the
+neighbours): *fresh* (a new encoder, empty
+chunk cache: every distinct chunk is merged once, where the check costs),
+*warm* (the same text again: cache hits) and *uncached* (a cache too small
+to hold a chunk: every chunk is merged, so the ratio is the merge kernels').  It also counts the token
 occurrences that straddle a character (hold part of one character and
 anything of another; boundaries from ``substrate.char_starts``) in the
 encoded sample and in ``tests/data/docs_sample`` (26 languages), with and
@@ -59,9 +62,9 @@ def bench_train(args) -> None:
         merges = {}
         for _ in range(args.rounds):
             for name, extra in (("plain", {}), ("char_integrity", {"char_starts": flags})):
-                started = time.perf_counter()
+                started = time.thread_time()
                 status, m = train_merges(symbols, offsets, counts, n_base, args.vocab, 2, -1, **extra)
-                times[name].append(time.perf_counter() - started)
+                times[name].append(time.thread_time() - started)
                 merges[name] = len(m)
         plain, strict = (statistics.median(times[k]) for k in ("plain", "char_integrity"))
         print(f"{substrate:6s} plain {plain:.3f} s ({merges['plain']} merges)  char_integrity {strict:.3f} s "
@@ -94,23 +97,30 @@ def bench_encode(args) -> None:
         variants = {"checked": tok, "unchecked": Tokenizer(substrate=substrate, merges=tok.merges)}
         fresh = {k: [] for k in variants}
         warm = {k: [] for k in variants}
+        uncached = {k: [] for k in variants}
         ids = {}
         for _ in range(args.rounds):
             for name, base in variants.items():
                 t = Tokenizer(substrate=substrate, merges=base.merges, char_integrity=base.char_integrity)
                 t._kernel()                                   # tables built outside the timing
-                started = time.perf_counter()
+                started = time.thread_time()
                 ids[name] = t.encode_ordinary_batch(texts, num_threads=1)
-                fresh[name].append(time.perf_counter() - started)
-                started = time.perf_counter()
+                fresh[name].append(time.thread_time() - started)
+                started = time.thread_time()
                 t.encode_ordinary_batch(texts, num_threads=1)
-                warm[name].append(time.perf_counter() - started)
+                warm[name].append(time.thread_time() - started)
+                t.set_cache(entries=1, bytes=1)
+                t._kernel()
+                started = time.thread_time()
+                t.encode_ordinary_batch(texts, num_threads=1)
+                uncached[name].append(time.thread_time() - started)
         mb = len(data.encode()) / 1e6
         line = [f"{substrate:6s} vocab {tok.vocab_size}  encoder check {tok._kernel()[0].char_integrity!s:5s}"]
-        for label, times in (("fresh", fresh), ("warm", warm)):
+        for label, times in (("fresh", fresh), ("warm", warm), ("uncached", uncached)):
             a, b = statistics.median(times["checked"]), statistics.median(times["unchecked"])
-            line.append(f"{label}: checked {mb / a:.2f} MB/s, unchecked {mb / b:.2f} MB/s, ratio {a / b:.2f}")
-        print("  ".join(line))
+            line.append(f"{label:8s}: checked {mb / a:6.2f} MB/s, unchecked {mb / b:6.2f} MB/s, "
+                        f"time ratio {a / b:.2f}")
+        print("\n       ".join(line))
         changed = sum(not np.array_equal(a, b) for a, b in zip(ids["checked"], ids["unchecked"]))
         for corpus, items in (("sample", texts), ("docs_sample", docs)):
             counts = {}

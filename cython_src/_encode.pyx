@@ -424,14 +424,16 @@ cdef void work_free(Work* w) noexcept nogil:
 # otherwise unchanged.  utf8 needs none of it (UTF-8 resynchronises: a token's
 # bytes fix where it can sit), and plain tokenizers never come here.
 
-cdef void char_flags(const uint32_t* ids, Py_ssize_t n, int substrate, uint8_t* flags) noexcept nogil:
+cdef bint char_flags(const uint32_t* ids, Py_ssize_t n, int substrate, uint8_t* flags) noexcept nogil:
     """``flags[0:n+1]``: 1 where a character starts in the routed chunk ``ids[0:n]``
     (which starts at a character), and ``flags[n] = 1``.  A UTF-16LE symbol (any
     under utf16, ids >= 256 under ube) starts a unit of 2 symbols, 4 when its high
     byte is a high surrogate; a UTF-8 byte a character of the length its lead byte
-    says (a stray continuation byte: 1).  Twin: ``substrate.char_starts``."""
+    says (a stray continuation byte: 1).  Twin: ``substrate.char_starts``.
+    Returns whether every symbol starts a character (an ASCII chunk under ube)."""
     cdef Py_ssize_t i = 0, j, step
     cdef uint32_t s
+    cdef bint all_starts = True
     while i < n:
         s = ids[i]
         if substrate == SUBSTRATE_UTF16 or s >= 256:
@@ -439,12 +441,15 @@ cdef void char_flags(const uint32_t* ids, Py_ssize_t n, int substrate, uint8_t* 
         else:
             step = 1 + (s >= 0xC0) + (s >= 0xE0) + (s >= 0xF0)
         flags[i] = 1
+        if step > 1:
+            all_starts = False
         j = i + 1
         while j < i + step and j < n:
             flags[j] = 0
             j += 1
         i += step
     flags[n] = 1
+    return all_starts
 
 
 cdef inline uint32_t ci_rank(const Tables* t, const uint8_t* flags, uint32_t left, uint32_t right,
@@ -588,7 +593,11 @@ cdef Py_ssize_t merge_ci(const Tables* t, Work* w, Py_ssize_t n, int32_t_vec& nx
         w.ci_cap = need
     if n < 2:
         return n
-    char_flags(w.ids, n, t.substrate, w.flags)
+    if char_flags(w.ids, n, t.substrate, w.flags):
+        # every symbol a whole character: every token is whole characters, nothing to refuse
+        if n <= SHORT_CHUNK:
+            return merge_short(t, w.ids, w.ranks, n)
+        return merge_long(t, w.ids, n, nxt, prv, node_rank, heap, batch)
     if n <= SHORT_CHUNK:
         return merge_short_ci(t, w.ids, w.ranks, w.starts, w.flags, n)
     return merge_long_ci(t, w.ids, w.flags, n, nxt, prv, node_rank, heap, batch)
