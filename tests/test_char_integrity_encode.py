@@ -372,8 +372,9 @@ def test_verify_unicode_round_trips_every_scalar_value(toks, substrate, tmp_path
     assert report.checked["scalar/alone/tokenizer"] == 1_112_064
 
 
-@pytest.mark.parametrize("substrate", ["ube", "utf16"])
-def test_shards_encode_with_a_char_integrity_tokenizer(toks, texts, substrate, tmp_path):
+@pytest.mark.parametrize("substrate,via", [("ube", "api"), ("utf16", "api"),
+                                           pytest.param("ube", "cli", marks=pytest.mark.slow)])
+def test_shards_encode_with_a_char_integrity_tokenizer(toks, texts, substrate, via, tmp_path):
     from ube_stream.shards import TokenShards, encode_corpus
     from ube_stream.verification import verify_shards
 
@@ -383,8 +384,16 @@ def test_shards_encode_with_a_char_integrity_tokenizer(toks, texts, substrate, t
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts), encoding="utf-8")
     out = tmp_path / "shards"
-    encode_corpus([str(corpus)], tokenizer=str(tok_path), output=str(out), workers=1, show_progress=False,
-                  eos=False, shard_tokens=5000)
+    if via == "cli":  # `ube encode`, two worker processes (each rebuilds the checked encoder)
+        import subprocess
+        import sys
+
+        subprocess.run([sys.executable, "-m", "ube_stream", "encode", str(corpus), "--tokenizer", str(tok_path),
+                        "-o", str(out), "--no-eos", "--workers", "2", "--shard-tokens", "5000", "--unit-rows", "20",
+                        "-q"], check=True)
+    else:
+        encode_corpus([str(corpus)], tokenizer=str(tok_path), output=str(out), workers=1, show_progress=False,
+                      eos=False, shard_tokens=5000)
     ds = TokenShards(str(out), verify="full")
     assert len(ds) == len(texts)
     plain = with_merges(substrate, tok.merges, char_integrity=False)
