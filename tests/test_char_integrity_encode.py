@@ -18,11 +18,13 @@ import pytest
 from _helpers import read_jsonl_zst
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_char_integrity import token_is_sound
 
 from ube_stream import Tokenizer
 from ube_stream import _reference as ref
 from ube_stream._merge import train_merges
 from ube_stream.sample import sample_paths
+from ube_stream.tokenizer.core import _utf8_keeps_characters
 from ube_stream.training.trainer import train
 
 SUBSTRATES = ("ube", "utf8", "utf16")
@@ -428,3 +430,17 @@ def test_hf_export_utf8_is_exact_and_others_are_refused(toks, texts):
     for substrate in ("ube", "utf16"):
         with pytest.raises(ValueError, match="utf8 substrate"):
             toks[substrate, True].to_hf_dict()
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=12), data=st.data())
+def test_utf8_vocabulary_check_agrees_with_the_codec_check(text, data):
+    # any byte span of valid UTF-8: Tokenizer's check (which picks the plain encoder for a
+    # char-integrity utf8 tokenizer) agrees with the codec-based check of test_char_integrity
+    # and with the span's position against the character boundaries
+    raw = text.encode()
+    start = data.draw(st.integers(0, len(raw) - 1))
+    end = data.draw(st.integers(start + 1, len(raw)))
+    flags = ref.char_starts_reference(text, "utf8") + [1]
+    at_position = (flags[start] and flags[end]) or not any(flags[start + 1:end])
+    assert _utf8_keeps_characters(raw[start:end]) == token_is_sound(list(raw[start:end]), "utf8") == bool(at_position)
