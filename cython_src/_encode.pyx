@@ -60,6 +60,7 @@ cdef struct Tables:
     int substrate
     const uint32_t* model_ids    # the id encode writes for each internal id (NULL: the same)
     bint char_integrity          # merge only where characters stay whole (merge_short_ci / merge_long_ci)
+    bint check_utf8              # char integrity: also check chunks of UTF-8 symbols only
 
 
 cdef inline uint32_t rank_of(const Tables* t, uint32_t left, uint32_t right) noexcept nogil:
@@ -424,20 +425,23 @@ cdef void work_free(Work* w) noexcept nogil:
 # otherwise unchanged.  utf8 needs none of it (UTF-8 resynchronises: a token's
 # bytes fix where it can sit), and plain tokenizers never come here.
 
-cdef bint char_flags(const uint32_t* ids, Py_ssize_t n, int substrate, uint8_t* flags) noexcept nogil:
+cdef bint char_flags(const uint32_t* ids, Py_ssize_t n, int substrate, bint check_utf8,
+                     uint8_t* flags) noexcept nogil:
     """``flags[0:n+1]``: 1 where a character starts in the routed chunk ``ids[0:n]``
     (which starts at a character), and ``flags[n] = 1``.  A UTF-16LE symbol (any
     under utf16, ids >= 256 under ube) starts a unit of 2 symbols, 4 when its high
     byte is a high surrogate; a UTF-8 byte a character of the length its lead byte
     says (a stray continuation byte: 1).  Twin: ``substrate.char_starts``.
-    Returns whether every symbol starts a character (an ASCII chunk under ube)."""
+    Returns whether the chunk needs no check: every symbol starts a character
+    (ASCII under ube), or, without ``check_utf8``, it holds UTF-8 symbols only."""
     cdef Py_ssize_t i = 0, j, step
     cdef uint32_t s
-    cdef bint all_starts = True
+    cdef bint all_starts = True, utf16 = substrate == SUBSTRATE_UTF16
     while i < n:
         s = ids[i]
         if substrate == SUBSTRATE_UTF16 or s >= 256:
             step = 4 if i + 1 < n and 0xD8 <= (ids[i + 1] & 0xFF) <= 0xDB else 2
+            utf16 = True
         else:
             step = 1 + (s >= 0xC0) + (s >= 0xE0) + (s >= 0xF0)
         flags[i] = 1
@@ -449,7 +453,7 @@ cdef bint char_flags(const uint32_t* ids, Py_ssize_t n, int substrate, uint8_t* 
             j += 1
         i += step
     flags[n] = 1
-    return all_starts
+    return all_starts or not (check_utf8 or utf16)
 
 
 cdef inline uint32_t ci_rank(const Tables* t, const uint8_t* flags, uint32_t left, uint32_t right,
@@ -593,8 +597,9 @@ cdef Py_ssize_t merge_ci(const Tables* t, Work* w, Py_ssize_t n, int32_t_vec& nx
         w.ci_cap = need
     if n < 2:
         return n
-    if char_flags(w.ids, n, t.substrate, w.flags):
-        # every symbol a whole character: every token is whole characters, nothing to refuse
+    if char_flags(w.ids, n, t.substrate, t.check_utf8, w.flags):
+        # every symbol a whole character (every token is whole characters), or UTF-8 that
+        # resynchronises under a vocabulary whose UTF-8 tokens keep characters whole: nothing to refuse
         if n <= SHORT_CHUNK:
             return merge_short(t, w.ids, w.ranks, n)
         return merge_long(t, w.ids, n, nxt, prv, node_rank, heap, batch)
@@ -777,7 +782,9 @@ cdef class Encoder:
     document is split and encoded this many bytes (to the next safe cut) at a time,
     so memory stays bounded on huge documents; ``char_integrity``: merge only where
     the token made keeps characters whole (the trainer's ``char_integrity`` rule;
-    ``Tokenizer`` asks for it under utf16 and ube, where it changes results).
+    ``Tokenizer`` asks for it under utf16 and ube, where it changes results);
+    ``check_utf8=False``: a chunk of UTF-8 symbols only needs no check (true when
+    every token of UTF-8 symbols is whole characters or a strict part of one).
     """
     cdef Tables tables
     cdef object _keep          # arrays whose memory the tables point into
@@ -791,7 +798,8 @@ cdef class Encoder:
 
     def __cinit__(self, merges, results, int base, int substrate, classes, *, int num_slots=1,
                   Py_ssize_t cache_entries=1 << 16, Py_ssize_t cache_bytes=4 << 20, int split=SPLIT_GPT2,
-                  Py_ssize_t slice_bytes=1 << 20, id_map=None, bint char_integrity=False):
+                  Py_ssize_t slice_bytes=1 << 20, id_map=None, bint char_integrity=False,
+                  bint check_utf8=True):
         self.caches = NULL
         self._num_slots = 0
         if substrate not in (SUBSTRATE_UBE, SUBSTRATE_UTF8, SUBSTRATE_UTF16):
@@ -862,6 +870,7 @@ cdef class Encoder:
         self.tables.results = &resv[0] if n > 0 else NULL
         self.tables.substrate = substrate
         self.tables.char_integrity = char_integrity
+        self.tables.check_utf8 = check_utf8
         self.classes = &clv[0]
         self.cache_entries = cache_entries
         self.cache_bytes = cache_bytes
@@ -889,6 +898,10 @@ cdef class Encoder:
     @property
     def char_integrity(self):
         return bool(self.tables.char_integrity)
+
+    @property
+    def check_utf8(self):
+        return bool(self.tables.check_utf8)
 
     def cache_stats(self, int slot=0):
         """``{"entries", "bytes", "hits", "misses", "clears"}`` of one slot's cache."""

@@ -30,6 +30,7 @@ class Encoder:
         slice_bytes: int = 1 << 20,  # inline split: bytes of a document split at a time (to a safe cut)
         id_map: Optional[npt.NDArray[np.uint32]] = None,  # model id of each internal id
         char_integrity: bool = False,  # merge only where the token made keeps characters whole
+        check_utf8: bool = True,  # False: chunks of UTF-8 symbols only skip the check (a sound vocabulary)
     ) -> None: ...
     split: int
     slice_bytes: int
@@ -37,6 +38,8 @@ class Encoder:
     def num_slots(self) -> int: ...
     @property
     def char_integrity(self) -> bool: ...
+    @property
+    def check_utf8(self) -> bool: ...
     def cache_stats(self, slot: int = 0) -> dict: ...  # entries, bytes, hits, misses, clears
     def encode_chunk_symbols(self, symbols: npt.NDArray[np.uint16]) -> npt.NDArray[np.uint32]: ...
     def encode_utf8(

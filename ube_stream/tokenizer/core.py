@@ -350,9 +350,18 @@ class Tokenizer:
         gives the same ids; merges from elsewhere take the test."""
         if not self.char_integrity:
             return False
-        if self.substrate != "utf8":
-            return True
-        return not all(_utf8_keeps_characters(bytes(e)) for e in self._expansions[self.base_size:])
+        return self.substrate != "utf8" or not self._utf8_tokens_keep_characters
+
+    @property
+    def _utf8_tokens_keep_characters(self) -> bool:
+        """Every merged token of UTF-8 symbols only (all of them under ``utf8``) is whole
+        characters or a strict part of one: then a chunk of UTF-8 symbols needs no
+        check (under ``ube`` the check runs only on chunks holding UTF-16 symbols)."""
+        found = self.__dict__.get("_utf8_sound")
+        if found is None:
+            found = self._utf8_sound = all(_utf8_keeps_characters(bytes(e)) for e in self._expansions[self.base_size:]
+                                           if max(e) < 256)
+        return found
 
     def _kernel(self):
         """The Cython encoder and its pool of free cache slots (built on first use)."""
@@ -372,7 +381,8 @@ class Tokenizer:
                 substrate_code(self.substrate), gpt2_class_table() if split == SPLIT_GPT2 else
                 tiktoken_class_table(), num_slots=num_slots, cache_entries=self.cache_entries,
                 cache_bytes=self.cache_bytes, split=split, id_map=self._id_map,
-                slice_bytes=self.slice_bytes, char_integrity=self._encoder_char_integrity)
+                slice_bytes=self.slice_bytes, char_integrity=self._encoder_char_integrity,
+                check_utf8=self.char_integrity and not self._utf8_tokens_keep_characters)
             # last in, first out: a caller on one thread gets back the slot (and warm cache) it used
             slots: "queue.LifoQueue[int]" = queue.LifoQueue()
             for slot in range(num_slots):
