@@ -10,7 +10,7 @@ per substrate on the sample, then encodes the sample's documents with it and
 with the same merges without the encoder's check (``char_integrity=False``),
 interleaved, ``--rounds`` times, single thread, timed as the thread's CPU
 time (``time.thread_time``: on a shared machine wall time mostly measures the
-neighbours): *fresh* (a new encoder, empty
+neighbours; the fastest runs are the least disturbed): *fresh* (a new encoder, empty
 chunk cache: every distinct chunk is merged once, where the check costs),
 *warm* (the same text again: cache hits) and *uncached* (a cache too small
 to hold a chunk: every chunk is merged, so the ratio is the merge kernels').  It also counts the token
@@ -118,8 +118,9 @@ def bench_encode(args) -> None:
         line = [f"{substrate:6s} vocab {tok.vocab_size}  encoder check {tok._kernel()[0].char_integrity!s:5s}"]
         for label, times in (("fresh", fresh), ("warm", warm), ("uncached", uncached)):
             a, b = statistics.median(times["checked"]), statistics.median(times["unchecked"])
+            low = min(times["checked"]) / min(times["unchecked"])
             line.append(f"{label:8s}: checked {mb / a:6.2f} MB/s, unchecked {mb / b:6.2f} MB/s, "
-                        f"time ratio {a / b:.2f}")
+                        f"time ratio {a / b:.2f} (medians), {low:.2f} (fastest runs)")
         print("\n       ".join(line))
         changed = sum(not np.array_equal(a, b) for a, b in zip(ids["checked"], ids["unchecked"]))
         for corpus, items in (("sample", texts), ("docs_sample", docs)):
