@@ -450,3 +450,20 @@ def test_utf8_vocabulary_check_agrees_with_the_codec_check(text, data):
     flags = ref.char_starts_reference(text, "utf8") + [1]
     at_position = (flags[start] and flags[end]) or not any(flags[start + 1:end])
     assert _utf8_keeps_characters(raw[start:end]) == token_is_sound(list(raw[start:end]), "utf8") == bool(at_position)
+
+
+@pytest.mark.parametrize("substrate", [pytest.param("ube", marks=pytest.mark.slow), "utf16"])
+def test_script_pattern_tokenizer_takes_the_check_too(texts, substrate):
+    # SCRIPT pre-tokenization hands the encoder chunk ends (encode_chunks): the same check applies
+    tok = train([sample_paths()["train"]], vocab_size=2000, substrate=substrate, workers=1, show_progress=False,
+                char_integrity=True, pattern="script")
+    assert tok.pattern_name == "script" and tok._kernel()[0].char_integrity
+    plain = Tokenizer(substrate=substrate, merges=tok.merges, pattern="script", special_tokens=())
+    straddles = 0
+    for text in texts[::6]:
+        ids = tok.encode(text).tolist()
+        assert ids == ref.encode_reference(tok, text)
+        assert straddling(tok, text, ids) == 0
+        straddles += straddling(plain, text, plain.encode(text).tolist())
+    if substrate == "utf16":
+        assert straddles > 0
