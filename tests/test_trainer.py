@@ -144,7 +144,7 @@ def test_weighted_count_above_2_31_merges_first():
     key_data, key_offsets, counts = counter.export()
     assert counts.dtype == np.int64 and counts.max() == 3_000_000_000
     _, symbols, sym_offsets = _route.route_batch(key_data, key_offsets, 1)
-    merges = _train_merges(symbols, sym_offsets, counts, n_base=256, max_vocab=258, min_frequency=2,
+    merges = _train_merges([symbols, sym_offsets, counts, None], n_base=256, max_vocab=258, min_frequency=2,
                            max_token_length=None, show_progress=False)
     # (a,b) occurs 2e9 + 2*1e9 = 4e9 times; (z,q) 3e9: both above 2^31, ordered correctly
     assert [tuple(m[:2]) for m in merges] == [(ord("a"), ord("b")), (ord("z"), ord("q"))]

@@ -59,4 +59,5 @@ class Encoder:
         doc_chunk_offsets: npt.NDArray[np.int64],  # ndocs + 1
         slot: int = 0,
         err: _Err = None,
+        chunk_tokens: Optional[npt.NDArray[np.int64]] = None,  # len(ends) + 1: where each chunk's ids start, total last
     ) -> Tuple[int, Optional[npt.NDArray[np.uint32]], Optional[npt.NDArray[np.int64]]]: ...
