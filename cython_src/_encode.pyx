@@ -59,6 +59,8 @@ cdef struct Tables:
     const uint32_t* results      # result id of each rank
     int substrate
     const uint32_t* model_ids    # the id encode writes for each internal id (NULL: the same)
+    bint char_integrity          # merge only where characters stay whole (merge_short_ci / merge_long_ci)
+    bint check_utf8              # char integrity: also check chunks of UTF-8 symbols only
 
 
 cdef inline uint32_t rank_of(const Tables* t, uint32_t left, uint32_t right) noexcept nogil:
@@ -364,6 +366,9 @@ cdef struct Work:
     Py_ssize_t out_cap
     int64_t* chunk_tokens  # optional: out_size before each chunk (encode_chunks(chunk_tokens=))
     Py_ssize_t chunk_n
+    uint8_t* flags         # char integrity: character-start flags (chunk symbols + 1)
+    int32_t* starts        # char integrity, short path: start of each token (chunk symbols + 1)
+    Py_ssize_t ci_cap      # capacity of flags and starts
 
 
 cdef int work_reserve(Work* w, Py_ssize_t n) noexcept nogil:
@@ -405,7 +410,204 @@ cdef void work_free(Work* w) noexcept nogil:
     free(w.ids)
     free(w.ranks)
     free(w.out)
+    free(w.flags)
+    free(w.starts)
     memset(w, 0, sizeof(Work))
+
+
+# --------------------------------------------------------------------------- character integrity
+#
+# Tokenizers trained with char_integrity under utf16 / ube (the trainer's rule,
+# _merge.pyx "Character integrity"; twin: _reference.encode_chunk_reference with
+# char_starts): a merge applies at an occurrence only when the token it makes
+# keeps characters whole, i.e. the two tokens are both sequences of whole
+# characters or both lie inside one character.  The variants below are
+# merge_short / merge_long with that test folded into the pair rank (an
+# occurrence that may not merge has no rank), so the rank-order rule is
+# otherwise unchanged.  utf8 needs none of it (UTF-8 resynchronises: a token's
+# bytes fix where it can sit), and plain tokenizers never come here.
+
+cdef bint char_flags(const uint32_t* ids, Py_ssize_t n, int substrate, bint check_utf8,
+                     uint8_t* flags) noexcept nogil:
+    """``flags[0:n+1]``: 1 where a character starts in the routed chunk ``ids[0:n]``
+    (which starts at a character), and ``flags[n] = 1``.  A UTF-16LE symbol (any
+    under utf16, ids >= 256 under ube) starts a unit of 2 symbols, 4 when its high
+    byte is a high surrogate; a UTF-8 byte a character of the length its lead byte
+    says (a stray continuation byte: 1).  Twin: ``substrate.char_starts``.
+    Returns whether the chunk needs no check: every symbol starts a character
+    (ASCII under ube), or, without ``check_utf8``, it holds UTF-8 symbols only."""
+    cdef Py_ssize_t i = 0, j, step
+    cdef uint32_t s
+    cdef bint all_starts = True, utf16 = substrate == SUBSTRATE_UTF16
+    while i < n:
+        s = ids[i]
+        if substrate == SUBSTRATE_UTF16 or s >= 256:
+            step = 4 if i + 1 < n and 0xD8 <= (ids[i + 1] & 0xFF) <= 0xDB else 2
+            utf16 = True
+        else:
+            step = 1 + (s >= 0xC0) + (s >= 0xE0) + (s >= 0xF0)
+        flags[i] = 1
+        if step > 1:
+            all_starts = False
+        j = i + 1
+        while j < i + step and j < n:
+            flags[j] = 0
+            j += 1
+        i += step
+    flags[n] = 1
+    return all_starts or not (check_utf8 or utf16)
+
+
+cdef inline uint32_t ci_rank(const Tables* t, const uint8_t* flags, uint32_t left, uint32_t right,
+                             Py_ssize_t left_start, Py_ssize_t right_start,
+                             Py_ssize_t right_end) noexcept nogil:
+    """Rank of the tokens ``[left_start, right_start)``, ``[right_start, right_end)``
+    at this occurrence: NO_RANK unless the merged token keeps characters whole
+    (the right one starts inside a character, so both lie in it, or both are
+    whole-character sequences)."""
+    if flags[right_start] and not (flags[left_start] and flags[right_end]):
+        return NO_RANK
+    return rank_of(t, left, right)
+
+
+cdef Py_ssize_t merge_short_ci(const Tables* t, uint32_t* ids, uint32_t* ranks, int32_t* starts,
+                               const uint8_t* flags, Py_ssize_t n) noexcept nogil:
+    """merge_short under character integrity; ``starts[0:n+1]``: room for each
+    token's first symbol (and the end).  Returns the new length."""
+    cdef Py_ssize_t i, j, total = n
+    cdef uint32_t best, result
+    cdef bint merged_prev
+    for i in range(n + 1):
+        starts[i] = <int32_t>i
+    for i in range(n - 1):
+        ranks[i] = ci_rank(t, flags, ids[i], ids[i + 1], i, i + 1, i + 2)
+    while n >= 2:
+        best = NO_RANK
+        for i in range(n - 1):
+            if ranks[i] < best:
+                best = ranks[i]
+        if best == NO_RANK:
+            break
+        result = t.results[best]
+        i = 0
+        j = 0
+        merged_prev = False
+        while i < n:
+            # writes go to j <= i, so starts[i + 1], starts[i + 2] are still the old tokens' ends
+            if i + 1 < n and ranks[i] == best:
+                ids[j] = result
+                starts[j] = starts[i]
+                if j > 0:
+                    ranks[j - 1] = ci_rank(t, flags, ids[j - 1], result, starts[j - 1], starts[j], starts[i + 2])
+                merged_prev = True
+                i += 2
+            else:
+                ids[j] = ids[i]
+                starts[j] = starts[i]
+                if j > 0:
+                    if merged_prev:
+                        ranks[j - 1] = ci_rank(t, flags, ids[j - 1], ids[j], starts[j - 1], starts[j],
+                                               starts[i + 1])
+                    else:
+                        ranks[j - 1] = ranks[i - 1]  # the same two tokens (and extents) as before
+                merged_prev = False
+                i += 1
+            j += 1
+        starts[j] = <int32_t>total
+        n = j
+    return n
+
+
+cdef Py_ssize_t merge_long_ci(const Tables* t, uint32_t* ids, const uint8_t* flags, Py_ssize_t n,
+                              int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
+                              vector[uint64_t]& heap, vector[uint32_t]& batch) noexcept nogil:
+    """merge_long under character integrity: a node's index is its token's first
+    symbol, the next node's (or ``n``) its end.  Returns the new length."""
+    cdef Py_ssize_t i, b, count
+    cdef int32_t p, q, nq, pp
+    cdef uint32_t r, result, nr
+    cdef uint64_t top
+    nxt.resize(n)
+    prv.resize(n)
+    node_rank.resize(n)
+    heap.clear()
+    for i in range(n):
+        nxt[i] = <int32_t>(i + 1)
+        prv[i] = <int32_t>(i - 1)
+    nxt[n - 1] = -1
+    node_rank[n - 1] = NO_RANK
+    for i in range(n - 1):
+        r = ci_rank(t, flags, ids[i], ids[i + 1], i, i + 1, i + 2)
+        node_rank[i] = r
+        if r != NO_RANK:
+            _heap_push(heap, (<uint64_t>r << 32) | <uint64_t>i)
+    while heap.size() > 0:
+        r = <uint32_t>(heap[0] >> 32)
+        batch.clear()
+        while heap.size() > 0 and <uint32_t>(heap[0] >> 32) == r:
+            top = _heap_pop(heap)
+            batch.push_back(<uint32_t>(top & 0xFFFFFFFFu))
+        result = t.results[r]
+        for b in range(<Py_ssize_t>batch.size()):
+            p = <int32_t>batch[b]
+            if node_rank[p] != r:
+                continue  # stale: merged away or its right neighbour changed
+            q = nxt[p]
+            ids[p] = result
+            nq = nxt[q]
+            nxt[p] = nq
+            if nq != -1:
+                prv[nq] = p
+            node_rank[q] = NO_RANK
+            if nq != -1:
+                nr = ci_rank(t, flags, result, ids[nq], p, nq, n if nxt[nq] == -1 else nxt[nq])
+                node_rank[p] = nr
+                if nr != NO_RANK:
+                    _heap_push(heap, (<uint64_t>nr << 32) | <uint64_t>p)
+            else:
+                node_rank[p] = NO_RANK
+            pp = prv[p]
+            if pp != -1:
+                nr = ci_rank(t, flags, ids[pp], result, pp, p, n if nq == -1 else nq)
+                node_rank[pp] = nr
+                if nr != NO_RANK:
+                    _heap_push(heap, (<uint64_t>nr << 32) | <uint64_t>pp)
+    count = 0
+    p = 0
+    while p != -1:
+        ids[count] = ids[p]
+        count += 1
+        p = nxt[p]
+    return count
+
+
+cdef Py_ssize_t merge_ci(const Tables* t, Work* w, Py_ssize_t n, int32_t_vec& nxt, int32_t_vec& prv,
+                         vector[uint32_t]& node_rank, vector[uint64_t]& heap,
+                         vector[uint32_t]& batch) noexcept nogil:
+    """Merge ``w.ids[0:n]`` (a routed chunk) under character integrity; the new
+    length, or -1 out of memory."""
+    cdef Py_ssize_t need = n + 1
+    if need > w.ci_cap:
+        need = max(need, 2 * w.ci_cap)
+        free(w.flags)
+        free(w.starts)
+        w.flags = <uint8_t*>malloc(need * sizeof(uint8_t))
+        w.starts = <int32_t*>malloc(need * sizeof(int32_t))
+        if w.flags == NULL or w.starts == NULL:
+            w.ci_cap = 0
+            return -1
+        w.ci_cap = need
+    if n < 2:
+        return n
+    if char_flags(w.ids, n, t.substrate, t.check_utf8, w.flags):
+        # every symbol a whole character (every token is whole characters), or UTF-8 that
+        # resynchronises under a vocabulary whose UTF-8 tokens keep characters whole: nothing to refuse
+        if n <= SHORT_CHUNK:
+            return merge_short(t, w.ids, w.ranks, n)
+        return merge_long(t, w.ids, n, nxt, prv, node_rank, heap, batch)
+    if n <= SHORT_CHUNK:
+        return merge_short_ci(t, w.ids, w.ranks, w.starts, w.flags, n)
+    return merge_long_ci(t, w.ids, w.flags, n, nxt, prv, node_rank, heap, batch)
 
 
 cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const uint8_t* chunk,
@@ -423,7 +625,11 @@ cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const
         return STATUS_INVALID_UTF8
     for i in range(nsym):
         w.ids[i] = w.symbols[i]
-    if nsym <= SHORT_CHUNK:
+    if t.char_integrity:
+        m = merge_ci(t, w, nsym, nxt, prv, node_rank, heap, batch)
+        if m < 0:
+            return STATUS_NO_MEMORY
+    elif nsym <= SHORT_CHUNK:
         m = merge_short(t, w.ids, w.ranks, nsym)
     else:
         m = merge_long(t, w.ids, nsym, nxt, prv, node_rank, heap, batch)
@@ -579,7 +785,11 @@ cdef class Encoder:
     of each internal id (a model with its own numbering), written by the encode
     entries and kept in the caches; ``slice_bytes``: with the inline split, a
     document is split and encoded this many bytes (to the next safe cut) at a time,
-    so memory stays bounded on huge documents.
+    so memory stays bounded on huge documents; ``char_integrity``: merge only where
+    the token made keeps characters whole (the trainer's ``char_integrity`` rule;
+    ``Tokenizer`` asks for it under utf16 and ube, where it changes results);
+    ``check_utf8=False``: a chunk of UTF-8 symbols only needs no check (true when
+    every token of UTF-8 symbols is whole characters or a strict part of one).
     """
     cdef Tables tables
     cdef object _keep          # arrays whose memory the tables point into
@@ -593,7 +803,8 @@ cdef class Encoder:
 
     def __cinit__(self, merges, results, int base, int substrate, classes, *, int num_slots=1,
                   Py_ssize_t cache_entries=1 << 16, Py_ssize_t cache_bytes=4 << 20, int split=SPLIT_GPT2,
-                  Py_ssize_t slice_bytes=1 << 20, id_map=None):
+                  Py_ssize_t slice_bytes=1 << 20, id_map=None, bint char_integrity=False,
+                  bint check_utf8=True):
         self.caches = NULL
         self._num_slots = 0
         if substrate not in (SUBSTRATE_UBE, SUBSTRATE_UTF8, SUBSTRATE_UTF16):
@@ -663,6 +874,8 @@ cdef class Encoder:
         self.tables.mask = mask
         self.tables.results = &resv[0] if n > 0 else NULL
         self.tables.substrate = substrate
+        self.tables.char_integrity = char_integrity
+        self.tables.check_utf8 = check_utf8
         self.classes = &clv[0]
         self.cache_entries = cache_entries
         self.cache_bytes = cache_bytes
@@ -686,6 +899,14 @@ cdef class Encoder:
     @property
     def num_slots(self):
         return self._num_slots
+
+    @property
+    def char_integrity(self):
+        return bool(self.tables.char_integrity)
+
+    @property
+    def check_utf8(self):
+        return bool(self.tables.check_utf8)
 
     def cache_stats(self, int slot=0):
         """``{"entries", "bytes", "hits", "misses", "clears"}`` of one slot's cache."""
@@ -734,6 +955,7 @@ cdef class Encoder:
         cdef vector[int32_t] nxt, prv
         cdef vector[uint32_t] node_rank, batch
         cdef vector[uint64_t] heap
+        cdef Work w
         out = np.empty(max(n, 1) * 2, dtype=np.uint32)
         cdef uint32_t[::1] ov = out
         for i in range(n):
@@ -742,6 +964,17 @@ cdef class Encoder:
             ov[i] = symbols[i]
         if n == 0:
             return out[:0]
+        if self.tables.char_integrity:
+            memset(&w, 0, sizeof(Work))
+            w.ids = &ov[0]
+            w.ranks = &ov[n]
+            with nogil:
+                m = merge_ci(&self.tables, &w, n, nxt, prv, node_rank, heap, batch)
+            free(w.flags)
+            free(w.starts)
+            if m < 0:
+                raise MemoryError(f"cannot allocate the character flags of a chunk of {n} symbols")
+            return out[:m].copy()
         with nogil:
             if n <= SHORT_CHUNK:
                 m = merge_short(&self.tables, &ov[0], &ov[n], n)

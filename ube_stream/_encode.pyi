@@ -29,11 +29,17 @@ class Encoder:
         split: int = 0,  # SPLIT_* of the inline pre-tokenizer (0 gpt2, 1 cl100k, 2 llama3, 3 o200k)
         slice_bytes: int = 1 << 20,  # inline split: bytes of a document split at a time (to a safe cut)
         id_map: Optional[npt.NDArray[np.uint32]] = None,  # model id of each internal id
+        char_integrity: bool = False,  # merge only where the token made keeps characters whole
+        check_utf8: bool = True,  # False: chunks of UTF-8 symbols only skip the check (a sound vocabulary)
     ) -> None: ...
     split: int
     slice_bytes: int
     @property
     def num_slots(self) -> int: ...
+    @property
+    def char_integrity(self) -> bool: ...
+    @property
+    def check_utf8(self) -> bool: ...
     def cache_stats(self, slot: int = 0) -> dict: ...  # entries, bytes, hits, misses, clears
     def encode_chunk_symbols(self, symbols: npt.NDArray[np.uint16]) -> npt.NDArray[np.uint32]: ...
     def encode_utf8(

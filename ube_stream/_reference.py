@@ -430,6 +430,13 @@ def _may_merge(k: int, symbols: List[int], spans: List[int], flags: List[int] | 
             return False
     if flags is None:
         return True
+    return _keeps_characters(flags, left_start, right_start, right_end)
+
+
+def _keeps_characters(flags: List[int], left_start: int, right_start: int, right_end: int) -> bool:
+    """Tokens ``[left_start, right_start)`` and ``[right_start, right_end)`` (base
+    symbol positions; ``flags``: 1 where a character starts, plus a final 1) may
+    merge: both are sequences of whole characters, or both lie inside one."""
     left_start_ok = flags[left_start] == 1
     boundary_between = flags[right_start] == 1
     right_end_ok = flags[right_end] == 1
@@ -550,7 +557,8 @@ def token_expansions(merges: Iterable[Sequence[int]], n_base: int) -> dict:
     return expansions
 
 
-def encode_chunk_reference(symbols: Sequence[int], merges: Iterable[Sequence[int]]) -> List[int]:
+def encode_chunk_reference(symbols: Sequence[int], merges: Iterable[Sequence[int]],
+                           char_starts: Sequence[int] | None = None) -> List[int]:
     """Encode one chunk (base symbol ids) with trained merges, the slow way.
 
     Repeatedly take the adjacent pair with the lowest merge rank (its row in
@@ -561,18 +569,57 @@ def encode_chunk_reference(symbols: Sequence[int], merges: Iterable[Sequence[int
         >>> merges = [(97, 97, 256), (97, 98, 257), (256, 257, 258)]
         >>> encode_chunk_reference(list(b"aaabdaaabac"), merges)
         [258, 100, 258, 97, 99]
+
+    ``char_starts`` (one flag per symbol, 1 where a character starts, as
+    :func:`char_starts_reference` gives): the trainer's character-integrity
+    rule, per occurrence.  A pair occurrence has its rank only when its two
+    tokens are both whole-character sequences or both inside one character
+    (:func:`_keeps_characters`); the others are left as they are.  In ``utf16``
+    "た一" (``5F 30 00 4E``) the token ``30 00`` ("0") is not made across た and 一::
+
+        >>> encode_chunk_reference([0x5F, 0x30, 0x00, 0x4E], [(0x30, 0x00, 256)])
+        [95, 256, 78]
+        >>> encode_chunk_reference([0x5F, 0x30, 0x00, 0x4E], [(0x30, 0x00, 256)], [1, 0, 1, 0])
+        [95, 48, 0, 78]
     """
-    merges = [tuple(int(x) for x in merge) for merge in merges]
-    rank_of: dict = {}
-    for rank, (left, right, result) in enumerate(merges):
-        rank_of.setdefault((left, right), (rank, result))
-    ids = list(symbols)
+    rows = [tuple(int(x) for x in merge) for merge in merges]
+    return _encode_chunk(list(symbols), rows, _first_ranks(rows), char_starts)
+
+
+def _encode_chunk(ids: List[int], merges: Sequence[Sequence[int]], rank_of: Dict[Tuple[int, int], int],
+                  char_starts: Sequence[int] | None) -> List[int]:
+    """:func:`encode_chunk_reference` with the rank table built (:func:`_first_ranks`)."""
+    if char_starts is None:
+        return _lowest_rank_first(ids, merges, rank_of)
+    if len(char_starts) != len(ids):
+        raise ValueError(f"{len(char_starts)} character-start flags for {len(ids)} symbols")
+    flags = list(char_starts) + [1]
+    total = len(ids)
+    starts = list(range(total))  # each token's first symbol (the next token's is its end)
+
+    def may_merge(k: int) -> bool:  # the tokens at k, k + 1
+        right_end = starts[k + 2] if k + 2 < len(starts) else total
+        return _keeps_characters(flags, starts[k], starts[k + 1], right_end)
+
     while len(ids) >= 2:
-        ranked = [rank_of[p] for p in zip(ids, ids[1:]) if p in rank_of]
+        ranked = [rank_of[p] for k, p in enumerate(zip(ids, ids[1:])) if p in rank_of and may_merge(k)]
         if not ranked:
             break
-        rank, result = min(ranked)
-        ids = _merge_pair(ids, merges[rank][:2], result)
+        rank = min(ranked)
+        pair, result = tuple(merges[rank][:2]), merges[rank][2]
+        out: List[int] = []
+        out_starts: List[int] = []
+        i = 0
+        while i < len(ids):  # left to right, without overlap, where characters stay whole
+            if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair and may_merge(i):
+                out.append(result)
+                out_starts.append(starts[i])
+                i += 2
+            else:
+                out.append(ids[i])
+                out_starts.append(starts[i])
+                i += 1
+        ids, starts = out, out_starts
     return ids
 
 
@@ -653,8 +700,10 @@ def _piece_chunks_reference(tokenizer, piece: str) -> List[str]:
 
 def encode_reference(tokenizer, text: str, allowed_special=()) -> List[int]:
     """Model ids of ``text``: allowed special tokens first (leftmost, longest), then
-    chunks by the pattern, each routed and merged with the lowest rank first.  A
-    SuperBPE tokenizer is encoded by :func:`encode_superbpe_reference`."""
+    chunks by the pattern, each routed and merged with the lowest rank first
+    (where characters stay whole, for a ``char_integrity`` tokenizer of any
+    substrate: the twin states the rule, the kernel skips it where it cannot
+    matter).  A SuperBPE tokenizer is encoded by :func:`encode_superbpe_reference`."""
     if getattr(tokenizer, "superbpe", None) is not None:
         return encode_superbpe_reference(tokenizer, text, allowed_special)
     merges = [(a, b, r) for (a, b), r in zip(tokenizer.merges, tokenizer.merge_results)]
@@ -664,8 +713,10 @@ def encode_reference(tokenizer, text: str, allowed_special=()) -> List[int]:
         if special is not None:
             ids.append(special)
             continue
+        flags_of = char_starts_reference if tokenizer.char_integrity else None
         for chunk in _piece_chunks_reference(tokenizer, piece):
-            ids.extend(_lowest_rank_first(route_symbols(chunk, tokenizer.substrate), merges, rank_of))
+            flags = None if flags_of is None else flags_of(chunk, tokenizer.substrate)
+            ids.extend(_encode_chunk(route_symbols(chunk, tokenizer.substrate), merges, rank_of, flags))
     return [tokenizer._model_id(i) for i in ids]
 
 
@@ -775,7 +826,8 @@ def encode_superbpe_reference(tokenizer, text: str, allowed_special=()) -> List[
             tokens: List[int] = []
             starts: List[int] = []
             for chunk in chunks[first:end]:
-                chunk_ids = _lowest_rank_first(route_symbols(chunk, tokenizer.substrate), stage1, rank1)
+                flags = char_starts_reference(chunk, tokenizer.substrate) if tokenizer.char_integrity else None
+                chunk_ids = _encode_chunk(route_symbols(chunk, tokenizer.substrate), stage1, rank1, flags)
                 tokens += chunk_ids
                 starts += [1] + [0] * (len(chunk_ids) - 1)
             ids += _stage2_reference(tokens, starts, stage2, rank2, max_words)

@@ -80,6 +80,24 @@ def derive_tokens(merges: Sequence[Tuple[int, int]], base_size: int) -> Tuple[Li
     return results, expansions
 
 
+def _utf8_keeps_characters(token: bytes) -> bool:
+    """``token`` (UTF-8 bytes) is whole characters or a strict part of one: it
+    decodes, or it is continuation bytes only (at most 3), or a lead byte and
+    fewer continuation bytes than its character needs.  In valid UTF-8 such a
+    token can only sit where it keeps characters whole."""
+    try:
+        token.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        pass
+    lead = token[0]
+    continuations = all(0x80 <= b <= 0xBF for b in token[1:])
+    if 0x80 <= lead <= 0xBF:
+        return continuations and len(token) <= 3
+    need = 2 if 0xC0 <= lead <= 0xDF else 3 if 0xE0 <= lead <= 0xEF else 4 if 0xF0 <= lead <= 0xF7 else 0
+    return continuations and len(token) < need
+
+
 class Tokenizer:
     """A UBE / BBPE / BBPE16 byte-level BPE tokenizer.
 
@@ -320,6 +338,32 @@ class Tokenizer:
         self.cache_entries, self.cache_bytes = int(entries), int(bytes)
         self.__dict__.pop("_kernel_state", None)
 
+    @property
+    def _encoder_char_integrity(self) -> bool:
+        """Whether the encoder must test each occurrence for character integrity.
+
+        Under ``utf16`` and ``ube`` the bytes across two characters can spell a
+        token learnt inside one, so merges are refused there as in training.
+        Under ``utf8`` a token's bytes fix where it can sit in valid UTF-8 (lead
+        and continuation bytes differ): when every merged token is whole
+        characters or a strict part of one (as a char-integrity trainer makes
+        them), every occurrence keeps characters whole and the plain encoder
+        gives the same ids; merges from elsewhere take the test."""
+        if not self.char_integrity:
+            return False
+        return self.substrate != "utf8" or not self._utf8_tokens_keep_characters
+
+    @property
+    def _utf8_tokens_keep_characters(self) -> bool:
+        """Every merged token of UTF-8 symbols only (all of them under ``utf8``) is whole
+        characters or a strict part of one: then a chunk of UTF-8 symbols needs no
+        check (under ``ube`` the check runs only on chunks holding UTF-16 symbols)."""
+        found = self.__dict__.get("_utf8_sound")
+        if found is None:
+            found = self._utf8_sound = all(_utf8_keeps_characters(bytes(e)) for e in self._expansions[self.base_size:]
+                                           if max(e) < 256)
+        return found
+
     def _kernel(self):
         """The Cython encoder and its pool of free cache slots (built on first use).  For a
         SuperBPE tokenizer the encoder holds the stage-1 merges only and writes internal
@@ -341,7 +385,9 @@ class Tokenizer:
                 substrate_code(self.substrate), gpt2_class_table() if split == SPLIT_GPT2 else
                 tiktoken_class_table(), num_slots=num_slots, cache_entries=self.cache_entries,
                 cache_bytes=self.cache_bytes, split=split,
-                id_map=self._id_map if self.superbpe is None else None, slice_bytes=self.slice_bytes)
+                id_map=self._id_map if self.superbpe is None else None, slice_bytes=self.slice_bytes,
+                char_integrity=self._encoder_char_integrity,
+                check_utf8=self.char_integrity and not self._utf8_tokens_keep_characters)
             # last in, first out: a caller on one thread gets back the slot (and warm cache) it used
             slots: "queue.LifoQueue[int]" = queue.LifoQueue()
             for slot in range(num_slots):
