@@ -110,6 +110,12 @@ cdef extern from *:
     void* alloc_huge "ube_alloc_huge"(size_t nbytes) noexcept nogil
 
 
+#: the words' symbols: uint16 for base alphabets, uint32 for SuperBPE stage 2 over a stage-1
+#: vocabulary of more than 65536 ids (its words are those ids)
+ctypedef fused symbol_t:
+    uint16_t
+    uint32_t
+
 ctypedef pair[int64_t, uint64_t] heap_entry_t   # (count, ~pair_key): max-heap order
 
 # merges between two progress() calls
@@ -856,7 +862,7 @@ cdef class _MergeState:
                 raise_memory_error(-2)      # two ids spell the same atoms (checked by the caller)
         return 0
 
-    cdef int build(self, const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
+    cdef int build(self, const symbol_t[::1] symbols, const int64_t[::1] word_offsets,
                    const int64_t[::1] word_counts, const uint8_t[::1] flags) except -1 nogil:
         """Copy the words that hold a pair (short ones back to back, long ones
         into linked lists), count their pairs, build the first word lists (two
@@ -1047,7 +1053,7 @@ def train_merges(symbols, word_offsets, word_counts, int n_base, int64_t max_voc
     return run_merges(state, progress, err)
 
 
-def prepare_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
+def prepare_merges(const symbol_t[::1] symbols, const int64_t[::1] word_offsets,
                    const int64_t[::1] word_counts, int n_base, int64_t max_vocab,
                    int64_t min_frequency, int64_t max_token_length,
                    int64_t[::1] err=None, *, int64_t long_word=LONG_WORD,
@@ -1068,8 +1074,12 @@ def prepare_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
     if word_offsets.shape[0] != n_words + 1:
         raise ValueError(f"word_offsets has {word_offsets.shape[0]} entries for {n_words} words; "
                          "expected len(word_counts) + 1 (start of each word, then the end)")
-    if not 1 <= n_base <= 65536:
-        raise ValueError(f"n_base is {n_base}; expected 1..65536 base symbols (uint16 ids)")
+    cdef int64_t max_base = 2147483647
+    if symbol_t is uint16_t:
+        max_base = 65536
+    if not 1 <= n_base <= max_base:
+        raise ValueError(f"n_base is {n_base}; expected 1..65536 base symbols (uint16 ids; uint32 symbols "
+                         "take up to 2**31 - 1)")
     if max_vocab > 2147483647:
         raise ValueError(f"max_vocab is {max_vocab}; token ids are int32, so at most 2147483647")
     if n_words > 2147483646:

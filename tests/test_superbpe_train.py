@@ -207,9 +207,25 @@ def test_option_errors(options, message):
         train(iter(["a b"]), vocab_size=600, show_progress=False, **options)
 
 
-def test_transition_above_16_bit_ids_is_refused():
-    with pytest.raises(ValueError, match="16-bit"):
-        train(iter(["a b"]), vocab_size=70000, superbpe_transition=66000, show_progress=False)
+def test_merge_kernel_takes_uint32_symbols_past_65536_ids():
+    """Stage 2 over a stage-1 vocabulary of more than 65536 ids reads its words as uint32: the
+    same words under a 70,000-symbol alphabet learn the same merges as under a 600-symbol one,
+    only numbered from 70,000."""
+    from ube_stream import _merge
+
+    rnd = np.random.default_rng(7)
+    lengths = rnd.integers(1, 90, size=400)              # short and long (linked-list) words
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    symbols = rnd.zipf(1.6, size=int(offsets[-1])) % 600
+    counts = rnd.integers(1, 50, size=400).astype(np.int64)
+    small, big = 600, 70_000
+    st16, m16 = _merge.train_merges(symbols.astype(np.uint16), offsets, counts, small, small + 300, 2, -1)
+    st32, m32 = _merge.train_merges(symbols.astype(np.uint32), offsets, counts, big, big + 300, 2, -1)
+    assert st16 == st32 == 0 and len(m16) == 300
+    shifted = np.where(m16 >= small, m16 - small + big, m16)
+    assert np.array_equal(shifted, m32)
+    with pytest.raises(ValueError, match="n_base is 70000"):
+        _merge.train_merges(symbols.astype(np.uint16), offsets, counts, big, big + 10, 2, -1)
 
 
 def test_tokenizer_file_records_superbpe(tmp_path):

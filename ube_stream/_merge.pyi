@@ -10,7 +10,7 @@ MAX_WORDS: int                  # the largest max_words (63)
 class _MergeState: ...   # training state between prepare_merges and run_merges (opaque)
 
 def train_merges(
-    symbols: np.ndarray,        # uint16[total_symbols], C-contiguous: words back to back
+    symbols: np.ndarray,        # uint16 (or uint32, n_base > 65536)[total_symbols], C-contiguous: words back to back
     word_offsets: np.ndarray,   # int64[n_words + 1]: word k = symbols[offsets[k]:offsets[k+1]]
     word_counts: np.ndarray,    # int64[n_words], each >= 1
     n_base: int,                # base ids are 0..n_base-1 (512 for ube, 256 for utf8/utf16)

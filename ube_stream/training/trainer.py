@@ -582,9 +582,6 @@ def _check_superbpe(transition: Any, max_words: Any, *, vocab_size: int, n_base:
     if transition > vocab_size:
         raise ValueError(f"superbpe_transition {transition} is above vocab_size {vocab_size}; the transition is "
                          "the vocabulary size where stage 2 (superwords) starts, at most vocab_size")
-    if transition - n_special > 65536:
-        raise ValueError(f"superbpe_transition {transition} leaves {transition - n_special} stage-1 ids; stage 2 "
-                         "reads them as 16-bit symbols, so at most 65536 + special tokens")
     if not isinstance(max_words, (int, np.integer)) or isinstance(max_words, bool) or not 1 <= max_words <= MAX_WORDS:
         raise ValueError(f"superbpe_max_words must be an int in 1..{MAX_WORDS} (chunks per token), got {max_words!r}")
 
@@ -595,7 +592,7 @@ def superbpe_words(span_table, stage1_merges: np.ndarray, *, substrate: str, n_b
     joined by 0xFF) with its chunks encoded by the stage-1 merges (the
     tokenizer's own encoder, so exactly what encoding gives each chunk).
 
-    Returns ``(symbols uint16, word_offsets, counts, chunk_starts, char_starts
+    Returns ``(symbols uint16, or uint32 past 65536 stage-1 ids, word_offsets, counts, chunk_starts, char_starts
     or None, expansions list)``: the concatenated stage-1 ids of each span,
     1 where a token starts a chunk, 1 where a token starts a character
     (``char_integrity``), and the atoms of every stage-1 id."""
@@ -608,8 +605,6 @@ def superbpe_words(span_table, stage1_merges: np.ndarray, *, substrate: str, n_b
     key_data, key_offsets, counts = span_table
     pairs = np.ascontiguousarray(stage1_merges[:, :2], dtype=np.uint32).reshape(-1, 2)
     results, expansions = derive_tokens([(int(a), int(b)) for a, b in pairs], n_base)
-    if len(expansions) > 65536:
-        raise ValueError(f"stage 1 made {len(expansions)} ids; stage 2 reads at most 65536 (lower the transition)")
     # strip the joins: chunk ends at each join and at each key's end, in the stripped bytes
     join = key_data == SPAN_JOIN
     seen = np.cumsum(join)
@@ -629,7 +624,7 @@ def superbpe_words(span_table, stage1_merges: np.ndarray, *, substrate: str, n_b
                                                        np.arange(n_chunks + 1, dtype=np.int64), 0, err)
     check_status(status, err, what="stage-1 encoding of SuperBPE spans")
     assert ids is not None and token_offsets is not None
-    symbols = ids.astype(np.uint16)
+    symbols = ids.astype(np.uint16 if len(expansions) <= 65536 else np.uint32)
     word_offsets = np.ascontiguousarray(token_offsets[span_chunks], dtype=np.int64)
     chunk_starts = np.zeros(len(symbols), dtype=np.uint8)
     chunk_starts[token_offsets[:-1]] = 1
