@@ -7,15 +7,19 @@ rank, replace all its non-overlapping occurrences left to right by the merge's
 result, repeat until no adjacent pair has a rank.
 
 * Pair table: pairs of two base symbols in a dense ``base x base`` rank array,
-  every other pair in an open-addressing hash table on the packed 64-bit key
-  ``left << 32 | right``.  A rank gives its result id through ``results``.
+  every other pair in an open-addressing hash table, behind a one-bit-per-pair
+  filter (256 KiB) that answers most "no merge" lookups without touching the
+  table.  A slot packs ``left << 42 | right << 21 | rank`` into 8 bytes while
+  every id and rank fits 21 bits (16-byte slots otherwise).  A rank gives its
+  result id through ``results``.
 * Short chunks (<= SHORT_CHUNK symbols): repeated min-scan over an array of
   pair ranks, compacting in place and looking up only the pairs a merge made.
   Long chunks (CJK runs, long digit or punctuation runs): a linked list and a
   min-heap of ``rank << 32 | position``, each rank's occurrences taken
   together in position order.
 * Chunk cache: chunk bytes -> ids, open addressing over two arenas, bounded by
-  entries and bytes, cleared when full.  One cache per *slot*: a caller that
+  entries and bytes, cleared when full; the slot table starts at INITIAL_SLOTS
+  and doubles at half load.  One cache per *slot*: a caller that
   encodes from several threads uses one slot per thread (a slot in use by
   another thread is refused with RuntimeError rather than corrupted).
 
