@@ -95,24 +95,33 @@ def main(argv=None):
     args = parser.parse_args(argv)
     target = int(args.mb * 1e6)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)) or ".", exist_ok=True)
+    names = ["running text", "parallel items", "stdlib code", "emoji strings"]
     streams = [docs(args.shared), parallel(args.shared), code(), emoji(args.shared)]
     written = 0
     counts = [0] * len(streams)
+    sizes = [0] * len(streams)
     tmp = args.output + ".part"
     with open(tmp, "w", encoding="utf-8") as out:
-        while streams and written < target:
-            for i, stream in enumerate(list(streams)):
-                text = next(stream, None)
-                if text is None:
-                    streams.remove(stream)
+        live = list(range(len(streams)))
+        while live and written < target:
+            for i in list(live):
+                text = next(streams[i], None)
+                if text is None:        # a source runs out: nothing repeats
+                    live.remove(i)
                     continue
                 out.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
-                written += len(text.encode("utf-8"))
+                size = len(text.encode("utf-8"))
+                written += size
                 counts[i] += 1
+                sizes[i] += size
                 if written >= target:
                     break
     os.replace(tmp, args.output)
-    print(f"{args.output}: {written / 1e6:.1f} MB of text")
+    print(f"{args.output}: {written / 1e6:.1f} MB of text (no document repeated): " + ", ".join(
+        f"{name} {n:,} documents {size / 1e6:.1f} MB" for name, n, size in zip(names, counts, sizes)))
+    if written < target:
+        print(f"make_corpus: the sources hold only {written / 1e6:.1f} MB of text, below --mb {args.mb:g}",
+              file=sys.stderr)
     return 0
 
 

@@ -473,6 +473,8 @@ cdef struct Work:
     uint32_t* out          # the ids of the call (grown by realloc, handed to numpy)
     Py_ssize_t out_size
     Py_ssize_t out_cap
+    int64_t* chunk_tokens  # optional: out_size before each chunk (encode_chunks(chunk_tokens=))
+    Py_ssize_t chunk_n
 
 
 cdef int work_reserve(Work* w, Py_ssize_t n) noexcept nogil:
@@ -579,6 +581,9 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
                 prefetch(&cache.slots[keys[j].h & cache.mask])
             start = ends[b + j]
         for j in range(cnt):
+            if w.chunk_tokens != NULL:
+                w.chunk_tokens[w.chunk_n] = w.out_size
+                w.chunk_n += 1
             if keys[j].h == 0:
                 if keys[j].n == 1:  # one ASCII byte: its base symbol, nothing to merge
                     if out_reserve(w, 1) < 0:
@@ -938,9 +943,11 @@ cdef class Encoder:
 
     def encode_chunks(self, const uint8_t[::1] data, const int64_t[::1] offsets,
                       const int64_t[::1] ends, const int64_t[::1] doc_chunk_offsets, int slot=0,
-                      int64_t[::1] err=None):
+                      int64_t[::1] err=None, int64_t[::1] chunk_tokens=None):
         """Like :meth:`encode_utf8` with chunk ends computed elsewhere
-        (``chunk_bounds_batch``: absolute end offsets, ``doc_chunk_offsets[n+1]``)."""
+        (``chunk_bounds_batch``: absolute end offsets, ``doc_chunk_offsets[n+1]``).
+        ``chunk_tokens`` (``len(ends) + 1`` entries, for SuperBPE's stage 2) receives
+        where each chunk's ids start in the output, and their total last."""
         if doc_chunk_offsets.shape[0] != offsets.shape[0]:
             raise ValueError(f"doc_chunk_offsets has {doc_chunk_offsets.shape[0]} entries, "
                              f"offsets {offsets.shape[0]}: both need ndocs + 1")
@@ -957,11 +964,14 @@ cdef class Encoder:
                 prev = ends[k]
             if nd and prev != offsets[d + 1] and doc_chunk_offsets[d + 1] > doc_chunk_offsets[d]:
                 raise ValueError(f"the chunks of document {d} end at {prev}, not at {offsets[d + 1]}")
-        return self._encode(data, offsets, ends, doc_chunk_offsets, slot, err)
+        if chunk_tokens is not None and chunk_tokens.shape[0] < ends.shape[0] + 1:
+            raise ValueError(f"chunk_tokens needs {ends.shape[0] + 1} entries, got {chunk_tokens.shape[0]}")
+        return self._encode(data, offsets, ends, doc_chunk_offsets, slot, err,
+                            &chunk_tokens[0] if chunk_tokens is not None else NULL)
 
     cdef _encode(self, const uint8_t[::1] data, const int64_t[::1] offsets,
                  const int64_t[::1] ends, const int64_t[::1] doc_chunk_offsets, int slot,
-                 int64_t[::1] err):
+                 int64_t[::1] err, int64_t* chunk_tokens=NULL):
         cdef Py_ssize_t nd = offsets.shape[0] - 1, d, nchunks, win, cap = 0
         cdef int64_t start, stop, pos, wend
         cdef int status = STATUS_OK
@@ -983,6 +993,7 @@ cdef class Encoder:
         cdef vector[uint64_t] heap
         cdef Work w
         memset(&w, 0, sizeof(Work))
+        w.chunk_tokens = chunk_tokens
         cdef const uint8_t* base_ptr = &data[0] if data.shape[0] > 0 else NULL
         cdef const uint8_t* limit = base_ptr + data.shape[0] if data.shape[0] > 0 else NULL
         cdef Py_ssize_t target = self.slice_bytes
@@ -1041,6 +1052,8 @@ cdef class Encoder:
                 return fail(err, STATUS_NO_MEMORY, -1, -1), None, None
             if status != STATUS_OK:
                 return fail(err, status, bad, bad_doc), None, None
+            if chunk_tokens != NULL:
+                chunk_tokens[w.chunk_n] = w.out_size
             return STATUS_OK, take_ids(&w), token_offsets
         finally:
             free(split_ends)

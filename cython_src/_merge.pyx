@@ -15,8 +15,8 @@ Algorithm (what keeps it fast):
   hold stale or repeated entries; a per-word stamp skips repeats, and a stale
   word simply holds no occurrence.  A pair whose count drops to zero is
   forgotten (table entry erased, word list freed, index recycled).
-* Pair -> index is an open-addressing table (linear probing, 16-byte slots,
-  at most half full, backward-shift deletion: no tombstones), not a
+* Pair -> index is an open-addressing table (linear probing, 8-byte slots: a tag and an index,
+  at most three quarters full, backward-shift deletion: no tombstones), not a
   node-based map: one probe usually touches one cache line.
 * The first word lists are built in two passes into one exact-size array
   (CSR); lists that grow later move to power-of-two blocks from a pool with
@@ -49,8 +49,11 @@ Algorithm (what keeps it fast):
 
 Memory: 4 bytes per base symbol of the short words (int32, since merged ids
 exceed 65535), 24 bytes per word of two or more symbols (words shorter than
-that hold no pair and are dropped up front), and per distinct pair 48 bytes
-(table slots and arrays) plus its word list (4 bytes per (pair, word) entry).
+that hold no pair and are dropped up front), and per distinct pair about 70
+bytes (its 40-byte record, 11-21 bytes of table slots, a 16-byte heap entry) plus
+its word list (4 bytes per (pair, word) entry).  While the first lists are built,
+4 more bytes per symbol.  ``prepare_merges`` copies all of this out of its
+inputs, so a caller can free them before ``run_merges`` grows the state.
 Long words take 12 bytes per symbol (a node: id, next, previous) and 4 bytes per
 listed occurrence (at most three per symbol over the whole training).
 
@@ -128,6 +131,12 @@ cdef enum:
     LONG_WORD = 64
     # positions of long words are int32 (listed as ~position); words past this stay short
     MAX_LONG_SYMBOLS = 0x7FFFFFF0
+    # the flags byte of a token (integrity / max_words): bit 0 it starts a character,
+    # bit 1 it starts a chunk, bits 2-7 the chunk starts strictly inside it
+    FL_CHAR = 1
+    FL_CHUNK = 2
+    FL_INSIDE_SHIFT = 2
+    MAX_WORDS_LIMIT = 63
 
 
 cdef struct Word:
@@ -192,6 +201,10 @@ cdef int64_t _wanted(exc):
     return exc.args[0] if exc.args and isinstance(exc.args[0], int) else -1
 
 
+#: the largest max_words (chunks per token) train_merges takes
+MAX_WORDS = MAX_WORDS_LIMIT
+
+
 @cython.final
 cdef class _MergeState:
     """All training state; methods run without the GIL."""
@@ -204,7 +217,8 @@ cdef class _MergeState:
     cdef vector[int64_t] long_count
     cdef vector[int32_t] positions        # the merged pair's positions in long words, sorted
     # pairs by dense index, in chunks that never move (no copy, no hole when they grow),
-    # and pair key -> index: open addressing, at most half full
+    # and pair key -> index: open addressing, at most three quarters full (the tags
+    # keep probes off the pairs; half full cost a table twice the size for ~1 M pairs)
     cdef vector[Pair*] pair_chunks
     cdef int32_t n_pairs
     cdef PairSlot* table
@@ -230,7 +244,9 @@ cdef class _MergeState:
     cdef int64_t expansion_used
     # result and limits
     cdef vector[int32_t] merges           # (left, right, result) triples
-    cdef int32_t n_base
+    cdef int32_t n_base                   # the alphabet: ids below it are the words' symbols
+    cdef int32_t n_atoms                  # ids below it expand to themselves; n_atoms..n_base - 1
+                                          # to preloaded expansions (stage 2 of SuperBPE)
     cdef int64_t n_vocab
     cdef int64_t max_vocab
     cdef int64_t threshold
@@ -240,14 +256,20 @@ cdef class _MergeState:
     # character integrity: start flags of the short words' tokens (beside ``symbols``)
     # and of the long words' positions (beside ``nodes``)
     cdef bint integrity
+    cdef int64_t max_words                # > 0: a token covers at most this many chunks (SuperBPE)
+    cdef bint flagged                     # integrity or max_words: tokens carry FL_* flags
     cdef vector[uint8_t] starts
     cdef uint8_t* node_starts
+    cdef bint ran                         # run_merges has taken it
 
     def __cinit__(self):
         self.table = NULL
         self.nodes = NULL
         self.node_starts = NULL
         self.integrity = False
+        self.ran = False
+        self.max_words = 0
+        self.flagged = False
         self.bump = NULL
         self.bump_end = NULL
         self.merging = -1
@@ -423,7 +445,7 @@ cdef class _MergeState:
             if self.table[i].tag == tag and self.pair(index).key == key:
                 return index
             i = (i + 1) & self.table_mask
-        if 2 * (self.table_used + 1) > <int64_t>self.table_mask + 1:
+        if 4 * (self.table_used + 1) > 3 * (<int64_t>self.table_mask + 1):
             self.table_grow()
             i = tag >> self.table_shift
             while self.table[i].index >= 0:
@@ -461,29 +483,43 @@ cdef class _MergeState:
     cdef inline bint allowed(self, int32_t left, int32_t right) noexcept nogil:
         return self.max_len < 0 or self.token_len[left] + self.token_len[right] <= self.max_len
 
-    cdef inline bint eligible(self, bint left_starts, bint right_starts, bint right_ends) noexcept nogil:
-        """May this occurrence merge under character integrity?  ``left_starts``:
-        the left token starts a character; ``right_starts``: the right token
-        starts one (so the left ends one); ``right_ends``: the right token ends
-        one.  Yes when both are whole-character sequences, or when both lie inside
-        one character (the right does not start one, so neither crosses a
-        boundary: every token is whole characters or part of one)."""
-        return not self.integrity or not right_starts or (left_starts and right_ends)
+    cdef inline bint eligible(self, uint8_t left, uint8_t right, bint right_ends) noexcept nogil:
+        """May this occurrence merge?  ``left``, ``right``: the two tokens' FL_*
+        flags; ``right_ends``: the right token ends a character.
+
+        Character integrity: yes when both are whole-character sequences, or when
+        both lie inside one character (the right does not start one, so neither
+        crosses a boundary: every token is whole characters or part of one).
+        max_words: the merged token covers fewer than ``max_words`` chunk starts
+        strictly inside it (the chunk starts inside each token, plus the right
+        token's own start when it starts a chunk)."""
+        if self.integrity and (right & FL_CHAR) and not ((left & FL_CHAR) and right_ends):
+            return False
+        if self.max_words > 0 and (left >> FL_INSIDE_SHIFT) + (right >> FL_INSIDE_SHIFT) + (
+                (right >> 1) & 1) >= self.max_words:
+            return False
+        return True
+
+    cdef inline uint8_t combine(self, uint8_t left, uint8_t right) noexcept nogil:
+        """The FL_* flags of the token that merges ``left`` and ``right`` (an
+        eligible occurrence: the inside count stays below max_words <= 63)."""
+        return (left & (FL_CHAR | FL_CHUNK)) | <uint8_t>(
+            ((left >> FL_INSIDE_SHIFT) + (right >> FL_INSIDE_SHIFT) + ((right >> 1) & 1)) << FL_INSIDE_SHIFT)
 
     cdef inline bint short_ok(self, const uint8_t* st, int32_t i, int32_t n) noexcept nogil:
         """``eligible`` for the tokens at i, i + 1 of a short word of n tokens."""
-        if not self.integrity:
+        if not self.flagged:
             return True
-        return self.eligible(st[i], st[i + 1], i + 2 >= n or st[i + 2])
+        return self.eligible(st[i], st[i + 1], i + 2 >= n or (st[i + 2] & FL_CHAR))
 
     cdef inline bint long_ok(self, int32_t p) noexcept nogil:
         """``eligible`` for the token at long-word position p and the next one."""
         cdef int32_t q, r
-        if not self.integrity:
+        if not self.flagged:
             return True
         q = self.nodes[p].next
         r = self.nodes[q].next
-        return self.eligible(self.node_starts[p], self.node_starts[q], r < 0 or self.node_starts[r])
+        return self.eligible(self.node_starts[p], self.node_starts[q], r < 0 or (self.node_starts[r] & FL_CHAR))
 
     cdef inline int add(self, int32_t left, int32_t right, int64_t amount, int32_t word) except -1 nogil:
         """Count ``amount`` more of pair (left, right), found in ``word`` (a short
@@ -535,7 +571,7 @@ cdef class _MergeState:
         and move the counts of the pairs that touch a merged occurrence."""
         cdef Word* w = &self.words[word]
         cdef int32_t* sym = self.symbols.data() + w.start
-        cdef uint8_t* st = self.starts.data() + w.start if self.integrity else NULL
+        cdef uint8_t* st = self.starts.data() + w.start if self.flagged else NULL
         cdef int32_t n = w.length
         cdef int64_t amount = w.count
         cdef int32_t i = 0, j, x
@@ -558,22 +594,23 @@ cdef class _MergeState:
                 merged += 1
                 if i + 2 < n and self.short_ok(st, i + 1, n):
                     self.remove(right, sym[i + 2], amount)
-                if j > 0 and (not self.integrity or
-                              self.eligible(st[j - 1], st[i], i + 2 >= n or st[i + 2])):
+                if j > 0 and (not self.flagged or
+                              self.eligible(st[j - 1], self.combine(st[i], st[i + 1]),
+                                            i + 2 >= n or (st[i + 2] & FL_CHAR))):
                     self.add(sym[j - 1], result, amount, word)
                 sym[j] = result
-                if self.integrity:
-                    st[j] = st[i]
+                if self.flagged:
+                    st[j] = self.combine(st[i], st[i + 1])
                 last_right = i + 1
                 out_merged = True
                 i += 2
             else:
                 x = sym[i]
-                if out_merged and (not self.integrity or
-                                   self.eligible(st[j - 1], st[i], i + 1 >= n or st[i + 1])):
+                if out_merged and (not self.flagged or
+                                   self.eligible(st[j - 1], st[i], i + 1 >= n or (st[i + 1] & FL_CHAR))):
                     self.add(result, x, amount, word)
                 sym[j] = x
-                if self.integrity:
+                if self.flagged:
                     st[j] = st[i]
                 out_merged = False
                 i += 1
@@ -588,28 +625,35 @@ cdef class _MergeState:
         cdef int64_t n_left = self.token_len[left], n_right = self.token_len[right]
         cdef int64_t n = n_left + n_right
         cdef int32_t* ids
+        self.expansion.resize(start + n)
+        ids = self.expansion.data()
+        if left < self.n_atoms:
+            ids[start] = left
+        else:
+            memcpy(ids + start, ids + self.expansion_start[left - self.n_atoms], n_left * sizeof(int32_t))
+        if right < self.n_atoms:
+            ids[start + n_left] = right
+        else:
+            memcpy(ids + start + n_left, ids + self.expansion_start[right - self.n_atoms],
+                   n_right * sizeof(int32_t))
+        return self.intern(start, n)
+
+    cdef int32_t intern(self, int64_t start, int64_t n) except -1 nogil:
+        """The id of the token spelled by the ``n`` atoms at ``expansion[start:]``
+        (just appended): an existing one (the appended copy is dropped), or the
+        next id."""
+        cdef int32_t* ids = self.expansion.data()
         cdef int32_t token
         cdef uint64_t h, i, mask
         cdef size_t k
         cdef vector[ExpansionSlot] bigger
-        self.expansion.resize(start + n)
-        ids = self.expansion.data()
-        if left < self.n_base:
-            ids[start] = left
-        else:
-            memcpy(ids + start, ids + self.expansion_start[left - self.n_base], n_left * sizeof(int32_t))
-        if right < self.n_base:
-            ids[start + n_left] = right
-        else:
-            memcpy(ids + start + n_left, ids + self.expansion_start[right - self.n_base],
-                   n_right * sizeof(int32_t))
         h = hash_bytes(<const uint8_t*>(ids + start), n * <int64_t>sizeof(int32_t))
         mask = self.expansion_table.size() - 1
         i = h & mask
         while self.expansion_table[i].token >= 0:
             token = self.expansion_table[i].token
             if (self.expansion_table[i].hash == h and self.token_len[token] == n and
-                    memcmp(ids + self.expansion_start[token - self.n_base], ids + start,
+                    memcmp(ids + self.expansion_start[token - self.n_atoms], ids + start,
                            n * sizeof(int32_t)) == 0):
                 self.expansion.resize(start)    # spelled before: reuse its id
                 return token
@@ -735,6 +779,7 @@ cdef class _MergeState:
         without touching the rest of the word."""
         cdef Node* nodes = self.nodes
         cdef int32_t p, q, r, before, word
+        cdef uint8_t merged_flags
         cdef int32_t last_merged = -1   # the position merged just before (its result sits there)
         cdef int32_t lo = 0, hi = 0     # positions of the long word whose count is ``amount``
         cdef int64_t amount = 0, merged = 0
@@ -757,12 +802,13 @@ cdef class _MergeState:
                 amount = self.long_count[word]
             before = nodes[p].prev
             r = nodes[q].next
+            merged_flags = self.combine(self.node_starts[p], self.node_starts[q]) if self.flagged else 0
             if before >= 0:
                 # (before, p) was removed already when ``before`` was merged just now
                 if before != last_merged and self.long_ok(before):
                     self.remove(nodes[before].id, left, amount)
-                if not self.integrity or self.eligible(self.node_starts[before], self.node_starts[p],
-                                                       r < 0 or self.node_starts[r]):
+                if not self.flagged or self.eligible(self.node_starts[before], merged_flags,
+                                                     r < 0 or (self.node_starts[r] & FL_CHAR)):
                     self.add(nodes[before].id, result, amount, ~before)
             if r >= 0:
                 if self.long_ok(q):
@@ -770,11 +816,13 @@ cdef class _MergeState:
                 # when r starts the next occurrence, that merge adds (result, result)
                 if not (nodes[r].id == left and nodes[r].next >= 0 and nodes[nodes[r].next].id == right
                         and self.long_ok(r)):
-                    if not self.integrity or self.eligible(
-                            self.node_starts[p], self.node_starts[r],
-                            nodes[r].next < 0 or self.node_starts[nodes[r].next]):
+                    if not self.flagged or self.eligible(
+                            merged_flags, self.node_starts[r],
+                            nodes[r].next < 0 or (self.node_starts[nodes[r].next] & FL_CHAR)):
                         self.add(result, nodes[r].id, amount, ~p)
                 nodes[r].prev = p
+            if self.flagged:
+                self.node_starts[p] = merged_flags
             nodes[p].id = result
             nodes[p].next = r
             nodes[q].id = -1
@@ -792,8 +840,24 @@ cdef class _MergeState:
 
     # ------------------------------------------------------------- setup
 
+    cdef int preload(self, const int32_t[::1] expansions, const int64_t[::1] offsets) except -1 nogil:
+        """The expansion table, holding the tokens ``n_atoms..n_base - 1`` (their
+        atoms ``expansions[offsets[t - n_atoms]:offsets[t - n_atoms + 1]]``)."""
+        cdef int32_t t
+        cdef int64_t start, n
+        self.expansion_table.resize(1024, ExpansionSlot(0, -1))
+        self.expansion_start.push_back(0)
+        for t in range(self.n_atoms, self.n_base):
+            start = <int64_t>self.expansion.size()
+            n = offsets[t - self.n_atoms + 1] - offsets[t - self.n_atoms]
+            self.expansion.resize(start + n)
+            memcpy(self.expansion.data() + start, &expansions[offsets[t - self.n_atoms]], n * sizeof(int32_t))
+            if self.intern(start, n) != t:
+                raise_memory_error(-2)      # two ids spell the same atoms (checked by the caller)
+        return 0
+
     cdef int build(self, const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
-                   const int64_t[::1] word_counts, const uint8_t[::1] char_starts) except -1 nogil:
+                   const int64_t[::1] word_counts, const uint8_t[::1] flags) except -1 nogil:
         """Copy the words that hold a pair (short ones back to back, long ones
         into linked lists), count their pairs, build the first word lists (two
         passes: sizes, then entries) and the first heap."""
@@ -823,7 +887,7 @@ cdef class _MergeState:
         self.nodes = <Node*>alloc_huge(<size_t>n_long * sizeof(Node))
         if self.nodes == NULL:
             raise_memory_error(n_long * sizeof(Node))
-        if self.integrity:
+        if self.flagged:
             self.starts.resize(<size_t>n_kept)
             self.node_starts = <uint8_t*>malloc(max(n_long, 1))
             if self.node_starts == NULL:
@@ -838,8 +902,8 @@ cdef class _MergeState:
             end = word_offsets[k + 1]
             if end - start >= self.long_word and n_long + end - start <= MAX_LONG_SYMBOLS:
                 for offset in range(start, end):
-                    if self.integrity:
-                        self.node_starts[n_long] = char_starts[offset] != 0
+                    if self.flagged:
+                        self.node_starts[n_long] = flags[offset]
                     nodes[n_long].id = symbols[offset]
                     nodes[n_long].prev = <int32_t>n_long - 1
                     nodes[n_long].next = <int32_t>n_long + 1
@@ -856,12 +920,10 @@ cdef class _MergeState:
             w.stamp = 0
             for offset in range(start, end):
                 sym[n_kept] = symbols[offset]
-                if self.integrity:
-                    self.starts[n_kept] = char_starts[offset] != 0
+                if self.flagged:
+                    self.starts[n_kept] = flags[offset]
                 n_kept += 1
             word += 1
-        self.expansion_table.resize(1024, ExpansionSlot(0, -1))
-        self.expansion_start.push_back(0)
         self.table_alloc(MIN_TABLE_BITS)
 
         # pass 1: the pair of each position (-1: too long to track, or a word's
@@ -876,7 +938,7 @@ cdef class _MergeState:
                 amount = w.count
                 for offset in range(w.start, w.start + w.length - 1):
                     if not (self.allowed(sym[offset], sym[offset + 1]) and
-                            self.short_ok(self.starts.data() + w.start if self.integrity else NULL,
+                            self.short_ok(self.starts.data() + w.start if self.flagged else NULL,
                                           <int32_t>(offset - w.start), w.length)):
                         pair_at[offset] = -1
                         continue
@@ -938,11 +1000,11 @@ cdef class _MergeState:
         return 0
 
 
-def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
-                 const int64_t[::1] word_counts, int n_base, int64_t max_vocab,
+def train_merges(symbols, word_offsets, word_counts, int n_base, int64_t max_vocab,
                  int64_t min_frequency, int64_t max_token_length, progress=None,
-                 int64_t[::1] err=None, *, int64_t long_word=LONG_WORD,
-                 const uint8_t[::1] char_starts=None):
+                 int64_t[::1] err=None, *, int64_t long_word=LONG_WORD, char_starts=None,
+                 chunk_starts=None, int64_t max_words=-1, int n_atoms=-1, expansions=None,
+                 expansion_offsets=None):
     """Learn BPE merges from weighted words; returns ``(status, merges)``:
     int32 ``(m, 3)`` rows ``(left_id, right_id, result_id)`` in rank order.
 
@@ -958,14 +1020,48 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
     tests move the threshold to run either path on any corpus).
     ``char_starts`` (uint8, one per symbol, 1 where a character starts):
     train under the character-integrity constraint (module docstring); None
-    trains without it.  Arguments
+    trains without it.
+
+    SuperBPE's stage 2 (README, SuperBPE): ``chunk_starts`` (uint8, one per
+    symbol, 1 where a chunk starts) with ``max_words`` W (1..63): a merge
+    occurrence may cover fewer than W chunk starts strictly inside it (at most
+    W chunks).  ``n_atoms`` (< n_base; default n_base): ids ``0..n_atoms-1``
+    are atoms (single base symbols) and ids ``n_atoms..n_base-1`` tokens
+    already made, whose atoms are ``expansions[expansion_offsets[t - n_atoms]:
+    expansion_offsets[t - n_atoms + 1]]``: their lengths count for
+    ``max_token_length``, and a merge that spells one of them reuses its id,
+    so the merge list continues the earlier one exactly.  Arguments
     out of range raise
     ValueError; when the training state cannot grow the status is
     ``STATUS_NO_MEMORY`` (``err[0]``: the bytes it could not allocate, or -1).
+
+    It is ``prepare_merges`` then ``run_merges``: a caller that can drop its
+    inputs in between (they are copied into the state) calls the two itself.
     """
+    status, state = prepare_merges(symbols, word_offsets, word_counts, n_base, max_vocab, min_frequency,
+                                   max_token_length, err, long_word=long_word, char_starts=char_starts,
+                                   chunk_starts=chunk_starts, max_words=max_words, n_atoms=n_atoms,
+                                   expansions=expansions, expansion_offsets=expansion_offsets)
+    if state is None:
+        return status, None
+    return run_merges(state, progress, err)
+
+
+def prepare_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
+                   const int64_t[::1] word_counts, int n_base, int64_t max_vocab,
+                   int64_t min_frequency, int64_t max_token_length,
+                   int64_t[::1] err=None, *, int64_t long_word=LONG_WORD,
+                   const uint8_t[::1] char_starts=None, const uint8_t[::1] chunk_starts=None,
+                   int64_t max_words=-1, int n_atoms=-1, const int32_t[::1] expansions=None,
+                   const int64_t[::1] expansion_offsets=None):
+    """The first half of ``train_merges`` (same arguments, same checks): copy the
+    words into a training state, count their pairs and build the first heap.
+    Returns ``(status, state)``, ``state`` None unless the status is OK; the
+    state keeps no reference to the inputs, so the caller may free them before
+    ``run_merges(state, ...)`` (the merge loop's memory then no longer adds to
+    theirs)."""
     cdef Py_ssize_t n_words = word_counts.shape[0]
     cdef Py_ssize_t k, n_symbols = symbols.shape[0]
-    cdef int64_t done = 0, batch, limit
     cdef _MergeState state
     cdef Py_ssize_t bad_symbol = -1
 
@@ -996,12 +1092,54 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
     if char_starts is not None and char_starts.shape[0] != n_symbols:
         raise ValueError(f"char_starts has {char_starts.shape[0]} flags for {n_symbols} symbols; "
                          "expected one per symbol (1 where a character starts)")
+    if (chunk_starts is None) != (max_words < 0):
+        raise ValueError("chunk_starts and max_words go together (SuperBPE stage 2): pass both or neither")
+    if chunk_starts is not None and chunk_starts.shape[0] != n_symbols:
+        raise ValueError(f"chunk_starts has {chunk_starts.shape[0]} flags for {n_symbols} symbols; "
+                         "expected one per symbol (1 where a chunk starts)")
+    if max_words >= 0 and not 1 <= max_words <= MAX_WORDS_LIMIT:
+        raise ValueError(f"max_words is {max_words}; expected 1..{MAX_WORDS_LIMIT} chunks per token")
+    if n_atoms < 0:
+        n_atoms = n_base
+    if not 1 <= n_atoms <= n_base:
+        raise ValueError(f"n_atoms is {n_atoms}; expected 1..n_base = {n_base}")
+    if n_atoms < n_base and (expansions is None or expansion_offsets is None
+                             or expansion_offsets.shape[0] != n_base - n_atoms + 1):
+        raise ValueError(f"ids {n_atoms}..{n_base - 1} need their expansions: expansion_offsets with "
+                         f"n_base - n_atoms + 1 = {n_base - n_atoms + 1} entries and expansions")
+    if n_atoms < n_base:
+        if expansion_offsets[0] != 0 or expansion_offsets[n_base - n_atoms] != expansions.shape[0]:
+            raise ValueError("expansion_offsets must run from 0 to len(expansions)")
+        for k in range(n_base - n_atoms):
+            if expansion_offsets[k + 1] - expansion_offsets[k] < 2:
+                raise ValueError(f"the expansion of id {n_atoms + k} has fewer than 2 atoms")
+        for k in range(expansions.shape[0]):
+            if not 0 <= expansions[k] < n_atoms:
+                raise ValueError(f"expansions[{k}] = {expansions[k]} is not an atom 0..{n_atoms - 1}")
+        spelled = np.asarray(expansions).tobytes()
+        seen = {}
+        for k in range(n_base - n_atoms):
+            key = spelled[4 * expansion_offsets[k]:4 * expansion_offsets[k + 1]]
+            if key in seen:
+                raise ValueError(f"ids {n_atoms + seen[key]} and {n_atoms + k} have the same expansion")
+            seen[key] = k
+    flags = None
+    if char_starts is not None or chunk_starts is not None:
+        flags = np.zeros(n_symbols, dtype=np.uint8)
+        if char_starts is not None:
+            flags |= (np.asarray(char_starts) != 0).astype(np.uint8) * FL_CHAR
+        if chunk_starts is not None:
+            flags |= (np.asarray(chunk_starts) != 0).astype(np.uint8) * FL_CHUNK
+    cdef const uint8_t[::1] flags_view = flags
     check_err(err)
 
     state = _MergeState()
     state.integrity = char_starts is not None
+    state.max_words = max_words if max_words > 0 else 0
+    state.flagged = flags is not None
     state.n_base = n_base
-    state.n_vocab = n_base
+    state.n_atoms = n_atoms
+    state.n_vocab = n_atoms
     state.max_vocab = max_vocab
     state.threshold = min_frequency if min_frequency > 1 else 1
     state.max_len = max_token_length if max_token_length >= 0 else -1
@@ -1009,11 +1147,23 @@ def train_merges(const uint16_t[::1] symbols, const int64_t[::1] word_offsets,
     state.step = 0
     try:
         with nogil:
-            state.token_len.assign(n_base, 1)
-            state.build(symbols, word_offsets, word_counts, char_starts)
+            state.token_len.assign(n_atoms, 1)
+            state.preload(expansions, expansion_offsets)
+            state.build(symbols, word_offsets, word_counts, flags_view)
     except MemoryError as exc:
         return fail(err, STATUS_NO_MEMORY, _wanted(exc), -1), None
+    return STATUS_OK, state
 
+
+def run_merges(_MergeState state not None, progress=None, int64_t[::1] err=None):
+    """The second half of ``train_merges``: merge until the vocabulary is full or no
+    pair is frequent enough; returns ``(status, merges)`` as ``train_merges`` does.
+    A state runs once."""
+    cdef int64_t done = 0, batch, limit
+    if state.ran:
+        raise ValueError("this merge state has run already; prepare_merges a new one")
+    state.ran = True
+    check_err(err)
     limit = PROGRESS_EVERY if progress is not None else (1 << 62)
     while True:
         try:

@@ -6,7 +6,10 @@ llama3, o200k) and _pretok_script.script_split (SCRIPT), chosen by split code
 * :func:`split`: the chunk end byte offsets of one UTF-8 buffer;
 * :func:`split_batch`: the same for many documents in one buffer;
 * :func:`split_text`: the chunks of a ``str`` as a ``list[str]``, built here
-  from the code points of the string itself (``PyUnicode_Substring``).
+  from the code points of the string itself (``PyUnicode_Substring``);
+* :func:`span_ends`: SuperBPE's spans (rule v1, ``_spans.pxd``) over chunks,
+  and :func:`span_keys`, each span's chunks joined by byte 0xFF (the key of
+  the phase-1 span table).
 
 One dispatch, ``_split``, serves every entry: a new splitter adds its code
 there and in ``_check_classes``.  ``split`` and ``split_batch`` release the
@@ -20,7 +23,7 @@ from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF, PyObject
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
 
 from _hash cimport hash_bytes
 
@@ -29,6 +32,7 @@ from _status cimport STATUS_INVALID_UTF8, STATUS_NO_MEMORY, STATUS_OK, check_err
 from _pretok_tiktoken cimport (SPLIT_CL100K, SPLIT_GPT2, SPLIT_LLAMA3, SPLIT_O200K, TT_HEAD, TT_LETTER,
                                tiktoken_split)
 from _pretok_script cimport SC_SCRIPT_SHIFT, SPLIT_SCRIPT, script_split
+from _spans cimport SPAN_GLUE, SPAN_JOIN_BYTE, SPAN_LETTER, span_end
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object)
@@ -258,3 +262,113 @@ def split_text(str text, const uint8_t[::1] classes, int kind, int64_t[::1] err=
     finally:
         free(ends)
         free(cache)
+
+
+#: the byte that joins a span's chunks in its key (never in UTF-8)
+SPAN_JOIN = SPAN_JOIN_BYTE
+
+
+cdef _check_chunks(const uint8_t[::1] data, const int64_t[::1] chunk_ends, int64_t start):
+    """ValueError unless ``chunk_ends`` are non-decreasing byte offsets in ``start..len(data)``."""
+    cdef Py_ssize_t c, n = chunk_ends.shape[0]
+    cdef int64_t prev = start
+    if start < 0 or start > data.shape[0]:
+        raise ValueError(f"start = {start} is outside the {data.shape[0]} bytes of data")
+    for c in range(n):
+        if chunk_ends[c] < prev or chunk_ends[c] > data.shape[0]:
+            raise ValueError(f"chunk_ends[{c}] = {chunk_ends[c]} is not in {prev}..{data.shape[0]}; "
+                             "chunk ends must be non-decreasing byte offsets into data")
+        prev = chunk_ends[c]
+
+
+def span_ends(const uint8_t[::1] data, const int64_t[::1] chunk_ends, const uint8_t[::1] classes,
+              int64_t[::1] out, int64_t start=0, const int64_t[::1] doc_chunk_offsets=None,
+              int64_t[::1] err=None):
+    """SuperBPE spans (rule v1, cython_src/_spans.pxd) of the chunks
+    ``data[start:chunk_ends[0]], data[chunk_ends[0]:chunk_ends[1]], ...``.
+
+    A chunk is joinable iff it holds a letter or mark and otherwise only
+    U+0020 and apostrophes (U+0027, U+2019); a span is a maximal run of
+    joinable chunks, any other chunk a span of its own.  ``classes`` is
+    ``ube_stream.pretokenizer.span_class_table()``.  ``doc_chunk_offsets``
+    (as ``split_batch`` writes it; None: one document) marks chunk indices a
+    span never crosses.  Writes the exclusive end chunk index of each span to
+    ``out`` (needs ``len(chunk_ends)`` entries): span ``s`` is chunks
+    ``out[s - 1]..out[s] - 1``.  Returns ``(status, number of spans)``, or
+    ``(STATUS_INVALID_UTF8, None)`` with ``err = (byte offset, -1)``.
+    """
+    check_err(err)
+    if classes.shape[0] != 0x110000 or classes[0x61] != SPAN_LETTER or classes[0x20] != SPAN_GLUE:
+        raise ValueError("classes must be span_class_table() (0x110000 entries: 1 letter/mark, 2 glue)")
+    cdef Py_ssize_t n = chunk_ends.shape[0], nspans = 0, c = 0, stop, e, d = 0, ndocs = 0
+    if out.shape[0] < n:
+        raise ValueError(f"out has {out.shape[0]} entries; it needs len(chunk_ends) = {n}")
+    _check_chunks(data, chunk_ends, start)
+    if doc_chunk_offsets is not None:
+        ndocs = doc_chunk_offsets.shape[0] - 1
+        for d in range(ndocs + 1):
+            if doc_chunk_offsets[d] < (doc_chunk_offsets[d - 1] if d else 0) or doc_chunk_offsets[d] > n:
+                raise ValueError(f"doc_chunk_offsets[{d}] = {doc_chunk_offsets[d]} is not a non-decreasing "
+                                 f"chunk index in 0..{n}")
+        d = 0
+    if n == 0:
+        return STATUS_OK, 0
+    cdef const uint8_t* base = &data[0] if data.shape[0] else NULL
+    cdef int64_t lo = start
+    with nogil:
+        while c < n:
+            stop = n
+            if ndocs:
+                while d < ndocs and doc_chunk_offsets[d + 1] <= c:
+                    d += 1
+                if d < ndocs:
+                    stop = doc_chunk_offsets[d + 1]
+            e = span_end(base, &chunk_ends[0], c, stop, lo, &classes[0])
+            if e < 0:
+                break
+            out[nspans] = e
+            nspans += 1
+            lo = chunk_ends[e - 1]
+            c = e
+    if c < n:
+        return fail(err, STATUS_INVALID_UTF8, -e - 1, -1), None
+    return STATUS_OK, nspans
+
+
+def span_keys(const uint8_t[::1] data, const int64_t[::1] chunk_ends, const int64_t[::1] spans,
+              uint8_t[::1] keys, int64_t[::1] key_ends, int64_t start=0):
+    """The key of each span: its chunks' bytes joined by ``SPAN_JOIN`` (0xFF).
+
+    ``spans`` are exclusive end chunk indices (:func:`span_ends`) of chunks as
+    there.  Writes the keys one after another to ``keys`` (needs
+    ``chunk_ends[-1] - start + len(chunk_ends)`` bytes) and each key's end
+    offset to ``key_ends`` (``len(spans)`` entries); returns the bytes written.
+    """
+    cdef Py_ssize_t n = chunk_ends.shape[0], nspans = spans.shape[0], s, c = 0, length
+    cdef int64_t lo = start, pos = 0
+    _check_chunks(data, chunk_ends, start)
+    for s in range(nspans):
+        if spans[s] <= (spans[s - 1] if s else 0) or spans[s] > n:
+            raise ValueError(f"spans[{s}] = {spans[s]} is not an increasing chunk index in 1..{n}")
+    if nspans and spans[nspans - 1] != n:
+        raise ValueError(f"the last span ends at chunk {spans[nspans - 1]}, not at the last chunk ({n})")
+    if key_ends.shape[0] < nspans:
+        raise ValueError(f"key_ends has {key_ends.shape[0]} entries; it needs len(spans) = {nspans}")
+    if n and keys.shape[0] < chunk_ends[n - 1] - start + n:
+        raise ValueError(f"keys has {keys.shape[0]} bytes; it needs {chunk_ends[n - 1] - start + n}")
+    if n == 0:
+        return 0
+    with nogil:
+        for s in range(nspans):
+            while c < spans[s]:
+                if c > (spans[s - 1] if s else 0):
+                    keys[pos] = SPAN_JOIN_BYTE
+                    pos += 1
+                length = chunk_ends[c] - lo
+                if length:
+                    memcpy(&keys[pos], &data[lo], length)
+                pos += length
+                lo = chunk_ends[c]
+                c += 1
+            key_ends[s] = pos
+    return pos

@@ -52,3 +52,56 @@ def openai_ranks(name, limit=None):
                 if limit is None or int(rank) < limit:
                     ranks[base64.b64decode(token)] = int(rank)
     return ranks
+
+
+def kill_when(proc, ready, *, timeout, poll=0.005, grace=0.0):
+    """Wait until ``ready()`` is true (or ``proc`` ends, or ``timeout`` seconds pass), sleep
+    ``grace`` seconds, then SIGKILL ``proc``'s whole process group (it was started with
+    ``start_new_session=True``): the one way the crash tests kill a run part way.
+    Returns ``(returncode, stderr bytes)``."""
+    import signal
+    import time
+
+    deadline = time.time() + timeout
+    try:
+        while time.time() < deadline and proc.poll() is None and not ready():
+            time.sleep(poll)
+        if grace:
+            time.sleep(grace)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, err = proc.communicate()
+    return proc.returncode, err or b""
+
+
+def superbpe_from_plain(plain, texts, *, max_words=4, rounds=2, per_round=40):
+    """A hand-built SuperBPE tokenizer: ``plain``'s merges as stage 1, then stage-2
+    merges chosen from the adjacent token pairs ``texts`` encode to (most frequent
+    first, ``per_round`` a round, re-encoding between rounds so later merges build on
+    earlier ones).  The pairs include superwords (" of" + " the"), subword pairs
+    inside a chunk, and pairs across span boundaries (", " + " the") that the
+    encoder must never apply."""
+    from collections import Counter
+
+    from ube_stream import Tokenizer
+
+    def build(merges):
+        return Tokenizer(substrate=plain.substrate, merges=merges, special_tokens=list(plain._special_internal),
+                         pattern=plain.pattern_name if plain.pattern_name != "custom" else "regex:" + plain.pattern,
+                         superbpe={"stage1_merges": len(plain.merges), "max_words": max_words})
+
+    merges = list(plain.merges)
+    tok = build(merges)
+    for _ in range(rounds):
+        counts = Counter()
+        for ids in tok.encode_ordinary_batch(list(texts)):
+            ids = ids.tolist()
+            counts.update(zip(ids, ids[1:]))
+        known = set(merges)
+        new = [pair for pair, _ in counts.most_common() if pair not in known][:per_round]
+        merges += new
+        tok = build(merges)
+    return tok

@@ -30,6 +30,7 @@ from ube_stream.evaluation.parallel_text import (
     write_csv,
 )
 from ube_stream.sample import sample_paths
+from ube_stream.tokenizer import Tokenizer
 from ube_stream.training.trainer import train
 
 
@@ -428,17 +429,45 @@ def test_cli_compare_several_configurations(tmp_path, capsys):
     out = capsys.readouterr().out
     lines = out[out.index("configurations (the paper's table)"):].splitlines()
     rows = [line.split() for line in lines[2:] if line.strip()]
-    assert [(r[0], r[1], r[2]) for r in rows] == [
-        (p, v, s) for p in ("gpt2", "script") for v in ("560", "600") for s in ("ube", "utf8")]
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        (p, v, "-", s) for p in ("gpt2", "script") for v in ("560", "600") for s in ("ube", "utf8")]
     result = json.loads((out_dir / "compare.json").read_text(encoding="utf-8"))
     assert sorted(result["configurations"]) == ["gpt2/560", "gpt2/600", "script/560", "script/600"]
     table = result["configurations"]["script/600"]
     assert table["pattern"] == "script" and table["context"]["window"] == 256
     # the printed line is the table's summary and its ube-vs-utf8 pair
-    ube_row = next(r for r in rows if r[:3] == ["script", "600", "ube"])
+    ube_row = next(r for r in rows if r[:4] == ["script", "600", "-", "ube"])
     pair = next(p for p in table["pairs"] if (p["a"], p["b"]) == ("ube", "utf8"))
-    assert float(ube_row[3]) == pytest.approx(table["summary"]["ube"]["gini"], abs=1e-4)
+    assert float(ube_row[4]) == pytest.approx(table["summary"]["ube"]["gini"], abs=1e-4)
     assert ube_row[-1] == f"{pair['won']}/{pair['lost']}/{pair['tied']}"
     assert (out_dir / "ube-script-600.json").exists() and (out_dir / "compare-script-600.csv").exists()
     with pytest.raises(ValueError, match="unknown pattern 'scirpt'"):   # before any training
         run_cli(["compare", corpus, "--pattern", "scirpt", "-q"])
+
+
+@pytest.mark.slow   # six trainings
+def test_cli_compare_superbpe_configurations(tmp_path, capsys):
+    """--superbpe-transition: a vocabulary size or a fraction of each vocabulary size;
+    each gives a SuperBPE configuration beside the plain one, in the table and the JSON."""
+    docs = ([{"lang": "en", "text": "the quick brown fox jumps over the lazy dog"}] * 30
+            + [{"lang": "hi", "text": "नमस्ते दुनिया, यह एक परीक्षण है"}] * 10)
+    corpus = write_lines(tmp_path / "train.jsonl", [json.dumps(d, ensure_ascii=False) for d in docs])
+    out_dir = tmp_path / "out"
+    code = run_cli(["compare", corpus, "--parallel", sample_paths()["parallel"], "--vocab-size", "600",
+                    "--superbpe-transition", "0.95", "560", "--superbpe-max-words", "3",
+                    "--substrates", "ube", "utf8", "--workers", "1", "--eval-langs", "hi", "zh", "-q",
+                    "--out", str(out_dir), "--max-rows", "0", "--context", "256"])
+    assert code == 0
+    out = capsys.readouterr().out
+    lines = out[out.index("configurations (the paper's table)"):].splitlines()
+    rows = [line.split() for line in lines[2:] if line.strip()]
+    assert [(r[1], r[2], r[3]) for r in rows] == [
+        ("600", t, s) for t in ("-", "570", "560") for s in ("ube", "utf8")]    # 0.95 x 600 = 570
+    result = json.loads((out_dir / "compare.json").read_text(encoding="utf-8"))
+    assert sorted(result["configurations"]) == ["gpt2/600", "gpt2/600+superbpe560", "gpt2/600+superbpe570"]
+    assert result["configurations"]["gpt2/600+superbpe570"]["superbpe"] == {"transition": 570, "max_words": 3}
+    tok = Tokenizer.load(out_dir / "ube-600+superbpe570.json")
+    assert tok.superbpe["max_words"] == 3 and tok.training["superbpe_transition"] == 570
+    for bad in ("1.5", "0", "x"):
+        with pytest.raises(SystemExit):
+            run_cli(["compare", corpus, "--superbpe-transition", bad, "-q"])

@@ -396,3 +396,35 @@ def test_train_merges_returns_ok_and_refuses_a_short_err():
     assert status == 0 and merges.shape == (2, 3)
     with pytest.raises(ValueError, match="err needs 2 int64 entries"):
         train_merges(symbols, offsets, counts, 8, 20, 1, -1, None, np.zeros(1, np.int64))
+
+
+def test_prepare_then_run_is_train_merges_and_frees_the_inputs_in_between(chunk_counts):
+    """The two halves give train_merges' merges (on real text, both word paths); the
+    prepared state holds no reference to the inputs (the trainer frees them before the
+    merge loop); a state runs once."""
+    import gc
+    import weakref
+
+    from ube_stream._merge import prepare_merges, run_merges
+
+    words = collections.Counter()
+    for chunk, count in chunk_counts.items():
+        words[tuple(ref.route_symbols(chunk, "ube"))] += count
+    inputs = pack(list(words.items()))
+    for long_word in (ALL_LONG, ALL_SHORT):
+        _, expected = train_merges(*inputs, 512, 812, 2, -1, long_word=long_word)
+        arrays = [a.copy() for a in inputs]
+        alive = [weakref.ref(a) for a in arrays]
+        status, state = prepare_merges(*arrays, 512, 812, 2, -1, long_word=long_word)
+        assert status == 0 and state is not None
+        del arrays
+        gc.collect()
+        assert [r() for r in alive] == [None, None, None]
+        seen = []
+        status, merges = run_merges(state, seen.append)
+        assert status == 0 and np.array_equal(merges, expected) and len(merges) == 300
+        assert seen[-1] == 300
+        with pytest.raises(ValueError, match="has run already"):
+            run_merges(state)
+    with pytest.raises(ValueError, match="word_offsets has 1 entries"):
+        prepare_merges(inputs[0], inputs[1][:1], inputs[2], 512, 812, 2, -1)

@@ -404,3 +404,42 @@ def test_from_hf_llama3_pattern_takes_the_kernel(encode_texts, tmp_path, monkeyp
     tok = Tokenizer.from_hf(path)
     assert tok.pattern == LLAMA3_PATTERN and tok.pattern_name == "custom"
     _assert_encodes_like_tiktoken(tok, LLAMA3_PATTERN, ranks, encode_texts[::2], monkeypatch)
+
+
+@pytest.mark.parametrize("pattern, expected", [
+    (r"\p{N}{1,3}+", r"(?>\p{N}{1,3})"),
+    (r"a{2}+b(x|[)])\d{1,3}+c{2,}d+", r"(?>a{2})b(x|[)])(?>\d{1,3})c{2,}d+"),
+    (r"(ab){2,4}+|[^\]{]{1}+", r"(?>(ab){2,4})|(?>[^\]{]{1})"),
+    (r"\p{L}++x?+\s*+", r"\p{L}++x?+\s*+"),      # possessive ?+ *+ ++ mean the same in both engines
+])
+def test_hf_regex_spells_possessive_intervals_for_oniguruma(pattern, expected):
+    from ube_stream.tokenizer.export import hf_regex
+
+    assert hf_regex(pattern) == expected
+    # the same matches in the regex module: the rewrite keeps the meaning
+    for text in ["1234567", "aaaab", "abababab]]]", "xx  ", "a{2}"]:
+        assert regex.findall(pattern, text) == regex.findall(expected, text)
+
+
+@pytest.mark.parametrize("rank_file, name, limit", [
+    ("cl100k_base", "cl100k", 20_000),     # the ranks' first 20,000 (a BPE vocabulary too): fast
+    pytest.param("cl100k_base", "cl100k", None, marks=pytest.mark.slow),
+    pytest.param("o200k_base", "o200k", None, marks=pytest.mark.slow)])
+def test_hf_tokenizers_loads_our_export_and_gives_tiktokens_ids(rank_file, name, limit, encode_texts, tmp_path):
+    """HF's Oniguruma reads cl100k's possessive ``\\p{N}{1,3}+`` as ``(?:\\p{N}{1,3})+`` (whole digit
+    runs); export_hf writes the atomic-group spelling, so HF gives the same ids as tiktoken, and
+    from_hf reads the file back as the known pattern (the compiled split)."""
+    import tiktoken
+    from tokenizers import Tokenizer as HFTokenizer
+
+    ranks = openai_ranks(rank_file, limit)
+    path = str(tmp_path / "tokenizer.json")
+    Tokenizer.from_tiktoken(ranks, name).export_hf(path)
+    hf = HFTokenizer.from_file(path)
+    encoding = tiktoken.Encoding("ube-test", pat_str=PATTERNS[name], mergeable_ranks=ranks, special_tokens={})
+    texts = encode_texts[::8] + ["year 2024, 1234567", "x1234y 3.14159 ٣٤٥٦٧"]
+    for i, text in enumerate(texts):
+        assert hf.encode(text, add_special_tokens=False).ids == encoding.encode_ordinary(text), \
+            f"text {i} {text[:60]!r} differs"
+    back = Tokenizer.from_hf(path)
+    assert back.pattern_name == name

@@ -18,7 +18,7 @@ import sys
 import time
 
 import pytest
-from _helpers import tree
+from _helpers import kill_when, tree
 
 from ube_stream.cli import shards as _cli_shards
 from ube_stream.errors import InputError, LockError
@@ -175,17 +175,8 @@ def test_killed_driver_then_rerun_resumes(ray_cluster, corpus, tokenizers, refer
             f"ray_address={ray_cluster!r}, **{OPTIONS!r})")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.time() + 60
-    try:
-        while time.time() < deadline and proc.poll() is None and len(markers(out)) < 3:
-            time.sleep(0.005)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        _, err = proc.communicate()
-    assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    code, err = kill_when(proc, lambda: len(markers(out)) >= 3, timeout=60)
+    assert code == -signal.SIGKILL, err.decode()[-2000:]
     assert not os.path.exists(os.path.join(out, "MANIFEST.json"))
     done_before = len(markers(out))
     summary = EncodeSummary()

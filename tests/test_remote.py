@@ -5,17 +5,15 @@ ranks + finalize, inspect, verify, TokenShards, TokenDataset and
 export-megatron on ``s3://`` give the same bytes as the same run on local disk."""
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 
 import moto  # noqa: F401,E402  (test dependencies: the local S3 server and its client)
 import numpy as np
 import pytest
 import s3fs  # noqa: F401,E402
-from _helpers import tree
+from _helpers import kill_when, tree
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKET = "ube-test"
@@ -177,17 +175,8 @@ def test_encode_killed_then_rerun_on_s3_is_byte_identical(corpus, trained, local
     env = dict(os.environ, UBE_TEST_KILL_UNIT=f"{url}|{KILLED_UNIT}|{killed}|group")  # the whole run dies
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, start_new_session=True, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.time() + 240
-    try:
-        while time.time() < deadline and proc.poll() is None and not os.path.exists(killed):
-            time.sleep(0.05)
-        time.sleep(1.0)   # let the other worker commit what it is doing
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        _, err = proc.communicate()
+    # grace: let the other worker commit what it is doing
+    _, err = kill_when(proc, lambda: os.path.exists(killed), timeout=240, poll=0.05, grace=1.0)
     assert os.path.exists(killed), err.decode()[-3000:]
     prefix = f"{BUCKET}/shards"
     objects = s3_tree(s3, prefix)

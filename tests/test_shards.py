@@ -18,7 +18,7 @@ from contextlib import redirect_stdout
 
 import numpy as np
 import pytest
-from _helpers import tree
+from _helpers import kill_when, tree
 
 from ube_stream.cli import shards as _cli_shards
 from ube_stream.errors import InputError, LockError, ShardFormatError
@@ -452,25 +452,12 @@ def _markers(out):
 def _start_and_kill(cmd, out, moment, rng):
     proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
-    deadline = time.time() + 60
     already = len(_markers(out))
-    try:
-        while time.time() < deadline and proc.poll() is None:
-            if moment == "first_marker" and _markers(out):
-                break
-            if moment == "some_markers" and len(_markers(out)) >= already + 3:
-                time.sleep(rng.uniform(0, 0.05))
-                break
-            if moment == "manifest" and os.path.exists(os.path.join(out, "MANIFEST.json")):
-                break
-            time.sleep(0.002)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        _, err = proc.communicate()
-    return proc.returncode, err
+    ready = {"first_marker": lambda: bool(_markers(out)),
+             "some_markers": lambda: len(_markers(out)) >= already + 3,
+             "manifest": lambda: os.path.exists(os.path.join(out, "MANIFEST.json"))}[moment]
+    return kill_when(proc, ready, timeout=60, poll=0.002,
+                     grace=rng.uniform(0, 0.05) if moment == "some_markers" else 0.0)
 
 
 def test_sigkill_then_rerun_is_byte_identical(encoded, corpus, tok_path, tmp_path):

@@ -144,7 +144,7 @@ def test_weighted_count_above_2_31_merges_first():
     key_data, key_offsets, counts = counter.export()
     assert counts.dtype == np.int64 and counts.max() == 3_000_000_000
     _, symbols, sym_offsets = _route.route_batch(key_data, key_offsets, 1)
-    merges = _train_merges(symbols, sym_offsets, counts, n_base=256, max_vocab=258, min_frequency=2,
+    merges = _train_merges([symbols, sym_offsets, counts, None], n_base=256, max_vocab=258, min_frequency=2,
                            max_token_length=None, show_progress=False)
     # (a,b) occurs 2e9 + 2*1e9 = 4e9 times; (z,q) 3e9: both above 2^31, ordered correctly
     assert [tuple(m[:2]) for m in merges] == [(ord("a"), ord("b")), (ord("z"), ord("q"))]
@@ -187,6 +187,47 @@ def test_load_detects_edits(utf8_tokenizer, tmp_path):
         Tokenizer.load(bad)
     with pytest.raises(TokenizerFormatError, match="no such tokenizer file"):
         Tokenizer.load(tmp_path / "missing.json")
+
+
+def test_version_2_fields_round_trip_and_version_1_still_loads(utf8_tokenizer, tmp_path):
+    """``char_integrity`` and ``superbpe`` are encoding-relevant (fingerprinted) and make the file
+    version 2; a tokenizer without them stays version 1, byte for byte."""
+    plain = utf8_tokenizer
+    assert json.loads(plain.to_json())["version"] == 1
+    kw = dict(substrate=plain.substrate, merges=plain.merges, special_tokens=plain._special_internal,
+              pattern=plain.pattern_name)
+    for extra in ({"char_integrity": True}, {"superbpe": {"stage1_merges": 100, "max_words": 4}},
+                  {"char_integrity": True, "superbpe": {"stage1_merges": 0, "max_words": 1}}):
+        tok = Tokenizer(**kw, **extra)
+        doc = json.loads(tok.to_json())
+        assert doc["version"] == 2
+        for key, value in extra.items():
+            assert doc[key] == value
+        assert tok.fingerprint != plain.fingerprint
+        path = tmp_path / "v2.json"
+        tok.save(path)
+        loaded = Tokenizer.load(path)
+        assert loaded == tok and loaded.to_json() == tok.to_json()
+        assert loaded.char_integrity == bool(extra.get("char_integrity"))
+        assert loaded.superbpe == extra.get("superbpe")
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda d: d.update(version=1), r"'version' must be 2 for a file with \['superbpe'\]"),
+    (lambda d: d["superbpe"].update(stage1_merges=10**6), "'superbpe' must be"),
+    (lambda d: d["superbpe"].update(max_words=0), "'superbpe' must be"),
+    (lambda d: d["superbpe"].update(extra=1), "'superbpe' must be"),
+    (lambda d: d.update(char_integrity="yes"), "'char_integrity' must be true"),
+])
+def test_version_2_fields_are_checked(utf8_tokenizer, tmp_path, edit, match):
+    tok = Tokenizer(substrate="utf8", merges=utf8_tokenizer.merges, pattern="gpt2",
+                    superbpe={"stage1_merges": 5, "max_words": 4})
+    doc = json.loads(tok.to_json())
+    edit(doc)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(TokenizerFormatError, match=match):
+        Tokenizer.load(path)
 
 
 def test_export_vocab_merges(tmp_path, small_corpus):

@@ -22,7 +22,7 @@ from ._version import __version__
 from .errors import KernelsMissingError
 
 #: the compiled Cython kernels (``cython_src/_name.pyx`` -> ``ube_stream._name``)
-KERNEL_MODULES = ("_pretok", "_route", "_merge", "_count", "_encode", "_ranks", "_decode")
+KERNEL_MODULES = ("_pretok", "_route", "_merge", "_count", "_encode", "_ranks", "_decode", "_superword")
 
 # public name -> module that defines it
 _EXPORTS = {

@@ -53,6 +53,7 @@ class Encoder:
         doc_chunk_offsets: npt.NDArray[np.int64],  # ndocs + 1
         slot: int = 0,
         err: _Err = None,
+        chunk_tokens: Optional[npt.NDArray[np.int64]] = None,  # len(ends) + 1: where each chunk's ids start, total last
     ) -> Tuple[int, Optional[npt.NDArray[np.uint32]], Optional[npt.NDArray[np.int64]]]: ...
 
 def utf8_join(texts: List[str]) -> Tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:

@@ -38,3 +38,25 @@ def split_text(
     kind: int,
     err: _Err = None,
 ) -> Tuple[int, Optional[List[str]]]: ...  # (status, the chunks); STATUS_NO_MEMORY: err = (bytes, -1)
+
+#: the byte joining a span's chunks in its key (0xFF, never in UTF-8)
+SPAN_JOIN: int
+
+def span_ends(
+    data: npt.NDArray[np.uint8] | bytes | memoryview,  # uint8, the chunks' UTF-8
+    chunk_ends: npt.NDArray[np.int64],  # chunk end byte offsets (chunk 0 starts at start)
+    classes: npt.NDArray[np.uint8],  # ube_stream.pretokenizer.span_class_table()
+    out: npt.NDArray[np.int64],  # out: >= len(chunk_ends) entries, exclusive end chunk index of each span
+    start: int = 0,
+    doc_chunk_offsets: Optional[npt.NDArray[np.int64]] = None,  # document boundaries (chunk indices) spans never cross
+    err: _Err = None,
+) -> Tuple[int, Optional[int]]: ...  # (status, number of spans); STATUS_INVALID_UTF8: err = (byte offset, -1)
+
+def span_keys(
+    data: npt.NDArray[np.uint8] | bytes | memoryview,
+    chunk_ends: npt.NDArray[np.int64],
+    spans: npt.NDArray[np.int64],  # span_ends' result
+    keys: npt.NDArray[np.uint8],  # out: >= chunk_ends[-1] - start + len(chunk_ends) bytes
+    key_ends: npt.NDArray[np.int64],  # out: len(spans) entries
+    start: int = 0,
+) -> int: ...  # bytes written to keys

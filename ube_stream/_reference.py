@@ -283,6 +283,36 @@ def pretokenize_script(text: str, classify=script_char_class) -> List[str]:
     return chunks
 
 
+# ------------------------------------------------------------ SuperBPE spans (rule v1)
+
+_SPAN_LETTER = regex.compile(r"[\p{L}\p{M}]")
+_SPAN_GLUE = (" ", "'", "\u2019")
+
+
+def superword_joinable_reference(chunk: str) -> bool:
+    """A chunk joins its neighbours in a span iff it holds a letter or mark and
+    every other character is U+0020 or an apostrophe (U+0027, U+2019)."""
+    letters = [bool(_SPAN_LETTER.match(c)) for c in chunk]
+    return any(letters) and all(is_letter or c in _SPAN_GLUE for c, is_letter in zip(chunk, letters))
+
+
+def superword_span_ends_reference(chunks: Sequence[str]) -> List[int]:
+    r"""Exclusive end chunk index of each span: a maximal run of joinable chunks
+    is one span, every other chunk a span of its own.
+
+        >>> superword_span_ends_reference(["Hello", " world", ",", " it", "'s", "\n"])
+        [2, 3, 5, 6]
+    """
+    ends: List[int] = []
+    for c, chunk in enumerate(chunks):
+        if ends and ends[-1] == c and superword_joinable_reference(chunk) \
+                and superword_joinable_reference(chunks[c - 1]):
+            ends[-1] = c + 1
+        else:
+            ends.append(c + 1)
+    return ends
+
+
 # ------------------------------------------------------------------ BPE merge training
 
 def _threshold(min_frequency: int) -> int:
@@ -290,10 +320,12 @@ def _threshold(min_frequency: int) -> int:
     return max(1, int(min_frequency))
 
 
-def train_bpe_reference(word_counts: dict, *, n_base: int, max_vocab: int,
+def train_bpe_reference(word_counts: dict | list, *, n_base: int, max_vocab: int,
                         min_frequency: int = 2,
                         max_token_length: int | None = None,
-                        char_starts: dict | None = None) -> List[tuple]:
+                        char_starts: dict | list | None = None,
+                        chunk_starts: dict | list | None = None, max_words: int | None = None,
+                        base_expansions: Sequence[tuple] = ()) -> List[tuple]:
     """The obvious quadratic BPE trainer: recount every pair at every step.
 
     ``word_counts`` maps a word (a tuple of base symbol ids, one unique
@@ -317,7 +349,12 @@ def train_bpe_reference(word_counts: dict, *, n_base: int, max_vocab: int,
       a character starts, as :func:`char_starts_reference` gives): a pair
       occurrence counts and merges only when both tokens are whole-character
       sequences or both lie inside one character; others are skipped (left as
-      they are) by counting and rewriting alike.
+      they are) by counting and rewriting alike;
+    * SuperBPE stage 2: ``base_expansions`` holds the atoms of the alphabet ids
+      ``n_base - len(base_expansions) .. n_base - 1`` (tokens made by stage 1;
+      lower ids are atoms); ``chunk_starts`` (per word, 1 where a chunk starts)
+      with ``max_words`` W: an occurrence counts and merges only when fewer
+      than W chunk starts lie strictly inside the token it would make.
 
     Worked example (minbpe's golden test, ``a b c d`` = 97 98 99 100)::
 
@@ -326,26 +363,36 @@ def train_bpe_reference(word_counts: dict, *, n_base: int, max_vocab: int,
         [(97, 97, 256), (97, 98, 257), (256, 257, 258)]
     """
     threshold = _threshold(min_frequency)
-    words: List[List[Any]] = []  # [symbols, count], rewritten in place
-    for word, count in word_counts.items():
+    if (chunk_starts is None) != (max_words is None):
+        raise ValueError("chunk_starts and max_words go together")
+    words: List[List[Any]] = []  # [tokens, count, start of each token in word symbols, flags, chunk flags]
+    # a list of (word, count) (flags: lists by index) lets equal words with other flags stay apart
+    items = list(word_counts.items()) if isinstance(word_counts, dict) else list(word_counts)
+    for index, (word, count) in enumerate(items):
+        word_chars = None if char_starts is None else (
+            char_starts[word] if isinstance(char_starts, dict) else char_starts[index])
+        word_chunks = None if chunk_starts is None else (
+            chunk_starts[word] if isinstance(chunk_starts, dict) else chunk_starts[index])
         if count < 1:
             raise ValueError(f"word {word!r} has count {count}; counts must be >= 1 "
                              "(drop words that do not occur)")
         if any(not 0 <= s < n_base for s in word):
             raise ValueError(f"word {word!r} holds a symbol outside 0..{n_base - 1}")
-        if char_starts is not None and len(char_starts[word]) != len(word):
-            raise ValueError(f"word {word!r} has {len(char_starts[word])} character-start flags")
-        # [tokens, count, start of each token in base symbols, flags + a final 1 (end of word)]
-        flags = list(char_starts[word]) + [1] if char_starts is not None else None
-        words.append([list(word), int(count), list(range(len(word))), flags])
-    expansions: List[tuple] = [(s,) for s in range(n_base)]
+        if word_chars is not None and len(word_chars) != len(word):
+            raise ValueError(f"word {word!r} has {len(word_chars)} character-start flags")
+        # flags + a final 1 (end of word)
+        flags = list(word_chars) + [1] if word_chars is not None else None
+        chunks = list(word_chunks) if word_chunks is not None else None
+        words.append([list(word), int(count), list(range(len(word))), flags, chunks])
+    n_atoms = n_base - len(base_expansions)
+    expansions: List[tuple] = [(s,) for s in range(n_atoms)] + [tuple(e) for e in base_expansions]
     id_of_expansion = {e: i for i, e in enumerate(expansions)}
     merges: List[tuple] = []
     while len(expansions) < max_vocab:
         pair_counts: dict = {}
-        for symbols, count, spans, flags in words:
+        for symbols, count, spans, flags, chunks in words:
             for k, pair in enumerate(zip(symbols, symbols[1:])):
-                if _may_merge(k, symbols, spans, flags, expansions):
+                if _may_merge(k, symbols, spans, flags, chunks, max_words):
                     pair_counts[pair] = pair_counts.get(pair, 0) + count
         if max_token_length is not None:  # too long to merge: never a candidate
             pair_counts = {p: c for p, c in pair_counts.items()
@@ -364,19 +411,25 @@ def train_bpe_reference(word_counts: dict, *, n_base: int, max_vocab: int,
             id_of_expansion[expansion] = result
         merges.append((pair[0], pair[1], result))
         for entry in words:
-            entry[0], entry[2] = _merge_pair_training(entry[0], pair, result, entry[2], entry[3], expansions)
+            entry[0], entry[2] = _merge_pair_training(entry[0], pair, result, entry[2], entry[3], entry[4],
+                                                      max_words)
     return merges
 
 
 def _may_merge(k: int, symbols: List[int], spans: List[int], flags: List[int] | None,
-               expansions: List[tuple]) -> bool:
-    """Character integrity for the tokens at k, k + 1 (True without ``flags``):
-    both are sequences of whole characters, or both lie inside one character."""
-    if flags is None:
-        return True
+               chunks: List[int] | None = None, max_words: int | None = None) -> bool:
+    """May the tokens at k, k + 1 merge?  Character integrity (with ``flags``):
+    both are sequences of whole characters, or both lie inside one character.
+    max_words (with ``chunks``): fewer than ``max_words`` chunk starts lie
+    strictly inside the merged token."""
     left_start = spans[k]
     right_start = spans[k + 1]
-    right_end = right_start + len(expansions[symbols[k + 1]])
+    right_end = spans[k + 2] if k + 2 < len(spans) else (len(flags) - 1 if flags is not None else len(chunks or ()))
+    if chunks is not None and max_words is not None:
+        if sum(chunks[left_start + 1:right_end]) >= max_words:
+            return False
+    if flags is None:
+        return True
     left_start_ok = flags[left_start] == 1
     boundary_between = flags[right_start] == 1
     right_end_ok = flags[right_end] == 1
@@ -400,15 +453,16 @@ def _merge_pair(symbols: List[int], pair: tuple, result: int) -> List[int]:
 
 
 def _merge_pair_training(symbols: List[int], pair: tuple, result: int, spans: List[int],
-                         flags: List[int] | None, expansions: List[tuple]) -> Tuple[List[int], List[int]]:
+                         flags: List[int] | None, chunks: List[int] | None = None,
+                         max_words: int | None = None) -> Tuple[List[int], List[int]]:
     """:func:`_merge_pair` where :func:`_may_merge` allows it, keeping each
-    token's start (in base symbols): returns the new tokens and starts."""
+    token's start (in word symbols): returns the new tokens and starts."""
     out: List[int] = []
     out_spans: List[int] = []
     i = 0
     while i < len(symbols):
         if (i + 1 < len(symbols) and symbols[i] == pair[0] and symbols[i + 1] == pair[1]
-                and _may_merge(i, symbols, spans, flags, expansions)):
+                and _may_merge(i, symbols, spans, flags, chunks, max_words)):
             out.append(result)
             out_spans.append(spans[i])
             i += 2
@@ -417,6 +471,71 @@ def _merge_pair_training(symbols: List[int], pair: tuple, result: int, spans: Li
             out_spans.append(spans[i])
             i += 1
     return out, out_spans
+
+
+def train_superbpe_reference(texts: Iterable[str], *, substrate: str = "ube", pattern: str = GPT2_PATTERN,
+                             vocab_size: int, transition: int, n_special: int = 1, max_words: int = 4,
+                             min_frequency: int = 2, max_token_length: int | None = None,
+                             char_integrity: bool = False) -> List[tuple]:
+    """SuperBPE training the slow way (twin of ``train(..., superbpe_transition=)``).
+
+    1. Chunk every text (``pattern``: a regex, or ``"script"``); count chunks,
+       and spans (:func:`superword_span_ends_reference`) as tuples of chunks.
+    2. Stage 1: :func:`train_bpe_reference` on the routed chunks up to
+       ``transition - n_special`` ids.
+    3. Stage 2: each distinct span -> each chunk encoded with the stage-1
+       merges (:func:`encode_chunk_reference`) -> the span's stage-1 ids, 1
+       where a token starts a chunk (and, with ``char_integrity``, 1 where a
+       token starts a character) -> :func:`train_bpe_reference` over them with
+       every stage-1 id as an alphabet symbol (``base_expansions``) up to
+       ``vocab_size - n_special``, at most ``max_words`` chunks per token.
+
+    Returns all merges, stage 1 then stage 2, as ``(left, right, result)``.
+    """
+    n_base = 512 if substrate == "ube" else 256
+    chunk_counts: Dict[str, int] = {}
+    span_counts: Dict[tuple, int] = {}
+    for text in texts:
+        chunks = pretokenize_script(text) if pattern == "script" else _chunks_reference(text, pattern)
+        for chunk in chunks:
+            chunk_counts[chunk] = chunk_counts.get(chunk, 0) + 1
+        first = 0
+        for stop in superword_span_ends_reference(chunks):
+            span = tuple(chunks[first:stop])
+            span_counts[span] = span_counts.get(span, 0) + 1
+            first = stop
+    words = {tuple(route_symbols(c, substrate)): n for c, n in chunk_counts.items()}
+    flags = {tuple(route_symbols(c, substrate)): char_starts_reference(c, substrate) for c in chunk_counts}
+    stage1 = train_bpe_reference(words, n_base=n_base, max_vocab=transition - n_special,
+                                 min_frequency=min_frequency, max_token_length=max_token_length,
+                                 char_starts=flags if char_integrity else None)
+    expansions = token_expansions(stage1, n_base)
+    n_alphabet = max(expansions) + 1
+    span_words: List[tuple] = []
+    chunk_flags: List[List[int]] = []
+    char_flags: List[List[int]] = []
+    for span, count in span_counts.items():
+        ids: List[int] = []
+        starts: List[int] = []
+        chars: List[int] = []
+        for chunk in span:
+            base_flags = char_starts_reference(chunk, substrate)
+            tokens = encode_chunk_reference(route_symbols(chunk, substrate), stage1)
+            position = 0
+            for k, token in enumerate(tokens):
+                starts.append(1 if k == 0 else 0)
+                chars.append(base_flags[position])
+                position += len(expansions[token])
+            ids.extend(tokens)
+        span_words.append((tuple(ids), count))
+        chunk_flags.append(starts)
+        char_flags.append(chars)
+    stage2 = train_bpe_reference(span_words, n_base=n_alphabet, max_vocab=vocab_size - n_special,
+                                 min_frequency=min_frequency, max_token_length=max_token_length,
+                                 char_starts=char_flags if char_integrity else None,
+                                 chunk_starts=chunk_flags, max_words=max_words,
+                                 base_expansions=[expansions[i] for i in range(n_base, n_alphabet)])
+    return stage1 + stage2
 
 
 def token_expansions(merges: Iterable[Sequence[int]], n_base: int) -> dict:
@@ -503,35 +622,50 @@ def _chunks_reference(text: str, pattern: str) -> List[str]:
     return chunks
 
 
-def encode_reference(tokenizer, text: str, allowed_special=()) -> List[int]:
-    """Model ids of ``text``: allowed special tokens first (leftmost, longest), then
-    chunks by the pattern, each routed and merged with the lowest rank first."""
-    merges = [(a, b, r) for (a, b), r in zip(tokenizer.merges, tokenizer.merge_results)]
-    rank_of: dict = {}
-    for rank, (left, right, result) in enumerate(merges):
-        rank_of.setdefault((left, right), (rank, result))
+def _lowest_rank_first(symbols: List[int], merges: Sequence[Sequence[int]],
+                       rank_of: Dict[Tuple[int, int], int]) -> List[int]:
+    """Merge the adjacent pair of lowest rank (all its occurrences, left to right) until none has one."""
+    while len(symbols) >= 2:
+        ranked = [rank_of[p] for p in zip(symbols, symbols[1:]) if p in rank_of]
+        if not ranked:
+            break
+        rank = min(ranked)
+        symbols = _merge_pair(symbols, tuple(merges[rank][:2]), merges[rank][2])
+    return symbols
+
+
+def _pieces_reference(tokenizer, text: str, allowed_special) -> List[Tuple[str, Any]]:
+    """``(piece, None)`` for ordinary text and ``(text, internal id)`` for each allowed
+    special token (leftmost, longest)."""
     specials = dict(tokenizer._special_internal)
     allowed = specials if allowed_special == "all" else {t: specials[t] for t in allowed_special}
-    pieces = [text]
-    if allowed:
-        alternatives = "|".join(regex.escape(t) for t in sorted(allowed, key=len, reverse=True))
-        pieces = regex.split(f"({alternatives})", text)
+    if not allowed:
+        return [(text, None)]
+    alternatives = "|".join(regex.escape(t) for t in sorted(allowed, key=len, reverse=True))
+    return [(piece, allowed[piece] if k % 2 == 1 else None)
+            for k, piece in enumerate(regex.split(f"({alternatives})", text))]
+
+
+def _piece_chunks_reference(tokenizer, piece: str) -> List[str]:
+    return (pretokenize_script(piece) if tokenizer.pattern_name == "script"
+            else _chunks_reference(piece, tokenizer.pattern))
+
+
+def encode_reference(tokenizer, text: str, allowed_special=()) -> List[int]:
+    """Model ids of ``text``: allowed special tokens first (leftmost, longest), then
+    chunks by the pattern, each routed and merged with the lowest rank first.  A
+    SuperBPE tokenizer is encoded by :func:`encode_superbpe_reference`."""
+    if getattr(tokenizer, "superbpe", None) is not None:
+        return encode_superbpe_reference(tokenizer, text, allowed_special)
+    merges = [(a, b, r) for (a, b), r in zip(tokenizer.merges, tokenizer.merge_results)]
+    rank_of = _first_ranks(merges)
     ids: List[int] = []
-    for k, piece in enumerate(pieces):
-        if k % 2 == 1:  # a captured special token
-            ids.append(allowed[piece])
+    for piece, special in _pieces_reference(tokenizer, text, allowed_special):
+        if special is not None:
+            ids.append(special)
             continue
-        chunks = (pretokenize_script(piece) if tokenizer.pattern_name == "script"
-                  else _chunks_reference(piece, tokenizer.pattern))
-        for chunk in chunks:
-            symbols = route_symbols(chunk, tokenizer.substrate)
-            while len(symbols) >= 2:
-                ranked = [rank_of[p] for p in zip(symbols, symbols[1:]) if p in rank_of]
-                if not ranked:
-                    break
-                rank, result = min(ranked)
-                symbols = _merge_pair(symbols, merges[rank][:2], result)
-            ids.extend(symbols)
+        for chunk in _piece_chunks_reference(tokenizer, piece):
+            ids.extend(_lowest_rank_first(route_symbols(chunk, tokenizer.substrate), merges, rank_of))
     return [tokenizer._model_id(i) for i in ids]
 
 
@@ -553,3 +687,97 @@ def decode_reference(tokenizer, ids: Iterable[int], errors: str = "strict") -> s
             symbols.extend(tokenizer._expansions[internal])
     parts.append(decode_symbols(symbols, tokenizer.substrate, errors))
     return "".join(parts)
+
+
+# ------------------------------------------------------------ SuperBPE stage 2
+# Twin of _superword.Stage2: BPE across the chunks of one span with the stage-2
+# merges, a merge occurrence allowed only where the token it makes covers at
+# most ``max_words`` chunks.
+
+def superbpe_stage2_reference(tokens: Sequence[int], chunk_starts: Sequence[int],
+                              merges: Iterable[Sequence[int]], max_words: int) -> List[int]:
+    """Stage 2 over one span, the slow way.
+
+    ``tokens``: the span's stage-1 ids (its chunks' ids, concatenated);
+    ``chunk_starts[i]``: 1 when ``tokens[i]`` begins a chunk; ``merges``:
+    ``(left, right, result)`` of the stage-2 merges in rank order (the first
+    row wins when a pair repeats).  Repeatedly take the lowest rank that some
+    adjacent pair holds *and may merge*, and merge its occurrences left to
+    right, non-overlapping, skipping those not allowed.  An occurrence is
+    allowed iff fewer than ``max_words`` chunk starts lie strictly inside the
+    token it makes (the per-occurrence max_words rule).
+
+        >>> # " of" (1) + " the" (2) -> 10, then 10 + " cat" (3) -> 11
+        >>> superbpe_stage2_reference([1, 2, 3], [1, 1, 1], [(1, 2, 10), (10, 3, 11)], 2)
+        [10, 3]
+    """
+    table = [tuple(int(x) for x in m) for m in merges]
+    return _stage2_reference(tokens, chunk_starts, table, _first_ranks(table), max_words)
+
+
+def _first_ranks(table: Sequence[Sequence[int]]) -> Dict[Tuple[int, int], int]:
+    """``(left, right) -> rank`` of ``(left, right, result)`` rows, the first row of a repeated pair."""
+    rank_of: Dict[Tuple[int, int], int] = {}
+    for rank, (left, right, _) in enumerate(table):
+        rank_of.setdefault((left, right), rank)
+    return rank_of
+
+
+def _stage2_reference(tokens: Sequence[int], chunk_starts: Sequence[int], table: Sequence[Sequence[int]],
+                      rank_of: Dict[Tuple[int, int], int], max_words: int) -> List[int]:
+    # each token: (id, chunk starts strictly inside it, whether it begins a chunk)
+    toks = [(int(t), 0, bool(s)) for t, s in zip(tokens, chunk_starts)]
+
+    def pair_rank(a, b):
+        if a[1] + b[1] + int(b[2]) >= max_words:
+            return None
+        return rank_of.get((a[0], b[0]))
+
+    while len(toks) >= 2:
+        ranks = [pair_rank(a, b) for a, b in zip(toks, toks[1:])]
+        present = [r for r in ranks if r is not None]
+        if not present:
+            break
+        best = min(present)
+        result = table[best][2]
+        out, i = [], 0
+        while i < len(toks):
+            if i + 1 < len(toks) and ranks[i] == best:
+                a, b = toks[i], toks[i + 1]
+                out.append((result, a[1] + b[1] + int(b[2]), a[2]))
+                i += 2
+            else:
+                out.append(toks[i])
+                i += 1
+        toks = out
+    return [t[0] for t in toks]
+
+
+def encode_superbpe_reference(tokenizer, text: str, allowed_special=()) -> List[int]:
+    """Twin of ``Tokenizer.encode`` for a SuperBPE tokenizer (``tokenizer.superbpe``):
+    allowed special tokens first, then the pattern's chunks; each chunk routed and
+    merged with the stage-1 merges ``merges[:k]`` only (lowest rank first); then,
+    for each span (:func:`superword_span_ends_reference`), the chunks' stage-1 ids
+    concatenated and merged with the stage-2 merges ``merges[k:]`` by
+    :func:`superbpe_stage2_reference` (``max_words`` per occurrence)."""
+    k, max_words = tokenizer.superbpe["stage1_merges"], tokenizer.superbpe["max_words"]
+    merges = [(a, b, r) for (a, b), r in zip(tokenizer.merges, tokenizer.merge_results)]
+    stage1, stage2 = merges[:k], merges[k:]
+    rank1, rank2 = _first_ranks(stage1), _first_ranks(stage2)
+    ids: List[int] = []
+    for piece, special in _pieces_reference(tokenizer, text, allowed_special):
+        if special is not None:
+            ids.append(special)
+            continue
+        chunks = _piece_chunks_reference(tokenizer, piece)
+        first = 0
+        for end in superword_span_ends_reference(chunks):
+            tokens: List[int] = []
+            starts: List[int] = []
+            for chunk in chunks[first:end]:
+                chunk_ids = _lowest_rank_first(route_symbols(chunk, tokenizer.substrate), stage1, rank1)
+                tokens += chunk_ids
+                starts += [1] + [0] * (len(chunk_ids) - 1)
+            ids += _stage2_reference(tokens, starts, stage2, rank2, max_words)
+            first = end
+    return [tokenizer._model_id(i) for i in ids]

@@ -51,6 +51,10 @@ __all__ = [
     "pretokenize",
     "chunk_bounds",
     "chunk_bounds_batch",
+    "span_class_table",
+    "span_ends",
+    "span_keys",
+    "superword_spans",
 ]
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -576,3 +580,85 @@ def script_class_table() -> np.ndarray:
     table[0xD800:0xE000] = 0
     table.setflags(write=False)
     return table
+
+
+# --------------------------------------------------------------------------- SuperBPE spans (rule v1)
+
+# entries of span_class_table(): the same as SPAN_* in cython_src/_spans.pxd
+SPAN_OTHER, SPAN_LETTER, SPAN_GLUE = 0, 1, 2
+#: the byte joining a span's chunks in its key (never in UTF-8)
+SPAN_JOIN = _pretok.SPAN_JOIN
+_SPAN_GLUE_CHARS = (0x20, 0x27, 0x2019)
+
+
+@functools.lru_cache(maxsize=None)
+def span_class_table() -> np.ndarray:
+    """``uint8[0x110000]``: :data:`SPAN_LETTER` for ``[\\p{L}\\p{M}]`` as the installed
+    ``regex`` module classifies it, :data:`SPAN_GLUE` for U+0020 and the apostrophes
+    U+0027, U+2019, else :data:`SPAN_OTHER` (surrogates too).  Read-only."""
+    scalars, text = _scalar_text()
+    table = np.zeros(_CODEPOINTS, dtype=np.uint8)
+    table[_probe(text, scalars, r"[\p{L}\p{M}]+")] = SPAN_LETTER
+    if table[list(_SPAN_GLUE_CHARS)].any():
+        raise AssertionError(f"regex {regex.__version__}: a span glue character is a letter or mark")
+    table[list(_SPAN_GLUE_CHARS)] = SPAN_GLUE
+    table.setflags(write=False)
+    return table
+
+
+def span_ends(data: BytesLike, chunk_ends: np.ndarray, start: int = 0,
+              doc_chunk_offsets: Optional[np.ndarray] = None) -> np.ndarray:
+    """SuperBPE spans of the chunks ``data[start:chunk_ends[0]], ...`` (rule v1:
+    README, SuperBPE): the exclusive end chunk index of each span, so span ``s``
+    is chunks ``result[s - 1]..result[s] - 1``.  Spans never cross the document
+    boundaries of ``doc_chunk_offsets`` (as :func:`chunk_bounds_batch` returns it).
+
+    >>> data = b"Hello world, it's me"
+    >>> ends = chunk_bounds(data)          # Hello| world|,| it|'s| me
+    >>> span_ends(data, ends).tolist()
+    [2, 3, 6]
+    """
+    array = as_uint8(data)
+    chunk_ends = np.ascontiguousarray(chunk_ends, dtype=np.int64)
+    out = np.empty(chunk_ends.shape[0], dtype=np.int64)
+    offsets = None if doc_chunk_offsets is None else np.ascontiguousarray(doc_chunk_offsets, dtype=np.int64)
+    err = err_buffer()
+    status, count = _pretok.span_ends(array, chunk_ends, span_class_table(), out, int(start), offsets, err)
+    check_status(status, err, what="SuperBPE spans", data=array)
+    assert count is not None
+    return out[:count]
+
+
+def span_keys(data: BytesLike, chunk_ends: np.ndarray, spans: np.ndarray,
+              start: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+    """``(keys, key_ends)``: each span's chunks joined by :data:`SPAN_JOIN`, one key
+    after another (the keys of the phase-1 span table)."""
+    array = as_uint8(data)
+    chunk_ends = np.ascontiguousarray(chunk_ends, dtype=np.int64)
+    spans = np.ascontiguousarray(spans, dtype=np.int64)
+    need = int(chunk_ends[-1]) - int(start) + chunk_ends.shape[0] if chunk_ends.shape[0] else 0
+    keys = np.empty(need, dtype=np.uint8)
+    key_ends = np.empty(spans.shape[0], dtype=np.int64)
+    written = _pretok.span_keys(array, chunk_ends, spans, keys, key_ends, int(start))
+    return keys[:written], key_ends
+
+
+def superword_spans(text: str, pattern: str = "gpt2") -> List[List[str]]:
+    """The SuperBPE spans of ``text`` under ``pattern``, each as its chunks.
+
+    >>> superword_spans("Hello world, it's me\\n")
+    [['Hello', ' world'], [','], [' it', "'s", ' me'], ['\\n']]
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    ends = chunk_bounds(data, pattern)
+    spans = span_ends(data, ends)
+    result: List[List[str]] = []
+    first, lo = 0, 0
+    for stop in spans.tolist():
+        chunk_list = []
+        for c in range(first, stop):
+            chunk_list.append(data[lo:int(ends[c])].decode("utf-8"))
+            lo = int(ends[c])
+        result.append(chunk_list)
+        first = stop
+    return result

@@ -10,6 +10,10 @@
     ``--seen-langs``), then prints the paper's table: one line per
     configuration and substrate with Gini, mean tokens per item, English
     tokens, and wins/losses against BBPE (``utf8``) of the same configuration.
+    ``--superbpe-transition T [T ...]`` adds SuperBPE configurations beside the
+    plain ones: each T is a vocabulary size (an integer >= 1) or, below 1, a
+    fraction of each vocabulary size (``0.8`` -> T = 0.8 * vocab, rounded);
+    ``--superbpe-max-words W`` (default 4).
 
 ``--parallel`` defaults to the bundled sample (:func:`ube_stream.sample.sample_paths`).
 """
@@ -69,6 +73,11 @@ def register(subparsers) -> None:
     p.add_argument("--pattern", nargs="+", action="extend", default=None, metavar="P",
                    help="pre-tokenization patterns to compare, e.g. --pattern gpt2 script (default: gpt2; "
                         "names or regex:EXPR)")
+    p.add_argument("--superbpe-transition", type=_transition, nargs="+", action="extend", default=None,
+                   metavar="T", help="also train SuperBPE at these transitions: a vocabulary size (e.g. 24000) "
+                                     "or, below 1, a fraction of each --vocab-size (e.g. 0.75)")
+    p.add_argument("--superbpe-max-words", type=positive_int, default=4, metavar="W",
+                   help="SuperBPE: at most W chunks (words) per token (default 4)")
     add_format_options(p)
     p.add_argument("--lang-field", default="lang",
                    help="corpus field naming each document's language, for the seen/unseen split "
@@ -86,6 +95,23 @@ def register(subparsers) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     _add_eval_options(p)
     p.set_defaults(func=_cmd_compare)
+
+
+def _transition(text: str) -> float:
+    """A --superbpe-transition value: a vocabulary size (int >= 1) or a fraction in (0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a vocabulary size nor a fraction") from None
+    if not (0 < value < 1 or (value >= 1 and value == int(value))):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a vocabulary size (an integer >= 1) or a fraction "
+                                         "in (0, 1) of each vocabulary size")
+    return value
+
+
+def transition_size(value: float, vocab: int) -> int:
+    """The transition vocabulary size of a --superbpe-transition value at ``vocab``."""
+    return int(round(value * vocab)) if value < 1 else int(value)
 
 
 def _parallel_path(args) -> str:
@@ -142,17 +168,19 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _configuration(pattern: str, vocab: int, multi_pattern: bool) -> str:
-    """The label of one configuration: ``32000``, or ``script/32000`` when patterns vary."""
-    return f"{pattern}/{vocab}" if multi_pattern else str(vocab)
+def _configuration(pattern: str, vocab: int, multi_pattern: bool, transition: Optional[int] = None) -> str:
+    """The label of one configuration: ``32000``, or ``script/32000`` when patterns
+    vary; ``+superbpe24000`` appended for a SuperBPE one."""
+    label = f"{pattern}/{vocab}" if multi_pattern else str(vocab)
+    return label if transition is None else f"{label}+superbpe{transition}"
 
 
 def _paper_lines(results: dict) -> List[str]:
     """The paper's table: per configuration and substrate, Gini, mean tokens per item,
     English tokens, and wins/losses against BBPE (utf8) of the same configuration."""
-    lines = [f"{'pattern':<10} {'vocab':>7} {'tokenizer':<10} {'Gini':>7} {'Gini seen':>9} {'Gini unseen':>11} "
-             f"{'tok/item':>8} {'en tokens':>10} {'vs utf8 W/L/T':>14}"]
-    for (pattern, vocab), table in results.items():
+    lines = [f"{'pattern':<10} {'vocab':>7} {'superbpe':>8} {'tokenizer':<10} {'Gini':>7} {'Gini seen':>9} "
+             f"{'Gini unseen':>11} {'tok/item':>8} {'en tokens':>10} {'vs utf8 W/L/T':>14}"]
+    for (pattern, vocab, transition), table in results.items():
         for name in table["tokenizers"]:
             s = table["summary"][name]
             groups = s["groups"]
@@ -163,7 +191,8 @@ def _paper_lines(results: dict) -> List[str]:
                 if {p["a"], p["b"]} == {name, "utf8"}:
                     won, lost = (p["won"], p["lost"]) if p["a"] == name else (p["lost"], p["won"])
                     vs = f"{won}/{lost}/{p['tied']}"
-            lines.append(f"{pattern:<10} {vocab:>7} {name:<10} {s['gini']:>7.4f} {seen:>9} {unseen:>11} "
+            sbpe = "-" if transition is None else str(transition)
+            lines.append(f"{pattern:<10} {vocab:>7} {sbpe:>8} {name:<10} {s['gini']:>7.4f} {seen:>9} {unseen:>11} "
                          f"{s['mean_tokens']:>8.2f} {s['english_tokens']:>10} {vs:>14}")
     return lines
 
@@ -201,16 +230,20 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     for pattern in patterns:
         resolve_pattern(pattern)   # an unknown name fails before any training
     multi_pattern = len(patterns) > 1
+    transitions = list(dict.fromkeys(args.superbpe_transition or []))
     results = {}
     for pattern in patterns:
-        for vocab in vocab_sizes:
-            label = _configuration(pattern, vocab, multi_pattern)
+        for vocab, transition in ((v, t) for v in vocab_sizes
+                                  for t in [None] + [transition_size(x, v) for x in transitions]):
+            label = _configuration(pattern, vocab, multi_pattern, transition)
             tokenizers = []
             for substrate in substrates:
+                superbpe = {} if transition is None else dict(superbpe_transition=transition,
+                                                             superbpe_max_words=args.superbpe_max_words)
                 tok = train(args.inputs, vocab_size=vocab, substrate=substrate, pattern=pattern,
                             column=args.column, format=args.format, split=args.split,
                             min_frequency=args.min_frequency, max_bytes=args.max_bytes, workers=args.workers,
-                            show_progress=not args.quiet)
+                            show_progress=not args.quiet, **superbpe)
                 if args.out:
                     tok.save(os.path.join(args.out, f"{substrate}-{label.replace('/', '-')}.json"))
                 tokenizers.append(tok)
@@ -218,8 +251,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                              seen_langs=seen, names=substrates, context=args.context)
             table["vocab_size"] = vocab
             table["pattern"] = tokenizers[0].pattern_name if tokenizers else pattern
-            results[pattern, vocab] = table
-            print(f"== {'pattern ' + pattern + ', ' if multi_pattern else ''}vocab size {vocab} ==")
+            if transition is not None:
+                table["superbpe"] = {"transition": transition, "max_words": args.superbpe_max_words}
+            results[pattern, vocab, transition] = table
+            print(f"== {'pattern ' + pattern + ', ' if multi_pattern else ''}vocab size {vocab}"
+                  f"{'' if transition is None else f', SuperBPE transition {transition}'} ==")
             sys.stdout.write(format_table(table, max_rows=args.max_rows))
             print()
     print("== configurations (the paper's table) ==")
@@ -232,8 +268,8 @@ def _write_compare_outputs(args, results: dict, multi_pattern: bool) -> None:
     from ..evaluation.parallel_text import write_json
 
     single = len(results) == 1
-    for (pattern, vocab), table in results.items():
-        label = _configuration(pattern, vocab, multi_pattern).replace("/", "-")
+    for (pattern, vocab, transition), table in results.items():
+        label = _configuration(pattern, vocab, multi_pattern, transition).replace("/", "-")
         suffix = "" if single else f"-{label}"
         _write_outputs(table, json_path=None,
                        csv_path=_suffixed(args.csv, suffix) or (args.out and os.path.join(args.out, f"compare-{label}.csv")),
@@ -245,8 +281,10 @@ def _write_compare_outputs(args, results: dict, multi_pattern: bool) -> None:
                                title=f"Token premium per language, vocab {vocab}")
             except ImportError:
                 pass  # the plot in --out is a bonus; --plot asks for it explicitly
-    combined: dict = {"vocab_sizes": {str(v): t for (_, v), t in results.items()}} if not multi_pattern else {
-        "configurations": {f"{p}/{v}": t for (p, v), t in results.items()}}
+    if not multi_pattern and all(t is None for _, _, t in results):
+        combined: dict = {"vocab_sizes": {str(v): table for (_, v, _), table in results.items()}}
+    else:
+        combined = {"configurations": {_configuration(p, v, True, t): table for (p, v, t), table in results.items()}}
     if args.json:
         write_json(combined, args.json)
     if args.out:

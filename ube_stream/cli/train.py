@@ -18,7 +18,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         show_progress=not args.quiet, column=args.column, text_mode=args.text_mode,
         unit_rows=args.unit_rows, on_error=args.on_error, format=args.format, split=args.split, executor=args.executor,
         ray_address=args.ray_address, work_dir=args.work_dir, output=args.output, summary=summary,
-        char_integrity=args.char_integrity)
+        char_integrity=args.char_integrity, superbpe_transition=args.superbpe_transition,
+        superbpe_max_words=args.superbpe_max_words)
     if not args.quiet:
         print(f"wrote {args.output}: {tokenizer!r}", file=sys.stderr)
         print(summary.format(), file=sys.stderr)
@@ -62,6 +63,12 @@ def register(sub) -> None:
     p.add_argument("--char-integrity", action="store_true",
                    help="no merge creates a token holding part of one character and anything of another "
                         "(every token is part of one character or whole characters)")
+    p.add_argument("--superbpe-transition", type=int, default=None, metavar="T",
+                   help="train SuperBPE: ordinary BPE inside chunks up to vocabulary size T, then superword "
+                        "merges across the chunks of a span (runs of word chunks: letters/marks with spaces "
+                        "and apostrophes; never across punctuation, digits or line breaks) up to --vocab-size")
+    p.add_argument("--superbpe-max-words", type=int, default=4, metavar="W",
+                   help="SuperBPE: at most W chunks (words) per token (default 4)")
     p.add_argument("--max-bytes", type=byte_size, default=None,
                    help="train on a deterministic sample of about this many bytes (e.g. 1GB)")
     p.add_argument("--executor", choices=("local", "ray"), default="local",

@@ -120,7 +120,8 @@ class Tokenizer:
     def __init__(self, *, substrate: str, merges: Iterable[Sequence[int]],
                  special_tokens: Mapping[str, int] | Sequence[str] = ("<|endoftext|>",),
                  pattern: str = "gpt2", normalization: str = "none",
-                 training: Optional[dict] = None, id_map: Optional[Sequence[int]] = None):
+                 training: Optional[dict] = None, id_map: Optional[Sequence[int]] = None,
+                 char_integrity: bool = False, superbpe: Optional[Mapping[str, int]] = None):
         from ..pretokenizer import resolve_pattern
         from ..substrate import base_size
 
@@ -132,6 +133,16 @@ class Tokenizer:
         self.normalization = normalization
         self.merges: List[Tuple[int, int]] = [(int(a), int(b)) for a, b, *_ in merges]
         self.merge_results, self._expansions = derive_tokens(self.merges, self.base_size)
+        #: no token holds part of one character and anything of another (training and encoding)
+        self.char_integrity = bool(char_integrity)
+        #: SuperBPE: ``{"stage1_merges": k, "max_words": w}`` (merges[:k] inside chunks, the rest across them)
+        self.superbpe: Optional[Dict[str, int]] = None
+        if superbpe is not None:
+            k, w = superbpe["stage1_merges"], superbpe["max_words"]
+            if not (0 <= int(k) <= len(self.merges)) or int(w) < 1:
+                raise ValueError(f"superbpe needs 0 <= stage1_merges <= {len(self.merges)} merges and "
+                                 f"max_words >= 1, got {dict(superbpe)}")
+            self.superbpe = {"stage1_merges": int(k), "max_words": int(w)}
         n_tokens = len(self._expansions)
         if isinstance(special_tokens, Mapping):
             specials = dict(special_tokens)
@@ -159,6 +170,7 @@ class Tokenizer:
         way); ``None`` or the identity means model ids are the internal ids."""
         n_internal = len(self._expansions) + len(self._special_internal)
         self.__dict__.pop("_kernel_state", None)  # the encoder writes model ids
+        self.__dict__.pop("_stage2_state", None)
         self._id_map: Optional[np.ndarray] = None
         self._inverse_map: Optional[np.ndarray] = None
         if id_map is not None:
@@ -194,7 +206,8 @@ class Tokenizer:
             substrate=self.substrate, pattern_name=self.pattern_name, pattern=self.pattern,
             normalization=self.normalization, base_size=self.base_size, merges=self.merges,
             special_tokens=self._special_internal,
-            id_map=None if self._id_map is None else self._id_map.tolist())
+            id_map=None if self._id_map is None else self._id_map.tolist(),
+            char_integrity=self.char_integrity, superbpe=self.superbpe)
 
     @property
     def fingerprint(self) -> str:
@@ -339,7 +352,9 @@ class Tokenizer:
         self.__dict__.pop("_kernel_state", None)
 
     def _kernel(self):
-        """The Cython encoder and its pool of free cache slots (built on first use)."""
+        """The Cython encoder and its pool of free cache slots (built on first use).  For a
+        SuperBPE tokenizer the encoder holds the stage-1 merges only and writes internal
+        ids (:meth:`_stage2` maps them)."""
         state = self.__dict__.get("_kernel_state")
         if state is None:
             from ..pretokenizer import SPLIT_GPT2, encoder_split, gpt2_class_table, tiktoken_class_table
@@ -348,30 +363,66 @@ class Tokenizer:
             num_slots = max(os.cpu_count() or 1, 1) * 2
             split = encoder_split(self.pattern)  # None: chunk ends come from chunk_bounds_batch
             split = SPLIT_GPT2 if split is None else split
+            k = len(self.merges) if self.superbpe is None else self.superbpe["stage1_merges"]
             # np.fromiter over the flattened pairs: 3-4x faster than np.asarray on a list of tuples
             # (0.1 s instead of 0.35 s for cl100k's 100k merges, paid by every fresh instance)
-            merges = np.fromiter(itertools.chain.from_iterable(self.merges), dtype=np.uint32,
-                                 count=2 * len(self.merges)).reshape(-1, 2)
+            merges = np.fromiter(itertools.chain.from_iterable(self.merges[:k]), dtype=np.uint32,
+                                 count=2 * k).reshape(-1, 2)
             encoder = _encode.Encoder(
-                merges, np.fromiter(self.merge_results, dtype=np.uint32, count=len(self.merge_results)),
-                self.base_size,
+                merges, np.fromiter(self.merge_results[:k], dtype=np.uint32, count=k), self.base_size,
                 substrate_code(self.substrate), gpt2_class_table() if split == SPLIT_GPT2 else
                 tiktoken_class_table(), num_slots=num_slots, cache_entries=self.cache_entries,
-                cache_bytes=self.cache_bytes, split=split, id_map=self._id_map,
-                slice_bytes=self.slice_bytes)
+                cache_bytes=self.cache_bytes, split=split,
+                id_map=self._id_map if self.superbpe is None else None, slice_bytes=self.slice_bytes)
             state = self._kernel_state = (encoder, _SlotPool(encoder))
         return state
+
+    def _stage2(self):
+        """SuperBPE: the stage-2 kernel (``_superword.Stage2``: merges[k:] across the
+        chunks of each span, then the model's numbering), built on first use."""
+        stage2 = self.__dict__.get("_stage2_state")
+        if stage2 is None:
+            from .. import _superword
+
+            assert self.superbpe is not None
+            k = self.superbpe["stage1_merges"]
+            stage2 = self._stage2_state = _superword.Stage2(
+                np.asarray(self.merges[k:], dtype=np.uint32).reshape(-1, 2),
+                np.asarray(self.merge_results[k:], dtype=np.uint32), self.superbpe["max_words"],
+                len(self._expansions), self._id_map)
+        return stage2
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state.pop("_kernel_state", None)  # compiled tables are rebuilt in the receiving process
+        state.pop("_stage2_state", None)
         return state
+
+    def _chunk_bounds(self, data: np.ndarray, offsets: np.ndarray, first_doc: int):
+        """``chunk_bounds_batch`` of the tokenizer's pattern, errors naming the document of the call."""
+        from ..pretokenizer import PatternTimeout, chunk_bounds_batch, pattern_spec
+
+        try:
+            return chunk_bounds_batch(data, offsets, pattern_spec(self.pattern_name, self.pattern),
+                                      time_limit=not self.trust_pattern)
+        except InvalidTextError as exc:
+            if exc.document is not None:
+                exc.document += first_doc
+            raise
+        except PatternTimeout as exc:
+            raise TokenizerFormatError(
+                f"the tokenizer's custom pattern {self.pattern!r} ran past its time budget "
+                f"({exc.budget:.3g} s) on document {(exc.document or 0) + first_doc} ({exc.chars} "
+                f"characters): it backtracks catastrophically. Fix the pattern, or, if you trust the "
+                f"file, load it with trust_pattern=True to run it without a limit") from None
 
     def _encode_range(self, data: np.ndarray, offsets: np.ndarray, first_doc: int = 0):
         """Model ids of documents ``data[offsets[d]:offsets[d+1]]`` (one thread; the kernel
         maps internal ids to the model's numbering)."""
-        from ..pretokenizer import encoder_split, pattern_spec
+        from ..pretokenizer import encoder_split
 
+        if self.superbpe is not None:
+            return self._encode_range_superbpe(data, offsets, first_doc)
         encoder, slots = self._kernel()
         slot = slots.get()
         err = err_buffer()
@@ -379,24 +430,32 @@ class Tokenizer:
             if encoder_split(self.pattern) is not None:  # the encoder splits inline (encoder.split)
                 status, ids, token_offsets = encoder.encode_utf8(data, offsets, slot, err)
             else:
-                from ..pretokenizer import PatternTimeout, chunk_bounds_batch
-
-                try:
-                    ends, doc_chunks = chunk_bounds_batch(data, offsets, pattern_spec(self.pattern_name, self.pattern),
-                                                          time_limit=not self.trust_pattern)
-                except InvalidTextError as exc:
-                    if exc.document is not None:
-                        exc.document += first_doc
-                    raise
-                except PatternTimeout as exc:
-                    raise TokenizerFormatError(
-                        f"the tokenizer's custom pattern {self.pattern!r} ran past its time budget "
-                        f"({exc.budget:.3g} s) on document {(exc.document or 0) + first_doc} ({exc.chars} "
-                        f"characters): it backtracks catastrophically. Fix the pattern, or, if you trust the "
-                        f"file, load it with trust_pattern=True to run it without a limit") from None
+                ends, doc_chunks = self._chunk_bounds(data, offsets, first_doc)
                 status, ids, token_offsets = encoder.encode_chunks(data, offsets, ends, doc_chunks, slot, err)
         finally:
             slots.put(slot)
+        check_status(status, err, what="encoding", data=data, offsets=offsets, first_item=first_doc)
+        return ids, token_offsets
+
+    def _encode_range_superbpe(self, data: np.ndarray, offsets: np.ndarray, first_doc: int):
+        """SuperBPE: chunk ends; stage 1 (merges[:k]) of each chunk, through the
+        encoder's chunk cache, which also writes where each chunk's ids start; then
+        stage 2 across the chunks of each span (``_superword``: spans found inline by
+        the span rule), all with the GIL released."""
+        from ..pretokenizer import span_class_table
+
+        ends, doc_chunks = self._chunk_bounds(data, offsets, first_doc)
+        chunk_tokens = np.empty(ends.shape[0] + 1, dtype=np.int64)
+        encoder, slots = self._kernel()
+        slot = slots.get()
+        err = err_buffer()
+        try:
+            status, ids1, _ = encoder.encode_chunks(data, offsets, ends, doc_chunks, slot, err, chunk_tokens)
+        finally:
+            slots.put(slot)
+        if status == STATUS_OK:
+            status, ids, token_offsets = self._stage2().encode_text_spans(
+                data, ends, ids1, chunk_tokens, doc_chunks, offsets, span_class_table(), err)
         check_status(status, err, what="encoding", data=data, offsets=offsets, first_item=first_doc)
         return ids, token_offsets
 

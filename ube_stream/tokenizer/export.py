@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from ..storage import atomic_write_json, atomic_write_text
@@ -46,6 +47,8 @@ class _Exportable(Protocol):
     def special_tokens(self) -> Dict[str, int]: ...
     @property
     def _expansions(self) -> Sequence[Tuple[int, ...]]: ...
+    @property
+    def superbpe(self) -> Optional[Dict[str, int]]: ...
 
     def _model_id(self, internal: int) -> int: ...
 
@@ -72,6 +75,72 @@ def export_vocab_merges(tok: _Exportable, directory: str | os.PathLike) -> Tuple
     return vocab_path, merges_path
 
 
+_INTERVAL = re.compile(r"\{\d+(?:,\d*)?\}")
+
+
+def hf_regex(pattern: str) -> str:
+    """``pattern`` as HF tokenizers' regex engine (Oniguruma, Ruby syntax) reads it the same way.
+
+    Oniguruma takes ``X{n,m}+`` not as a possessive interval (as ``regex`` and
+    tiktoken do) but as ``(?:X{n,m})+``: cl100k's ``\\p{N}{1,3}+`` would match a
+    whole digit run instead of at most three digits.  The same meaning in both
+    engines is the atomic group ``(?>X{n,m})``; everything else is left as is."""
+    out: List[str] = []
+    atom_start = 0       # index in ``out`` where the last atom begins
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        start = i
+        m = _INTERVAL.match(pattern, i) if c == "{" else None
+        if m is not None and out:                       # a quantifier of the last atom
+            if pattern[m.end():m.end() + 1] == "+":
+                atom = "".join(out[atom_start:])
+                del out[atom_start:]
+                out.append(f"(?>{atom}{m.group()})")
+                i = m.end() + 1
+            else:
+                out.append(m.group())
+                i = m.end()
+            continue
+        if c in "?*+":
+            out.append(c)
+            i += 1
+            continue
+        if c == "\\":
+            i += 2
+            if pattern[i - 1:i] in ("p", "P") and pattern[i:i + 1] == "{":
+                i = pattern.index("}", i) + 1
+        elif c == "[":
+            i = _class_end(pattern, i)
+        elif c == "(":
+            depth, i = 1, i + 1
+            while i < n and depth:
+                if pattern[i] == "\\":
+                    i += 2
+                elif pattern[i] == "[":                  # a class may hold parentheses
+                    i = _class_end(pattern, i)
+                else:
+                    depth += {"(": 1, ")": -1}.get(pattern[i], 0)
+                    i += 1
+        else:
+            i += 1
+        atom_start = len(out)
+        out.append(pattern[start:i])
+    return "".join(out)
+
+
+def _class_end(pattern: str, i: int) -> int:
+    """The index after the character class that starts at ``pattern[i] == "["``."""
+    i += 1
+    if pattern[i:i + 1] == "^":
+        i += 1
+    if pattern[i:i + 1] == "]":
+        i += 1
+    while i < len(pattern) and pattern[i] != "]":
+        i += 2 if pattern[i] == "\\" else 1
+    return i + 1
+
+
 def hf_dict(tok: _Exportable) -> Dict[str, Any]:
     """HF ``tokenizers`` JSON (byte-level BPE, no prefix space, this tokenizer's pattern)."""
     if tok.substrate != "utf8":
@@ -81,6 +150,18 @@ def hf_dict(tok: _Exportable) -> Dict[str, Any]:
             "pip install \"ube-stream[hf]\")")
     from ..pretokenizer import RULE_PATTERNS
 
+    if tok.superbpe is not None:
+        raise ValueError(
+            f"export_hf: this is a SuperBPE tokenizer (stage-1 merges 0..{tok.superbpe['stage1_merges'] - 1} "
+            "inside each chunk, then the stage-2 merges across the chunks of a span, a token covering at most "
+            f"{tok.superbpe['max_words']} chunks), and HF tokenizers cannot express it exactly: its BPE model "
+            "applies every merge by rank inside each pre-token, so it can neither keep the stage-1 merges "
+            "inside chunks while the stage-2 merges cross them, nor apply a merge at some occurrences and not "
+            "others (the max_words rule counts chunk starts, which depend on the text around a token), and its "
+            "pre-tokenizer has no span rule (one Split regex would have to give both the pattern's chunks and "
+            "the joinable-chunk runs). An export would encode differently from this tokenizer, so none is written. For "
+            "transformers use ube_stream.hf.UbeTokenizer (it encodes with both stages; pip install "
+            "\"ube-stream[hf]\"); for the vocabulary alone, export_vocab_merges")
     if tok.pattern_name in RULE_PATTERNS:
         raise ValueError(
             f"export_hf: the {tok.pattern_name!r} pre-tokenization is a rule-based split that HF tokenizers' "
@@ -107,7 +188,7 @@ def hf_dict(tok: _Exportable) -> Dict[str, Any]:
         "pre_tokenizer": {
             "type": "Sequence",
             "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": tok.pattern}, "behavior": "Isolated", "invert": False},
+                {"type": "Split", "pattern": {"Regex": hf_regex(tok.pattern)}, "behavior": "Isolated", "invert": False},
                 {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
             ],
         },

@@ -3,11 +3,11 @@
 Plain functions over the fields of a :class:`~ube_stream.tokenizer.Tokenizer`;
 the object calls them (``to_json``, ``from_json``, ``fingerprint``).
 
-File layout (``format`` = ``"ube-stream-tokenizer"``, ``version`` = 1)::
+File layout (``format`` = ``"ube-stream-tokenizer"``, ``version`` = 1 or 2)::
 
     {
       "format": "ube-stream-tokenizer",
-      "version": 1,
+      "version": 1,                           # 2 when "char_integrity" or "superbpe" is present
       "substrate": "ube",                     # ube | utf8 | utf16
       "pattern": {"name": "gpt2", "regex": "'s|'t|..."},   # or {"name": "script"} (no regex)
       "normalization": "none",
@@ -15,6 +15,8 @@ File layout (``format`` = ``"ube-stream-tokenizer"``, ``version`` = 1)::
       "vocab_size": 32000,                    # base + merged tokens + special tokens
       "merges": [[left, right], ...],         # in rank order
       "special_tokens": [{"id": 31999, "text": "<|endoftext|>"}],
+      "char_integrity": true,                 # version 2, only when set: the encoder keeps characters whole
+      "superbpe": {"stage1_merges": 28000, "max_words": 4},   # version 2, only when set
       "training": {...},                      # options and corpus totals (provenance only)
       "fingerprint": "sha256:..."             # of the canonical encoding-relevant content
     }
@@ -32,6 +34,18 @@ otherwise the new token takes the next free id.  Special tokens follow the
 merged tokens.  The fingerprint covers substrate, pattern, normalization,
 merges and special tokens — not the ``training`` record — so two files that
 encode identically have the same fingerprint.
+
+Version 2 adds two optional encoding-relevant fields; a tokenizer that sets
+neither is written as version 1 (byte-identical to earlier releases, same
+fingerprint), and version-1 files still load:
+
+- ``char_integrity`` (``true``): no token holds part of one character and
+  anything of another, in training and in encoding (the encoder only applies a
+  merge at a position where it keeps characters whole).
+- ``superbpe``: a SuperBPE tokenizer.  ``stage1_merges`` = k: ``merges[:k]``
+  are applied inside pre-tokens (chunks), ``merges[k:]`` afterwards across the
+  chunks of a span (README, SuperBPE); ``max_words``: at most that many chunks
+  in one token.
 """
 from __future__ import annotations
 
@@ -48,18 +62,21 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "canonical", "fingerprint", "dumps",
            "check_recorded", "read_text"]
 
 FORMAT_NAME = "ube-stream-tokenizer"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: versions this release reads; files without version-2 fields are written as 1
+READ_VERSIONS = (1, 2)
 
 
 def canonical(*, substrate: str, pattern_name: str, pattern: str, normalization: str, base_size: int,
               merges: Sequence[Tuple[int, int]], special_tokens: Mapping[str, int],
-              id_map: Optional[Sequence[int]]) -> Dict[str, Any]:
+              id_map: Optional[Sequence[int]], char_integrity: bool = False,
+              superbpe: Optional[Mapping[str, int]] = None) -> Dict[str, Any]:
     """The encoding-relevant content, in file order (``special_tokens``: text -> internal id)."""
     from ..pretokenizer import RULE_PATTERNS
 
     content: Dict[str, Any] = {
         "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
+        "version": 2 if char_integrity or superbpe is not None else 1,
         "substrate": substrate,
         "pattern": {"name": pattern_name} if pattern_name in RULE_PATTERNS else {"name": pattern_name, "regex": pattern},
         "normalization": normalization,
@@ -67,6 +84,11 @@ def canonical(*, substrate: str, pattern_name: str, pattern: str, normalization:
         "merges": [list(m) for m in merges],
         "special_tokens": [{"id": i, "text": t} for t, i in special_tokens.items()],
     }
+    if char_integrity:
+        content["char_integrity"] = True
+    if superbpe is not None:
+        content["superbpe"] = {"stage1_merges": int(superbpe["stage1_merges"]),
+                               "max_words": int(superbpe["max_words"])}
     if id_map is not None:
         content["id_map"] = [int(i) for i in id_map]
     return content
@@ -113,10 +135,10 @@ def parse(text: str, *, source: str = "<string>") -> Tuple[Dict[str, Any], Dict[
                 if isinstance(doc, dict) and "model" in doc else "")
         raise TokenizerFormatError(f"{source}: format is {found!r}, expected {FORMAT_NAME!r}.{hint}")
     version = doc.get("version")
-    if version != FORMAT_VERSION:
+    if not _is_int(version) or version not in READ_VERSIONS:
         raise TokenizerFormatError(
             f"{source}: tokenizer format version {version!r} is not supported by ube-stream {__version__} "
-            f"(it reads version {FORMAT_VERSION}); upgrade ube-stream or re-train")
+            f"(it reads versions {', '.join(map(str, READ_VERSIONS))}); upgrade ube-stream or re-train")
     missing = [k for k in ("substrate", "pattern", "merges", "special_tokens", "fingerprint") if k not in doc]
     if missing:
         raise TokenizerFormatError(f"{source}: missing fields {missing}")
@@ -126,7 +148,8 @@ def parse(text: str, *, source: str = "<string>") -> Tuple[Dict[str, Any], Dict[
                   special_tokens={s["text"]: int(s["id"]) for s in doc["special_tokens"]},
                   pattern=_pattern_argument(pattern, source),
                   normalization=doc.get("normalization", "none"), training=doc.get("training"),
-                  id_map=doc.get("id_map"))
+                  id_map=doc.get("id_map"), char_integrity=bool(doc.get("char_integrity", False)),
+                  superbpe=doc.get("superbpe"))
     return doc, kwargs
 
 
@@ -188,6 +211,17 @@ def check_fields(doc: Mapping[str, Any], source: str) -> None:
     id_map = doc.get("id_map")
     if id_map is not None and not (isinstance(id_map, list) and all(_is_int(i) for i in id_map)):
         raise bad("id_map", "a list of integer model ids", id_map)
+    v2_fields = [k for k in ("char_integrity", "superbpe") if k in doc]
+    if v2_fields and doc["version"] < 2:
+        raise bad("version", f"2 for a file with {v2_fields}", doc["version"])
+    if "char_integrity" in doc and doc["char_integrity"] is not True:
+        raise bad("char_integrity", "true (or absent)", doc["char_integrity"])
+    if "superbpe" in doc:
+        sb = doc["superbpe"]
+        if not (isinstance(sb, dict) and set(sb) == {"stage1_merges", "max_words"}
+                and _is_int(sb["stage1_merges"]) and 0 <= sb["stage1_merges"] <= len(merges)
+                and _is_int(sb["max_words"]) and sb["max_words"] >= 1):
+            raise bad("superbpe", f'an object {{"stage1_merges": 0..{len(merges)}, "max_words": >= 1}}', sb)
     if doc.get("training") is not None and not isinstance(doc["training"], dict):
         raise bad("training", "an object", doc["training"])
     if not isinstance(doc["fingerprint"], str):

@@ -58,7 +58,12 @@ def _hf_pattern(pre: dict | None, source: str) -> str:
             byte_level_ok(steps[1])
             pattern = steps[0].get("pattern", {})
             if "Regex" in pattern:   # marked: any regex HF writes (a known pattern's text keeps its name)
-                return REGEX_PREFIX + pattern["Regex"]
+                from ..pretokenizer import PATTERNS
+                from .export import hf_regex
+
+                # what export_hf writes for a known pattern (Oniguruma spelling) reads back as that pattern
+                known = {hf_regex(text): text for text in PATTERNS.values()}
+                return REGEX_PREFIX + known.get(pattern["Regex"], pattern["Regex"])
     raise TokenizerFormatError(
         f"{source}: pre_tokenizer {json.dumps(pre)[:200]} is not supported; ube-stream reads "
         "ByteLevel(use_regex=True) or Sequence[Split(Regex, Isolated), ByteLevel(use_regex=False)]")

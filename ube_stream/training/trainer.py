@@ -42,6 +42,9 @@ from ..tokenizer.core import Tokenizer
 from .work_dir import TrainWork, run_key, work_root
 
 DEFAULT_SPECIAL_TOKENS = ("<|endoftext|>",)
+#: SuperBPE's default max_words (the paper's 4 words per superword)
+DEFAULT_SUPERBPE_MAX_WORDS = 4
+SPAN_TABLE_SUFFIX = ".spans.npz"
 
 
 @dataclasses.dataclass
@@ -55,18 +58,24 @@ class CountRecord:
     chunks: int
     skips: Dict[str, int]
     skip_examples: List[str]
+    #: SuperBPE: the unit's span table (None: no spans, or SuperBPE off)
+    span_table_path: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
         doc = dataclasses.asdict(self)
         doc["table"] = doc.pop("table_path") is not None
+        span = doc.pop("span_table_path")
+        if span is not None:          # plain runs keep their records as they were
+            doc["span_table"] = True
         return doc
 
     @classmethod
-    def from_json(cls, doc: Dict[str, Any], table_path: str) -> "CountRecord":
+    def from_json(cls, doc: Dict[str, Any], table_path: str, span_table_path: str = "") -> "CountRecord":
         return cls(unit_id=doc["unit_id"], table_path=table_path if doc["table"] else None,
                    documents=int(doc["documents"]), bytes=int(doc["bytes"]), chunks=int(doc["chunks"]),
                    skips={str(k): int(v) for k, v in doc["skips"].items()},
-                   skip_examples=[str(e) for e in doc["skip_examples"]])
+                   skip_examples=[str(e) for e in doc["skip_examples"]],
+                   span_table_path=span_table_path if doc.get("span_table") else None)
 
 
 @dataclasses.dataclass
@@ -75,6 +84,7 @@ class TrainSummary:
     bytes: int = 0
     chunks: int = 0
     unique_chunks: int = 0
+    unique_spans: int = 0          # SuperBPE only
     merges: int = 0
     vocab_size: int = 0
     requested_vocab_size: int = 0
@@ -97,6 +107,7 @@ class TrainSummary:
             f"bytes          {self.bytes:,}",
             f"chunks         {self.chunks:,} ({self.unique_chunks:,} unique)",
             f"merges         {self.merges:,}",
+        ] + ([f"superword spans {self.unique_spans:,} unique (SuperBPE stage 2)"] if self.unique_spans else []) + [
             f"vocab size     {self.vocab_size:,}"
             + ("" if self.vocab_size == self.requested_vocab_size else
                f" (asked {self.requested_vocab_size:,}: no pair left at min_frequency)"),
@@ -148,16 +159,19 @@ def _unit_budgets(units, max_bytes: Optional[int]) -> List[Optional[int]]:
 
 
 def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str,
-               byte_budget: Optional[int], table_dir: str) -> CountRecord:
+               byte_budget: Optional[int], table_dir: str, superbpe: bool = False) -> CountRecord:
     """Phase-1 unit function: count the chunks of one work unit into
-    ``<table_dir>/<unit_id>.npz``, then write its record beside it as
-    ``<unit_id>.json`` (the commit point a rerun looks for)."""
+    ``<table_dir>/<unit_id>.npz`` (with ``superbpe``, also its SuperBPE spans,
+    keyed by their chunks joined by 0xFF, into ``<unit_id>.spans.npz``), then
+    write its record beside it as ``<unit_id>.json`` (the commit point a rerun
+    looks for)."""
     from .. import readers
-    from ..pretokenizer import chunk_bounds_batch
+    from ..pretokenizer import chunk_bounds_batch, span_ends, span_keys
     from ..readers.batch import drop_bad_documents
     from .chunk_table import save_table
 
     counter = _count.ChunkCounter()
+    span_counter = _count.ChunkCounter() if superbpe else None
     err = err_buffer()
     skips = readers.SkipCounter()
     documents = nbytes = nchunks = 0
@@ -175,31 +189,64 @@ def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str
             offsets = offsets[: keep + 1]
             data = data[: offsets[-1]]
         try:
-            ends, _ = chunk_bounds_batch(data, offsets, pattern)
+            ends, doc_chunks = chunk_bounds_batch(data, offsets, pattern)
         except InvalidTextError as exc:
             # count (or raise on) the invalid document, chunk the batch without it
-            data, offsets, (ends, _) = drop_bad_documents(
+            data, offsets, (ends, doc_chunks) = drop_bad_documents(
                 exc, batch, data, offsets, lambda d, o: chunk_bounds_batch(d, o, pattern), unit.source.path,
                 on_error, skips)
-        check_status(counter.add_chunks(np.ascontiguousarray(data), ends, int(offsets[0]), err), err,
+        data = np.ascontiguousarray(data)
+        check_status(counter.add_chunks(data, ends, int(offsets[0]), err), err,
                      what="counting chunks", hint=f"the table holds the {len(counter)} distinct chunks "
                      "counted before the failure")
+        if span_counter is not None and len(ends):
+            spans = span_ends(data, ends, int(offsets[0]), doc_chunks)
+            keys, key_ends = span_keys(data, ends, spans, int(offsets[0]))
+            check_status(span_counter.add_chunks(keys, key_ends, 0, err), err, what="counting SuperBPE spans")
         documents += len(offsets) - 1
         nbytes += int(offsets[-1] - offsets[0])
         nchunks += len(ends)
     kill_point(table_dir, unit.unit_id)
-    table_path = None
+    table_path = span_path = None
     if len(counter):
         table_path = os.path.join(table_dir, f"{unit.unit_id}.npz")
         save_table(table_path, counter.export())
+    if span_counter is not None and len(span_counter):
+        span_path = os.path.join(table_dir, f"{unit.unit_id}{SPAN_TABLE_SUFFIX}")
+        save_table(span_path, span_counter.export())
     record = CountRecord(unit.unit_id, table_path, documents, nbytes, nchunks,
-                         dict(skips.counts), [e.message for e in skips.examples])
+                         dict(skips.counts), [e.message for e in skips.examples], span_path)
     atomic_write_json(os.path.join(table_dir, f"{unit.unit_id}.json"), record.to_json(), unique=True)
     return record
 
 
 def _count_unit_star(kwargs: Dict[str, Any]) -> CountRecord:
     return count_unit(**kwargs)
+
+
+_LIBC_TRIM: List[Any] = []
+
+
+def _release_freed_memory() -> None:
+    """Give the C heap's free pages back to the OS between phases (glibc's
+    ``malloc_trim``; a no-op elsewhere).  Each phase frees its tables before the
+    next starts, but glibc keeps freed blocks below its (self-raising) mmap
+    threshold mapped, and Python objects come from arenas of their own, so
+    without this the merge kernel's freed state stayed resident under the
+    tokenizer built after it, and the phases' peaks added up (README, Training)."""
+    if not _LIBC_TRIM:
+        trim = None
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            try:
+                trim = ctypes.CDLL(None).malloc_trim
+                trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+            except (OSError, AttributeError):   # not glibc (musl has no malloc_trim)
+                trim = None
+        _LIBC_TRIM.append(trim)
+    if _LIBC_TRIM[0] is not None:
+        _LIBC_TRIM[0](0)
 
 
 def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str = "gpt2",
@@ -210,7 +257,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
           format: Optional[str] = None, split: Optional[str] = None, executor: str = "local",
           ray_address: Optional[str] = None, work_dir: Optional[str] = None,
           output: Optional[str] = None, summary: Optional[TrainSummary] = None,
-          char_integrity: bool = False) -> Tokenizer:
+          char_integrity: bool = False, superbpe_transition: Optional[int] = None,
+          superbpe_max_words: int = DEFAULT_SUPERBPE_MAX_WORDS) -> Tokenizer:
     """Train a byte-level BPE tokenizer on the ``substrate`` alphabet.
 
     ``inputs``: paths, directories, globs (Parquet, Arrow IPC/Feather, JSONL,
@@ -225,6 +273,15 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     ``char_integrity``: no merge creates a token holding part of one character
     and anything of another (every token is a strict part of one character or
     a sequence of whole characters; README, Training semantics).
+
+    ``superbpe_transition`` T (a vocabulary size, like ``vocab_size``): train
+    SuperBPE (README, SuperBPE): stage 1 is the training above up to T, i.e.
+    ``T - base - specials`` merges inside chunks; stage 2 continues to
+    ``vocab_size`` over SuperBPE spans (runs of joinable chunks, counted in
+    phase 1 beside the chunks), each span's chunks first encoded with the
+    stage-1 merges, a token covering at most ``superbpe_max_words`` chunks.
+    ``max_token_length`` still counts base symbols and ``char_integrity`` still
+    holds for every token, stage-2 ones included.
 
     ``output``: write the tokenizer file there (atomically) before the work
     directory is cleaned up.  The finished per-unit count tables live in a
@@ -254,6 +311,13 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     if max_token_length is not None and max_token_length < 2:
         raise ValueError(f"max_token_length must be >= 2 base symbols (or None), got {max_token_length}")
     check_on_error(on_error)
+    superbpe = superbpe_transition is not None
+    if not superbpe and superbpe_max_words != DEFAULT_SUPERBPE_MAX_WORDS:
+        raise ValueError(f"superbpe_max_words={superbpe_max_words} needs superbpe_transition (SuperBPE's "
+                         "transition vocabulary size); without it the training is plain BPE")
+    if superbpe:
+        _check_superbpe(superbpe_transition, superbpe_max_words, vocab_size=vocab_size, n_base=n_base,
+                        n_special=len(special_tokens), substrate=substrate)
     pattern = pattern_spec(*resolve_pattern(pattern))   # an unknown name fails here, before any work
     workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
     summary = summary if summary is not None else TrainSummary()
@@ -275,7 +339,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     else:
         sources, units, budgets = plan(inputs, column, format, split)
         description = _phase1_description(sources, units, budgets, pattern=pattern, column=column,
-                                          text_mode=text_mode, on_error=on_error)
+                                          text_mode=text_mode, on_error=on_error,
+                                          **({"superbpe_spans": "v1"} if superbpe else {}))
         work = TrainWork(root, run_key(description), description, default_root=default_root,
                          private_if_busy=output is None and work_dir is None)
     summary.work_dir = work.dir
@@ -288,7 +353,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
             sources, units, budgets = plan([spill], column, None, None)
         done = work.finished(u.unit_id for u in units)
         tasks = [dict(unit=u, pattern=pattern, column=column, text_mode=text_mode, on_error=on_error,
-                      byte_budget=b, table_dir=work.tables)
+                      byte_budget=b, table_dir=work.tables, superbpe=superbpe)
                  for u, b in zip(units, budgets) if u.unit_id not in done]
         summary.units, summary.units_reused = len(units), len(done)
         from ..progress import planned_rows
@@ -300,7 +365,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
                        _run_count_tasks(tasks, runner=runner, show_progress=show_progress,
                                         expected_rows=expected_rows)}
             records = [counted[u.unit_id] if u.unit_id in counted else
-                       CountRecord.from_json(done[u.unit_id], work.table_path(u.unit_id)) for u in units]
+                       CountRecord.from_json(done[u.unit_id], work.table_path(u.unit_id),
+                                             work.table_path(u.unit_id, SPAN_TABLE_SUFFIX)) for u in units]
             summary.skipped.update(memory_skips.counts)
             for rec in records:  # in unit order
                 summary.documents += rec.documents
@@ -308,8 +374,14 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
                 summary.chunks += rec.chunks
                 for reason, n in rec.skips.items():
                     summary.skipped[reason] = summary.skipped.get(reason, 0) + n
+            _release_freed_memory()     # phase 1's buffers (it runs here with one local worker)
             key_data, key_offsets, counts = _reduce_tables(
                 [rec.table_path for rec in records if rec.table_path is not None], runner, work.tmp)
+            span_table = None
+            if superbpe:
+                span_table = _reduce_tables(
+                    [rec.span_table_path for rec in records if rec.span_table_path is not None], runner,
+                    work.tmp, prefix="reduce-spans")
         summary.unique_chunks = len(counts)
         summary.count_seconds = time.perf_counter() - started
 
@@ -323,10 +395,25 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
             assert symbols is not None      # check_status raised otherwise
             starts = char_starts(key_data, substrate, len(symbols))
         del key_data, key_offsets
-        merges = _train_merges(symbols, symbol_offsets, counts, n_base=n_base,
-                               max_vocab=vocab_size - len(special_tokens), min_frequency=min_frequency,
-                               max_token_length=max_token_length, show_progress=show_progress,
-                               char_starts=starts)
+        _release_freed_memory()     # the reduce's hash table and the chunk keys
+        stage1_vocab = superbpe_transition if superbpe_transition is not None else vocab_size
+        # handed over in a list that _train_merges empties once the kernel holds its copy
+        words = [symbols, symbol_offsets, counts, starts]
+        del symbols, symbol_offsets, counts, starts
+        merges = _train_merges(words, n_base=n_base,
+                               max_vocab=stage1_vocab - len(special_tokens), min_frequency=min_frequency,
+                               max_token_length=max_token_length, show_progress=show_progress)
+        _release_freed_memory()     # the merge kernel's pair tables, word lists and heap
+        superbpe_record = None
+        if superbpe:
+            assert span_table is not None
+            stage2 = _train_stage2(span_table, merges, substrate=substrate, n_base=n_base,
+                                   max_vocab=vocab_size - len(special_tokens), min_frequency=min_frequency,
+                                   max_token_length=max_token_length, char_integrity=char_integrity,
+                                   max_words=superbpe_max_words, show_progress=show_progress)
+            superbpe_record = {"stage1_merges": len(merges), "max_words": int(superbpe_max_words)}
+            summary.unique_spans = len(span_table[2])
+            merges = np.concatenate([merges, stage2]) if len(stage2) else merges
         summary.merge_seconds = time.perf_counter() - merge_started
 
         training = {
@@ -335,6 +422,9 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
             "min_frequency": min_frequency,
             "max_token_length": max_token_length,
             "char_integrity": bool(char_integrity),
+            **({"superbpe_transition": int(superbpe_transition), "superbpe_max_words": int(superbpe_max_words),
+                "superbpe_spans": "v1", "unique_spans": summary.unique_spans}
+               if superbpe_transition is not None else {}),
             "max_bytes": max_bytes,
             "column": column,
             "text_mode": text_mode,
@@ -351,8 +441,11 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
             "skipped": dict(sorted(summary.skipped.items())),
             "skipped_files": summary.skipped_files,
         }
-        tokenizer = Tokenizer(substrate=substrate, merges=merges[:, :2].tolist(), special_tokens=special_tokens,
-                              pattern=pattern, training=training)
+        # pairs one at a time: a list of [left, right] lists would sit beside the tokenizer's own
+        tokenizer = Tokenizer(substrate=substrate, merges=zip(merges[:, 0].tolist(), merges[:, 1].tolist()),
+                              special_tokens=special_tokens,
+                              pattern=pattern, training=training, char_integrity=char_integrity,
+                              superbpe=superbpe_record)
         if output is not None:
             tokenizer.save(output)        # before anything is cleaned up
         work.finish()
@@ -414,7 +507,7 @@ def _merge_tables_task(task: Tuple[List[str], str, bool]) -> str:
     return out
 
 
-def _reduce_tables(paths: List[str], runner, tmp_dir: str):
+def _reduce_tables(paths: List[str], runner, tmp_dir: str, prefix: str = "reduce"):
     """Tree-reduce per-unit tables (fan-in ``REDUCE_FAN_IN``) with reduce tasks
     on the executor (outputs in ``tmp_dir``), then add the last few in this
     process: no process holds more than the final table plus one input table.
@@ -424,7 +517,7 @@ def _reduce_tables(paths: List[str], runner, tmp_dir: str):
     level = 0
     while len(paths) > REDUCE_FAN_IN:
         groups = [paths[i:i + REDUCE_FAN_IN] for i in range(0, len(paths), REDUCE_FAN_IN)]
-        tasks = [(group, os.path.join(tmp_dir, f"reduce-{level:02d}-{k:06d}.npz"), level > 0)
+        tasks = [(group, os.path.join(tmp_dir, f"{prefix}-{level:02d}-{k:06d}.npz"), level > 0)
                  for k, group in enumerate(groups)]
         paths = runner.map(_merge_tables_task, tasks)
         level += 1
@@ -437,9 +530,15 @@ def _reduce_tables(paths: List[str], runner, tmp_dir: str):
     return counter.export()
 
 
-def _train_merges(symbols, symbol_offsets, counts, *, n_base: int, max_vocab: int, min_frequency: int,
-                  max_token_length: Optional[int], show_progress: bool,
-                  char_starts: Optional[np.ndarray] = None) -> np.ndarray:
+def _train_merges(words: List[Any], *, n_base: int, max_vocab: int, min_frequency: int,
+                  max_token_length: Optional[int], show_progress: bool, **stage2: Any) -> np.ndarray:
+    """Merges of ``words`` = ``[symbols, word_offsets, word_counts, char_starts]``
+    (``char_starts`` None: no character integrity).  The list is emptied once the
+    kernel has copied the words into its state, so when it held the last
+    references the inputs are freed before the merge loop grows (their memory
+    and the loop's never add up).  ``stage2``: the kernel's SuperBPE arguments
+    ``n_atoms``, ``expansions``, ``expansion_offsets``, ``chunk_starts``,
+    ``max_words``."""
     from ..progress import progress_bar
 
     target = max(0, max_vocab - n_base)
@@ -452,11 +551,113 @@ def _train_merges(symbols, symbol_offsets, counts, *, n_base: int, max_vocab: in
 
     err = err_buffer()
     try:
-        status, merges = _merge.train_merges(
-            symbols, symbol_offsets, counts, n_base, max_vocab, min_frequency,
-            max_token_length if max_token_length is not None else -1, progress, err, char_starts=char_starts)
+        symbols, word_offsets, word_counts, char_starts = words
+        status, state = _merge.prepare_merges(
+            symbols, word_offsets, word_counts, n_base, max_vocab, min_frequency,
+            max_token_length if max_token_length is not None else -1, err, char_starts=char_starts, **stage2)
+        words.clear()
+        del symbols, word_offsets, word_counts, char_starts
+        _release_freed_memory()
+        merges = None
+        if state is not None:
+            status, merges = _merge.run_merges(state, progress, err)
+            del state
     finally:
         bar.close()
     check_status(status, err, what="training BPE merges",
                  hint="train on fewer bytes (max_bytes) or on a machine with more memory")
     return np.asarray(merges, dtype=np.int32).reshape(-1, 3)
+
+
+def _check_superbpe(transition: Any, max_words: Any, *, vocab_size: int, n_base: int, n_special: int,
+                    substrate: str) -> None:
+    """ValueError naming the limit a SuperBPE option breaks."""
+    from .._merge import MAX_WORDS
+
+    if not isinstance(transition, (int, np.integer)) or isinstance(transition, bool):
+        raise ValueError(f"superbpe_transition must be an int vocabulary size, got {transition!r}")
+    if transition < n_base + n_special:
+        raise ValueError(f"superbpe_transition {transition} is below the {n_base} base symbols of {substrate!r} "
+                         f"plus {n_special} special tokens; ask for at least {n_base + n_special}")
+    if transition > vocab_size:
+        raise ValueError(f"superbpe_transition {transition} is above vocab_size {vocab_size}; the transition is "
+                         "the vocabulary size where stage 2 (superwords) starts, at most vocab_size")
+    if transition - n_special > 65536:
+        raise ValueError(f"superbpe_transition {transition} leaves {transition - n_special} stage-1 ids; stage 2 "
+                         "reads them as 16-bit symbols, so at most 65536 + special tokens")
+    if not isinstance(max_words, (int, np.integer)) or isinstance(max_words, bool) or not 1 <= max_words <= MAX_WORDS:
+        raise ValueError(f"superbpe_max_words must be an int in 1..{MAX_WORDS} (chunks per token), got {max_words!r}")
+
+
+def superbpe_words(span_table, stage1_merges: np.ndarray, *, substrate: str, n_base: int,
+                   char_integrity: bool = False):
+    """Stage 2's words: every distinct span of ``span_table`` (keys = chunks
+    joined by 0xFF) with its chunks encoded by the stage-1 merges (the
+    tokenizer's own encoder, so exactly what encoding gives each chunk).
+
+    Returns ``(symbols uint16, word_offsets, counts, chunk_starts, char_starts
+    or None, expansions list)``: the concatenated stage-1 ids of each span,
+    1 where a token starts a chunk, 1 where a token starts a character
+    (``char_integrity``), and the atoms of every stage-1 id."""
+    from .. import _encode
+    from ..pretokenizer import SPAN_JOIN, gpt2_class_table
+    from ..substrate import char_starts as base_char_starts
+    from ..substrate import substrate_code
+    from ..tokenizer.core import derive_tokens
+
+    key_data, key_offsets, counts = span_table
+    pairs = np.ascontiguousarray(stage1_merges[:, :2], dtype=np.uint32).reshape(-1, 2)
+    results, expansions = derive_tokens([(int(a), int(b)) for a, b in pairs], n_base)
+    if len(expansions) > 65536:
+        raise ValueError(f"stage 1 made {len(expansions)} ids; stage 2 reads at most 65536 (lower the transition)")
+    # strip the joins: chunk ends at each join and at each key's end, in the stripped bytes
+    join = key_data == SPAN_JOIN
+    seen = np.cumsum(join)
+    data = np.ascontiguousarray(key_data[~join])
+    join_at = np.flatnonzero(join)
+    key_ends = key_offsets[1:]
+    chunk_ends = np.sort(np.concatenate([join_at - (seen[join_at] - 1),
+                                         key_ends - (seen[key_ends - 1] if len(key_ends) else 0)]))
+    span_chunks = np.concatenate([[0], np.searchsorted(chunk_ends, key_ends - seen[key_ends - 1], "right")])
+    n_chunks = len(chunk_ends)
+    chunk_offsets = np.concatenate([[0], chunk_ends]).astype(np.int64)
+    encoder = _encode.Encoder(pairs, np.asarray(results, dtype=np.uint32), n_base, substrate_code(substrate),
+                              gpt2_class_table(), num_slots=1)
+    err = err_buffer()
+    # each chunk as a document of one chunk: the token offsets give the chunk starts
+    status, ids, token_offsets = encoder.encode_chunks(data, chunk_offsets, chunk_ends.astype(np.int64),
+                                                       np.arange(n_chunks + 1, dtype=np.int64), 0, err)
+    check_status(status, err, what="stage-1 encoding of SuperBPE spans")
+    assert ids is not None and token_offsets is not None
+    symbols = ids.astype(np.uint16)
+    word_offsets = np.ascontiguousarray(token_offsets[span_chunks], dtype=np.int64)
+    chunk_starts = np.zeros(len(symbols), dtype=np.uint8)
+    chunk_starts[token_offsets[:-1]] = 1
+    starts = None
+    if char_integrity:
+        lengths = np.fromiter((len(e) for e in expansions), dtype=np.int64, count=len(expansions))[ids]
+        flags = base_char_starts(data, substrate, int(lengths.sum()))
+        starts = np.ascontiguousarray(flags[np.cumsum(lengths) - lengths])
+    return symbols, word_offsets, np.ascontiguousarray(counts, dtype=np.int64), chunk_starts, starts, expansions
+
+
+def _train_stage2(span_table, stage1_merges: np.ndarray, *, substrate: str, n_base: int, max_vocab: int,
+                  min_frequency: int, max_token_length: Optional[int], char_integrity: bool, max_words: int,
+                  show_progress: bool) -> np.ndarray:
+    """SuperBPE stage 2: the merge kernel over :func:`superbpe_words`, every
+    stage-1 id an alphabet symbol (its atoms known, so lengths and reused ids
+    are the tokenizer's), continuing from the stage-1 vocabulary."""
+    if len(span_table[2]) == 0:
+        return np.zeros((0, 3), dtype=np.int32)
+    symbols, word_offsets, counts, chunk_starts, starts, expansions = superbpe_words(
+        span_table, stage1_merges, substrate=substrate, n_base=n_base, char_integrity=char_integrity)
+    made = expansions[n_base:]
+    lengths = np.fromiter((len(e) for e in made), dtype=np.int64, count=len(made))
+    atoms = np.fromiter((s for e in made for s in e), dtype=np.int32, count=int(lengths.sum()))
+    words = [symbols, word_offsets, counts, starts]
+    del symbols, word_offsets, counts, starts
+    return _train_merges(words, n_base=len(expansions), max_vocab=max_vocab,
+                         min_frequency=min_frequency, max_token_length=max_token_length,
+                         show_progress=show_progress, n_atoms=n_base,
+                         expansions=atoms, expansion_offsets=np.concatenate([[0], np.cumsum(lengths)]),
+                         chunk_starts=chunk_starts, max_words=int(max_words))

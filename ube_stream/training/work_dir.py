@@ -7,11 +7,13 @@ beside a local output file, else ``$TMPDIR/ube-train-<uid>``)::
     <root>/run-<key>/lock             FileLock of the driver (shards/locks.py conventions)
     <root>/run-<key>/key.json         what the key hashes (for a person reading the directory)
     <root>/run-<key>/tables/<unit>.npz   a finished unit's chunk-count table (phase 1)
+    <root>/run-<key>/tables/<unit>.spans.npz   SuperBPE only: its span-count table (keys: chunks joined by 0xFF)
     <root>/run-<key>/tables/<unit>.json  its record, written after the table: the unit's commit point
     <root>/run-<key>/tmp/             in-memory inputs spilled to a file, tree-reduce outputs
 
 ``<key>`` hashes everything that determines the phase-1 tables: the package
-and table-format versions, the pre-tokenization pattern, the column, text
+and table-format versions, the pre-tokenization pattern, SuperBPE's span
+rule when SuperBPE is on (plain runs keep their keys), the column, text
 mode, ``on_error``, the work units (``unit_rows``) with their byte budgets
 (``max_bytes``), and every input's path, size and modification time (for a
 URL: size, ETag or modification time).  Phase-2 options (``vocab_size``,
@@ -177,8 +179,8 @@ class TrainWork:
 
     # ------------------------------------------------------------------ finished units
 
-    def table_path(self, unit_id: str) -> str:
-        return os.path.join(self.tables, unit_id + ".npz")
+    def table_path(self, unit_id: str, suffix: str = ".npz") -> str:
+        return os.path.join(self.tables, unit_id + suffix)
 
     def record_path(self, unit_id: str) -> str:
         return os.path.join(self.tables, unit_id + ".json")
@@ -198,6 +200,8 @@ class TrainWork:
             if not isinstance(record, dict) or record.get("unit_id") != unit_id:
                 continue
             if record.get("table") and not os.path.isfile(self.table_path(unit_id)):
+                continue
+            if record.get("span_table") and not os.path.isfile(self.table_path(unit_id, ".spans.npz")):
                 continue
             out[unit_id] = record
         return out
