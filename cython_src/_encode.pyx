@@ -7,15 +7,19 @@ rank, replace all its non-overlapping occurrences left to right by the merge's
 result, repeat until no adjacent pair has a rank.
 
 * Pair table: pairs of two base symbols in a dense ``base x base`` rank array,
-  every other pair in an open-addressing hash table on the packed 64-bit key
-  ``left << 32 | right``.  A rank gives its result id through ``results``.
+  every other pair in an open-addressing hash table, behind a one-bit-per-pair
+  filter (256 KiB) that answers most "no merge" lookups without touching the
+  table.  A slot packs ``left << 42 | right << 21 | rank`` into 8 bytes while
+  every id and rank fits 21 bits (16-byte slots otherwise).  A rank gives its
+  result id through ``results``.
 * Short chunks (<= SHORT_CHUNK symbols): repeated min-scan over an array of
   pair ranks, compacting in place and looking up only the pairs a merge made.
   Long chunks (CJK runs, long digit or punctuation runs): a linked list and a
   min-heap of ``rank << 32 | position``, each rank's occurrences taken
   together in position order.
 * Chunk cache: chunk bytes -> ids, open addressing over two arenas, bounded by
-  entries and bytes, cleared when full.  One cache per *slot*: a caller that
+  entries and bytes, cleared when full; the slot table starts at INITIAL_SLOTS
+  and doubles at half load.  One cache per *slot*: a caller that
   encodes from several threads uses one slot per thread (a slot in use by
   another thread is refused with RuntimeError rather than corrupted).
 
@@ -48,14 +52,61 @@ cdef uint32_t NO_RANK = 0xFFFFFFFFu
 cdef uint64_t EMPTY_KEY = 0xFFFFFFFFFFFFFFFFull
 
 
+# --------------------------------------------------------------------------- big tables
+
+cdef extern from *:
+    """
+    #include <stdlib.h>
+    #include <string.h>
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    #endif
+    /* Zeroed memory for a table that is probed at random (chunk cache slots, pair
+       table).  From 2 MiB up it is 2 MiB aligned and, on Linux, advised as huge
+       pages: a probe then rarely misses the TLB (with 4 KiB pages nearly every
+       probe of a 16 MiB table did, and the prefetch of a slot stalled on it). */
+    static void* ube_table_alloc(size_t bytes) {
+        void* p = NULL;
+        const size_t huge = (size_t)2 << 20;
+        if (bytes < huge)
+            return calloc(bytes ? bytes : 1, 1);
+        bytes = (bytes + huge - 1) & ~(huge - 1);
+        if (posix_memalign(&p, huge, bytes) != 0)
+            return NULL;
+    #if defined(__linux__) && defined(MADV_HUGEPAGE)
+        madvise(p, bytes, MADV_HUGEPAGE);
+    #endif
+        memset(p, 0, bytes);
+        return p;
+    }
+    """
+    void* table_alloc "ube_table_alloc"(size_t bytes) noexcept nogil
+
+
 # --------------------------------------------------------------------------- pair table
+
+cdef struct PairSlot:
+    uint64_t key                 # packed pair ``left << 32 | right``, or EMPTY_KEY
+    uint32_t rank
+    uint32_t pad
+
+
+cdef enum:
+    BLOOM_SHIFT = 43             # a pair's filter bit: mix64(key) >> BLOOM_SHIFT (2^21 bits, 256 KiB)
+    PACK_BITS = 21               # packed pair slots: left, right and rank of 21 bits each
+
+
+cdef uint64_t PACK_MASK = (1 << PACK_BITS) - 1
+
 
 cdef struct Tables:
     uint32_t base                # number of base symbols (dense pair table side)
     const uint32_t* base_ranks   # base * base ranks (NO_RANK: no merge)
-    const uint64_t* keys         # open addressing: packed pair or EMPTY_KEY
-    const uint32_t* ranks        # rank of keys[i]
+    const PairSlot* pairs        # open addressing over the other pairs (key and rank on one line)
+    const uint64_t* packed       # the same table packed ``left << 42 | right << 21 | rank`` when every
+                                 # id and rank is below 2^21 (pairs is NULL then): 8 bytes a slot
     uint64_t mask
+    const uint64_t* bloom        # one bit per hashed pair of ``pairs``: clear means no merge
     const uint32_t* results      # result id of each rank
     int substrate
     const uint32_t* model_ids    # the id encode writes for each internal id (NULL: the same)
@@ -64,16 +115,34 @@ cdef struct Tables:
 
 
 cdef inline uint32_t rank_of(const Tables* t, uint32_t left, uint32_t right) noexcept nogil:
-    cdef uint64_t key, i, k
+    """Rank of the pair (NO_RANK: no merge).  Base pairs: one load from the dense
+    table.  Others: most pairs met while merging have no merge, and the filter
+    (256 KiB, cache resident, unlike the table) answers most of those without
+    touching the table; the rest probe it, key and rank on one cache line."""
+    cdef uint64_t key, h, i, bit, v
+    cdef const PairSlot* s
     if left < t.base and right < t.base:
         return t.base_ranks[left * t.base + right]
     key = (<uint64_t>left << 32) | right
-    i = mix64(key) & t.mask
+    h = mix64(key)
+    bit = h >> BLOOM_SHIFT
+    if not (t.bloom[bit >> 6] >> (bit & 63)) & 1:
+        return NO_RANK
+    i = h & t.mask
+    if t.packed != NULL:
+        key = (<uint64_t>left << PACK_BITS) | right
+        while True:
+            v = t.packed[i]
+            if (v >> PACK_BITS) == key:
+                return <uint32_t>(v & PACK_MASK)
+            if v == EMPTY_KEY:  # its key field (2^43 - 1) is no pair's
+                return NO_RANK
+            i = (i + 1) & t.mask
     while True:
-        k = t.keys[i]
-        if k == key:
-            return t.ranks[i]
-        if k == EMPTY_KEY:
+        s = &t.pairs[i]
+        if s.key == key:
+            return s.rank
+        if s.key == EMPTY_KEY:
             return NO_RANK
         i = (i + 1) & t.mask
 
@@ -230,6 +299,7 @@ cdef extern from *:
 
 cdef enum:
     INLINE_KEY = 16             # chunks up to this many bytes live in the slot itself
+    INITIAL_SLOTS = 1 << 12     # a cache's first slot table (128 KiB); it doubles as it fills
     BLOCK = 16                  # chunks hashed (and their slots prefetched) ahead of the lookups
 
 
@@ -246,6 +316,7 @@ cdef struct Slot:
 cdef struct ChunkCache:
     Slot* slots
     uint64_t mask
+    uint64_t max_slots          # the table doubles (at half load) up to this many slots
     Py_ssize_t count
     Py_ssize_t max_entries
     Py_ssize_t key_bytes        # bytes of all cached chunks (bounded by keys_cap)
@@ -291,9 +362,14 @@ cdef inline void key_of(const uint8_t* p, Py_ssize_t n, const uint8_t* limit, Ke
         memcpy(&k.k0, tmp, 8)
         memcpy(&k.k1, tmp + 8, 8)
     if n <= INLINE_KEY:
-        k.h = mix64(k.k0 ^ mix64(k.k1 + <uint64_t>n * 0x9E3779B97F4A7C15ull)) | 1
+        k.h = inline_hash(k.k0, k.k1, n)
     else:
         k.h = hash_bytes(p, n) | 1
+
+
+cdef inline uint64_t inline_hash(uint64_t k0, uint64_t k1, Py_ssize_t n) noexcept nogil:
+    """Hash of a chunk of at most INLINE_KEY bytes from its two zero-padded words (odd)."""
+    return mix64(k0 ^ mix64(k1 + <uint64_t>n * 0x9E3779B97F4A7C15ull)) | 1
 
 
 cdef inline Slot* cache_find(ChunkCache* c, const uint8_t* p, const Key* k) noexcept nogil:
@@ -323,9 +399,40 @@ cdef inline void cache_clear(ChunkCache* c) noexcept nogil:
     c.clears += 1
 
 
+cdef bint cache_grow(ChunkCache* c) noexcept nogil:
+    """Double the slot table, moving every entry (keys and ids stay where they are in
+    their arenas); False when out of memory (the table stays as it was).  The table
+    starts small and grows with the chunks a corpus actually has, so a small working
+    set stays in a few cache lines and pages instead of being spread over the
+    whole bounded table."""
+    cdef uint64_t size = (c.mask + 1) * 2, i, j, h
+    cdef Slot* old = c.slots
+    cdef Slot* grown = <Slot*>table_alloc(size * sizeof(Slot))
+    cdef Slot* s
+    if grown == NULL:
+        return False
+    for i in range(c.mask + 1):
+        s = &old[i]
+        if s.len == 0:
+            continue
+        if s.len <= INLINE_KEY:
+            h = inline_hash(s.k0, s.k1, s.len)
+        else:
+            h = hash_bytes(c.keys + s.k1, s.len) | 1
+        j = h & (size - 1)
+        while grown[j].len != 0:
+            j = (j + 1) & (size - 1)
+        grown[j] = s[0]
+    free(old)
+    c.slots = grown
+    c.mask = size - 1
+    return True
+
+
 cdef inline void cache_insert(ChunkCache* c, Slot* s, const uint8_t* p, const Key* k,
                               const uint32_t* ids, Py_ssize_t m) noexcept nogil:
-    """Store chunk -> ids at ``s`` (from cache_find); clears the cache first when full."""
+    """Store chunk -> ids at ``s`` (from cache_find); clears the cache first when full,
+    doubles the slot table at half load."""
     cdef Py_ssize_t n = k.n
     cdef Py_ssize_t long_key = n if n > INLINE_KEY else 0
     cdef Py_ssize_t vals = m if m > 1 else 0
@@ -334,6 +441,10 @@ cdef inline void cache_insert(ChunkCache* c, Slot* s, const uint8_t* p, const Ke
     if (c.count >= c.max_entries or c.key_bytes + n > c.keys_cap or c.keys_used + long_key > c.keys_cap
             or c.vals_used + vals > c.vals_cap):
         cache_clear(c)
+        s = cache_find(c, p, k)
+    elif 2 * <uint64_t>(c.count + 1) > c.mask + 1 and c.mask + 1 < c.max_slots:
+        if not cache_grow(c):
+            cache_clear(c)  # no memory for a larger table: start this one again
         s = cache_find(c, p, k)
     s.k0 = k.k0
     s.k1 = k.k1
@@ -771,6 +882,42 @@ cdef object take_ids(Work* w):
     return np.asarray(arr)
 
 
+# --------------------------------------------------------------------------- batch input
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
+
+
+def utf8_join(list texts):
+    """``(data uint8, offsets int64[n+1])``: the UTF-8 of every ``str`` of ``texts``,
+    one after another, in one buffer, copied once.  CPython hands out the UTF-8 of an
+    ASCII ``str`` without encoding it (and keeps the UTF-8 of any other ``str`` it
+    made for the string's lifetime), so there is no ``bytes`` object per document
+    and no second copy to join them.  Raises ``UnicodeEncodeError`` (a lone
+    surrogate) or ``TypeError`` (not a ``str``) without naming the document: the
+    caller encodes the batch again its own way to say which one."""
+    cdef Py_ssize_t n = len(texts), d, size, total = 0
+    cdef vector[const char*] ptrs
+    cdef object text
+    offsets = np.empty(n + 1, dtype=np.int64)
+    cdef int64_t[::1] ov = offsets
+    ov[0] = 0
+    ptrs.resize(n)
+    for d in range(n):
+        text = texts[d]
+        if not isinstance(text, str):
+            raise TypeError(f"document {d} is a {type(text).__name__}, not a str")
+        ptrs[d] = PyUnicode_AsUTF8AndSize(text, &size)
+        total += size
+        ov[d + 1] = total
+    data = np.empty(total, dtype=np.uint8)
+    cdef uint8_t[::1] dv = data
+    if total:
+        for d in range(n):
+            memcpy(&dv[ov[d]], ptrs[d], ov[d + 1] - ov[d])
+    return data, offsets
+
+
 # --------------------------------------------------------------------------- the encoder
 
 cdef class Encoder:
@@ -793,6 +940,7 @@ cdef class Encoder:
     """
     cdef Tables tables
     cdef object _keep          # arrays whose memory the tables point into
+    cdef void* _pairs          # tables.pairs or tables.packed (owned)
     cdef const uint8_t* classes
     cdef readonly int split    # the SPLIT_* code of encode_utf8's pre-tokenizer
     cdef ChunkCache* caches
@@ -806,6 +954,7 @@ cdef class Encoder:
                   Py_ssize_t slice_bytes=1 << 20, id_map=None, bint char_integrity=False,
                   bint check_utf8=True):
         self.caches = NULL
+        self._pairs = NULL
         self._num_slots = 0
         if substrate not in (SUBSTRATE_UBE, SUBSTRATE_UTF8, SUBSTRATE_UTF16):
             raise ValueError(f"substrate code must be 0 (ube), 1 (utf8) or 2 (utf16), got {substrate}")
@@ -835,15 +984,31 @@ cdef class Encoder:
         cap = 16
         while cap < 2 * n:
             cap *= 2
-        keys = np.full(cap, EMPTY_KEY, dtype=np.uint64)
-        ranks = np.zeros(cap, dtype=np.uint32)
+        bloom = np.zeros((1 << (64 - BLOOM_SHIFT)) // 64, dtype=np.uint64)
         cdef uint32_t[:, ::1] mv = merges_arr
         cdef uint32_t[::1] br = base_ranks
-        cdef uint64_t[::1] kv = keys
-        cdef uint32_t[::1] rv = ranks
-        cdef uint64_t mask = cap - 1, key, i
+        cdef uint64_t[::1] bv = bloom
+        # every id is below base + n (and every rank below n): pack when those fit 21 bits
+        cdef bint pack = <uint64_t>base + <uint64_t>n <= PACK_MASK and (
+            n == 0 or <uint64_t>results_arr.max() <= PACK_MASK)
+        cdef PairSlot* ps = NULL
+        cdef uint64_t* pk = NULL
+        if pack:
+            pk = <uint64_t*>table_alloc(cap * sizeof(uint64_t))
+            self._pairs = pk
+        else:
+            ps = <PairSlot*>table_alloc(cap * sizeof(PairSlot))
+            self._pairs = ps
+        if self._pairs == NULL:
+            raise MemoryError(f"cannot allocate the pair table ({cap} slots)")
+        cdef uint64_t mask = cap - 1, key, i, h
         cdef Py_ssize_t r
         cdef uint32_t left, right
+        for i in range(mask + 1):
+            if pack:
+                pk[i] = EMPTY_KEY
+            else:
+                ps[i].key = EMPTY_KEY
         for r in range(n):
             left = mv[r, 0]
             right = mv[r, 1]
@@ -852,25 +1017,37 @@ cdef class Encoder:
                     br[left * base + right] = <uint32_t>r
                 continue
             key = (<uint64_t>left << 32) | right
-            i = mix64(key) & mask
-            while kv[i] != EMPTY_KEY and kv[i] != key:
+            h = mix64(key)
+            bv[(h >> BLOOM_SHIFT) >> 6] |= (<uint64_t>1) << ((h >> BLOOM_SHIFT) & 63)
+            i = h & mask
+            if pack:
+                if left > PACK_MASK or right > PACK_MASK:
+                    continue  # no id met while merging is that large (ids are below 2^21 here)
+                key = (<uint64_t>left << PACK_BITS) | right
+                while pk[i] != EMPTY_KEY and (pk[i] >> PACK_BITS) != key:
+                    i = (i + 1) & mask
+                if pk[i] == EMPTY_KEY:
+                    pk[i] = (key << PACK_BITS) | <uint64_t>r
+                continue
+            while ps[i].key != EMPTY_KEY and ps[i].key != key:
                 i = (i + 1) & mask
-            if kv[i] == EMPTY_KEY:
-                kv[i] = key
-                rv[i] = <uint32_t>r
+            if ps[i].key == EMPTY_KEY:
+                ps[i].key = key
+                ps[i].rank = <uint32_t>r
         id_map_arr = None if id_map is None else np.ascontiguousarray(id_map, dtype=np.uint32)
         if id_map_arr is not None and id_map_arr.shape[0] < max(base, int(results_arr.max()) + 1 if n else 0):
             raise ValueError(f"id_map has {id_map_arr.shape[0]} entries; it needs one per base symbol "
                              "and merged token")
-        self._keep = (base_ranks, keys, ranks, results_arr, classes_arr, id_map_arr)
+        self._keep = (base_ranks, bloom, results_arr, classes_arr, id_map_arr)
         cdef const uint32_t[::1] idv = id_map_arr
         self.tables.model_ids = &idv[0] if id_map_arr is not None else NULL
         cdef const uint32_t[::1] resv = results_arr
         cdef const uint8_t[::1] clv = classes_arr
         self.tables.base = base
         self.tables.base_ranks = &br[0]
-        self.tables.keys = &kv[0]
-        self.tables.ranks = &rv[0]
+        self.tables.pairs = ps
+        self.tables.packed = pk
+        self.tables.bloom = &bv[0]
         self.tables.mask = mask
         self.tables.results = &resv[0] if n > 0 else NULL
         self.tables.substrate = substrate
@@ -888,6 +1065,8 @@ cdef class Encoder:
 
     def __dealloc__(self):
         cdef int s
+        free(self._pairs)
+        self._pairs = NULL
         if self.caches != NULL:
             for s in range(self._num_slots):
                 free(self.caches[s].slots)
@@ -930,7 +1109,9 @@ cdef class Encoder:
         if c.slots == NULL:
             while slots < 2 * <uint64_t>self.cache_entries:
                 slots *= 2
-            c.slots = <Slot*>calloc(slots, sizeof(Slot))
+            c.max_slots = slots
+            slots = min(slots, <uint64_t>INITIAL_SLOTS)
+            c.slots = <Slot*>table_alloc(slots * sizeof(Slot))
             c.mask = slots - 1
             c.max_entries = self.cache_entries
             c.keys = <uint8_t*>malloc(self.cache_bytes)

@@ -14,7 +14,7 @@
 from libc.stdint cimport int64_t, uint8_t, uint32_t
 
 from _types cimport CLASS_LETTER, CLASS_NUMBER, CLASS_OTHER, CLASS_SPACE
-from _utf8 cimport utf8_decode
+from _utf8 cimport ascii_run, utf8_decode
 
 
 cdef inline int _pretok_next(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
@@ -78,6 +78,12 @@ cdef inline Py_ssize_t gpt2_split(const uint8_t* data, Py_ssize_t n, const uint8
         pos += length
         run_chars = 1
         if cls == CLASS_OTHER or cls == CLASS_LETTER or cls == CLASS_NUMBER:
+            # the ASCII part of a letter or number run 8 bytes at a time (ASCII \p{L} is
+            # [A-Za-z], \p{N} [0-9]); the loop below takes the rest
+            if cls == CLASS_LETTER:
+                pos = ascii_run(data, n, pos, 0x20, 0x61, 0x7A)
+            elif cls == CLASS_NUMBER:
+                pos = ascii_run(data, n, pos, 0, 0x30, 0x39)
             while pos < n:
                 length = _pretok_next(data, n, pos, &cp)
                 if length == 0:

@@ -48,7 +48,7 @@
 # rules 3-5 above (llama3's whitespace, and [\r\n/]* after an "other" run).
 from libc.stdint cimport int64_t, uint8_t, uint32_t
 
-from _utf8 cimport utf8_decode
+from _utf8 cimport ascii_run, utf8_decode
 
 
 cdef enum:
@@ -106,8 +106,16 @@ cdef extern from *:
 
 cdef inline Py_ssize_t _tt_run(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
                                const uint8_t* classes, uint32_t mask) noexcept nogil:
-    """End of the run of characters with a bit of ``mask``, from ``i``."""
+    """End of the run of characters with a bit of ``mask``, from ``i``.  Letter runs
+    take their ASCII prefix 8 bytes at a time (ASCII \p{L} is [A-Za-z], TAIL's ASCII
+    is [a-z], HEAD's [A-Z]: test_pretok_tiktoken checks every pair of classes)."""
     cdef int length
+    if mask == TT_LETTER:
+        i = ascii_run(data, n, i, 0x20, 0x61, 0x7A)
+    elif mask == TT_TAIL:
+        i = ascii_run(data, n, i, 0, 0x61, 0x7A)
+    elif mask == TT_HEAD:
+        i = ascii_run(data, n, i, 0, 0x41, 0x5A)
     while _tt_class(data, n, i, classes, &length) & mask:
         i += length
     return i

@@ -57,9 +57,44 @@ cdef extern from *:
         return 0;
     }
     #endif
+    #ifndef UBE_ASCII_RUN_DEFINED
+    #define UBE_ASCII_RUN_DEFINED
+    #include <string.h>
+    #if (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    #define UBE_SWAR_RUN 1
+    #else
+    #define UBE_SWAR_RUN 0
+    #endif
+    /* ascii_run below: 8 bytes per step, so a word costs one predictable test per 8
+       letters and no branch per byte (a per-byte loop mispredicts at every word end). */
+    static UBE_ALWAYS_INLINE Py_ssize_t ube_ascii_run(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
+                                                      uint32_t fold, uint32_t lo, uint32_t hi) {
+    #if UBE_SWAR_RUN
+        const uint64_t H = 0x8080808080808080ULL, L = 0x0101010101010101ULL;
+        uint64_t w, x, ge, gt, in;
+        while (i + 8 <= n) {
+            memcpy(&w, data + i, 8);
+            x = (w | (fold * L)) & ~H;                 /* the low 7 bits of each byte, folded */
+            ge = (x + (0x80 - lo) * L) & H;            /* bit 7: x >= lo (no carry: x <= 0x7F) */
+            gt = (x + (0x7F - hi) * L) & H;            /* bit 7: x > hi */
+            in = ge & ~gt & ~w & H;                    /* ... and the byte itself is ASCII */
+            if (in != H)
+                return i + (__builtin_ctzll(~in & H) >> 3);
+            i += 8;
+        }
+    #endif
+        while (i < n && data[i] < 0x80 && (uint32_t)((data[i] | fold) - lo) <= hi - lo)
+            i++;
+        return i;
+    }
+    #endif
     """
     int utf8_decode "ube_utf8_decode"(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
                                       uint32_t* codepoint) noexcept nogil
+    Py_ssize_t ascii_run "ube_ascii_run"(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
+                                         uint32_t fold, uint32_t lo, uint32_t hi) noexcept nogil
+    # End of the run of ASCII bytes ``b`` with ``lo <= (b | fold) <= hi`` from ``i``
+    # (``lo`` >= 1, ``hi`` <= 0x7F): fold 0x20, 0x61..0x7A is [A-Za-z]; 0, 0x30..0x39 [0-9].
     # Decode the scalar value starting at data[i] (i < n).
     #
     # Returns its length in bytes (1..4) and stores it in ``codepoint``, or 0 when

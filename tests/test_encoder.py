@@ -577,3 +577,113 @@ def test_invalid_utf8_position_survives_slicing(utf8_tok):
     with pytest.raises(InvalidTextError) as info:
         tok.encode_utf8_batch(np.frombuffer(data, np.uint8), np.array([0, len(data)]))
     assert info.value.offset == 250 and info.value.document == 0
+
+
+# --------------------------------------------------------------------------- pair table, chunk cache, batch input
+
+def _shifted(tok, shift):
+    """Merges and results of ``tok`` with every merged id moved up by ``shift``."""
+    base = tok.base_size
+
+    def up(i):
+        return i if i < base else i + shift
+
+    merges = np.array([(up(a), up(b)) for a, b in tok.merges], dtype=np.uint32).reshape(-1, 2)
+    results = np.array([up(r) for r in tok.merge_results], dtype=np.uint32)
+    return merges, results, up
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_ids_past_21_bits_take_the_wide_pair_table_and_agree(tokenizers_by_substrate, real_texts, substrate):
+    """A pair packs into one 8-byte slot only while every id and rank fits 21 bits;
+    with merged ids moved past 2^21 the encoder takes 16-byte slots and must merge
+    the same: equal to the packed encoder and to the reference rule."""
+    from ube_stream import _encode
+    from ube_stream.pretokenizer import gpt2_class_table
+    from ube_stream.substrate import substrate_code
+
+    tok = tokenizers_by_substrate[substrate]
+    merges, results, up = _shifted(tok, 1 << 21)
+    wide = _encode.Encoder(merges, results, tok.base_size, substrate_code(substrate), gpt2_class_table())
+    narrow = _encode.Encoder(np.array(tok.merges, dtype=np.uint32).reshape(-1, 2),
+                             np.array(tok.merge_results, dtype=np.uint32), tok.base_size,
+                             substrate_code(substrate), gpt2_class_table())
+    ranked = [(int(a), int(b), int(r)) for (a, b), r in zip(merges, results)]
+    texts = real_texts[:300] + ["的" * 300, "ภาษาไทยเป็นภาษาราชการ" * 9, "😀👍🏽" * 60]
+    data = "".join(texts).encode()
+    offsets = np.cumsum([0] + [len(t.encode()) for t in texts]).astype(np.int64)
+    status, ids_wide, off_wide = wide.encode_utf8(np.frombuffer(data, np.uint8), offsets)
+    status2, ids_narrow, off_narrow = narrow.encode_utf8(np.frombuffer(data, np.uint8), offsets)
+    assert status == status2 == 0 and np.array_equal(off_wide, off_narrow)
+    assert ids_wide.tolist() == [up(i) for i in ids_narrow.tolist()]
+    assert ids_wide.max() >= 1 << 21   # the shifted ids were really used
+    from ube_stream.substrate import encode_symbols
+    for text in texts[-3:] + texts[:20]:
+        symbols = encode_symbols(text[:300], substrate).astype(np.uint16)
+        assert wide.encode_chunk_symbols(symbols).tolist() == encode_chunk_reference(symbols.tolist(), ranked)
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_cache_grows_and_keeps_every_entry(tokenizers_by_substrate, real_texts, substrate):
+    """A chunk cache starts at 4096 slots and doubles at half load: after a corpus of
+    many distinct chunks (the table grown several times) a second pass takes every
+    chunk from the cache, with the ids of the first pass and of the reference twin
+    (long CJK, Thai and emoji chunks included)."""
+    import pickle
+
+    tok = pickle.loads(pickle.dumps(tokenizers_by_substrate[substrate]))  # its own, empty caches
+    texts = real_texts + ["的一是不了人我在有他这为之大来以个中上们" * 20, "ภาษาไทยเป็นภาษาราชการ" * 12,
+                          "👩‍👩‍👧‍👦🏳️‍🌈" * 40, "데비안데비안" * 40]
+    first = tok.encode_ordinary_batch(texts)
+    encoder, _ = tok._kernel()
+    (before,) = [encoder.cache_stats(s) for s in range(encoder.num_slots) if encoder.cache_stats(s)["misses"]]
+    assert before["entries"] > 4 * 4096 and before["clears"] == 0
+    second = tok.encode_ordinary_batch(texts)
+    after = max((encoder.cache_stats(s) for s in range(encoder.num_slots)), key=lambda st: st["entries"])
+    assert after["misses"] == before["misses"] and after["hits"] > before["hits"]
+    assert all(np.array_equal(a, b) for a, b in zip(first, second))
+    for i in list(range(0, len(texts) - 4, 97)) + list(range(len(texts) - 4, len(texts))):
+        assert first[i].tolist() == encode_reference(tok, texts[i]), i
+
+
+def test_one_thread_after_two_gets_the_warmest_cache(utf8_tok, multilingual_lines):
+    """Each encoding thread takes a cache slot; a single-threaded call takes the
+    warmest free one, so after a 2-thread call (two slots, each warmed on half the
+    documents) a 1-thread call on the same documents finds every chunk cached."""
+    import pickle
+
+    tok = pickle.loads(pickle.dumps(utf8_tok))
+    lines = multilingual_lines[:3000]
+    encoder, _ = tok._kernel()
+
+    def misses():
+        return sum(encoder.cache_stats(s)["misses"] for s in range(encoder.num_slots))
+
+    for _ in range(3):
+        tok.encode_ordinary_batch(lines, num_threads=1)
+        tok.encode_ordinary_batch(lines, num_threads=2)
+        seen = misses()
+        tok.encode_ordinary_batch(lines, num_threads=1)
+        assert misses() == seen
+
+
+def test_batch_input_is_joined_in_one_buffer(utf8_tok):
+    """utf8_join: the documents' UTF-8 back to back with n + 1 offsets (str subclasses,
+    empty documents, non-ASCII); a lone surrogate or a non-str is named by encode_batch."""
+    from ube_stream import _encode
+
+    class Text(str):
+        pass
+
+    texts = ["", "abc", Text("Дебиан"), "", "的😀", "\x00"]
+    data, offsets = _encode.utf8_join(texts)
+    assert bytes(data) == b"".join(t.encode() for t in texts)
+    assert offsets.tolist() == np.cumsum([0] + [len(t.encode()) for t in texts]).tolist()
+    assert _encode.utf8_join([])[1].tolist() == [0]
+    got = utf8_tok.encode_ordinary_batch(texts)
+    assert [g.tolist() for g in got] == [utf8_tok.encode_ordinary(str(t)).tolist() for t in texts]
+    with pytest.raises(TypeError, match="document 2 is a bytes"):
+        utf8_tok.encode_ordinary_batch(["a", "b", b"c"])
+    with pytest.raises(InvalidTextError) as info:
+        utf8_tok.encode_ordinary_batch(["a", "b", "c\udfff"])
+    assert info.value.document == 2 and info.value.offset == 1

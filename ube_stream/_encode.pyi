@@ -5,7 +5,7 @@ results...)``, ``status`` 0 or a negative ``ube_stream.errors.STATUS_*`` code
 (results None), and on a failure writes ``(position, item)`` into ``err``;
 ``ube_stream.errors.check_status`` raises the matching exception.
 """
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -61,3 +61,8 @@ class Encoder:
         err: _Err = None,
         chunk_tokens: Optional[npt.NDArray[np.int64]] = None,  # len(ends) + 1: where each chunk's ids start, total last
     ) -> Tuple[int, Optional[npt.NDArray[np.uint32]], Optional[npt.NDArray[np.int64]]]: ...
+
+def utf8_join(texts: List[str]) -> Tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+    """The UTF-8 of every text in one buffer, and ``n + 1`` byte offsets; raises
+    UnicodeEncodeError (lone surrogate) or TypeError (not a str)."""
+    ...

@@ -9,8 +9,10 @@ slow pure-Python twins used by the parity tests.
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
 import os
+import threading
 from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -96,6 +98,35 @@ def _utf8_keeps_characters(token: bytes) -> bool:
         return continuations and len(token) <= 3
     need = 2 if 0xC0 <= lead <= 0xDF else 3 if 0xE0 <= lead <= 0xEF else 4 if 0xF0 <= lead <= 0xF7 else 0
     return continuations and len(token) < need
+
+
+class _SlotPool:
+    """The free chunk-cache slots of one encoder: :meth:`get` hands out the warmest free
+    slot (the one whose cache holds the most chunks), waiting while none is free.
+
+    Each encoding thread needs a slot of its own (a cache is not shared); picking
+    the warmest means a single-threaded caller keeps finding the cache it filled,
+    whatever number of threads the calls in between used (with last-in-first-out,
+    a call after a 2-thread call got whichever slot came back last, warmed on half
+    of the documents only)."""
+
+    def __init__(self, encoder: "_encode.Encoder") -> None:
+        self._encoder = encoder
+        self._free = list(range(encoder.num_slots))
+        self._ready = threading.Condition()
+
+    def get(self) -> int:
+        with self._ready:
+            while not self._free:
+                self._ready.wait()
+            free = self._free
+            best = max(range(len(free)), key=lambda i: self._encoder.cache_stats(free[i])["entries"])
+            return free.pop(best)
+
+    def put(self, slot: int) -> None:
+        with self._ready:
+            self._free.append(slot)
+            self._ready.notify()
 
 
 class Tokenizer:
@@ -370,8 +401,6 @@ class Tokenizer:
         ids (:meth:`_stage2` maps them)."""
         state = self.__dict__.get("_kernel_state")
         if state is None:
-            import queue
-
             from ..pretokenizer import SPLIT_GPT2, encoder_split, gpt2_class_table, tiktoken_class_table
             from ..substrate import substrate_code
 
@@ -379,20 +408,19 @@ class Tokenizer:
             split = encoder_split(self.pattern)  # None: chunk ends come from chunk_bounds_batch
             split = SPLIT_GPT2 if split is None else split
             k = len(self.merges) if self.superbpe is None else self.superbpe["stage1_merges"]
+            # np.fromiter over the flattened pairs: 3-4x faster than np.asarray on a list of tuples
+            # (0.1 s instead of 0.35 s for cl100k's 100k merges, paid by every fresh instance)
+            merges = np.fromiter(itertools.chain.from_iterable(self.merges[:k]), dtype=np.uint32,
+                                 count=2 * k).reshape(-1, 2)
             encoder = _encode.Encoder(
-                np.asarray(self.merges[:k], dtype=np.uint32).reshape(-1, 2),
-                np.asarray(self.merge_results[:k], dtype=np.uint32), self.base_size,
+                merges, np.fromiter(self.merge_results[:k], dtype=np.uint32, count=k), self.base_size,
                 substrate_code(self.substrate), gpt2_class_table() if split == SPLIT_GPT2 else
                 tiktoken_class_table(), num_slots=num_slots, cache_entries=self.cache_entries,
                 cache_bytes=self.cache_bytes, split=split,
                 id_map=self._id_map if self.superbpe is None else None, slice_bytes=self.slice_bytes,
                 char_integrity=self._encoder_char_integrity,
                 check_utf8=self.char_integrity and not self._utf8_tokens_keep_characters)
-            # last in, first out: a caller on one thread gets back the slot (and warm cache) it used
-            slots: "queue.LifoQueue[int]" = queue.LifoQueue()
-            for slot in range(num_slots):
-                slots.put(slot)
-            state = self._kernel_state = (encoder, slots)
+            state = self._kernel_state = (encoder, _SlotPool(encoder))
         return state
 
     def _stage2(self):
@@ -633,14 +661,14 @@ class Tokenizer:
             docs = [p for text_pieces in pieces for p, special in text_pieces if special is None]
         else:
             pieces, docs = None, texts
-        encoded = []
-        for d, text in enumerate(docs):
-            if not isinstance(text, str):
-                raise TypeError(f"document {d} is a {type(text).__name__}, not a str")
-            encoded.append(utf8_of(text, document=d))
-        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum([len(e) for e in encoded], out=offsets[1:])
-        data = np.frombuffer(b"".join(encoded), np.uint8)
+        try:
+            data, offsets = _encode.utf8_join(docs if type(docs) is list else list(docs))
+        except (TypeError, UnicodeEncodeError):  # say which document, and what to do
+            for d, text in enumerate(docs):
+                if not isinstance(text, str):
+                    raise TypeError(f"document {d} is a {type(text).__name__}, not a str") from None
+                utf8_of(text, document=d)
+            raise
         ids, token_offsets = self._encode_docs(data, offsets, num_threads)
         bounds = token_offsets.tolist()
         if pieces is None:
