@@ -52,7 +52,6 @@ CASES = [
     ("utf8", "script", 20, 40, 4, {}),
     ("ube", "gpt2", 25, 40, 4, {"max_token_length": 6}),
     ("utf8", "gpt2", 15, 40, 4, {"char_integrity": True}),
-    ("ube", "gpt2", 15, 40, 4, {"char_integrity": True}),
     ("utf16", "gpt2", 15, 30, 4, {"min_frequency": 1}),
 ]
 
@@ -73,6 +72,18 @@ def test_trainer_equals_twin(substrate, pattern, stage1, stage2, max_words, opti
     assert k <= stage1 and len(merges) > k, "the corpus is expected to give superword merges"
     if "max_token_length" in options:
         assert max(len(tok._expansions[r]) for _, _, r in merges) <= options["max_token_length"]
+
+
+@pytest.mark.parametrize("substrate", ["ube", "utf16"])
+def test_superbpe_with_char_integrity_is_refused_off_utf8(substrate):
+    """The stage-2 encoder does not check characters (utf8 needs no check: it resynchronises),
+    so the combination is refused before any work, and a file holding it does not load."""
+    with pytest.raises(ValueError, match="utf8 substrate only"):
+        train(iter(["a b"]), vocab_size=700, substrate=substrate, superbpe_transition=650,
+              char_integrity=True, show_progress=False)
+    with pytest.raises(ValueError, match="utf8 substrate only"):
+        Tokenizer(substrate=substrate, merges=[], superbpe={"stage1_merges": 0, "max_words": 4},
+                  char_integrity=True)
 
 
 def test_transition_at_vocab_size_is_plain_bpe():

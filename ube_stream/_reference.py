@@ -391,8 +391,9 @@ def train_bpe_reference(word_counts: dict | list, *, n_base: int, max_vocab: int
     while len(expansions) < max_vocab:
         pair_counts: dict = {}
         for symbols, count, spans, flags, chunks in words:
+            constrained = flags is not None or chunks is not None
             for k, pair in enumerate(zip(symbols, symbols[1:])):
-                if _may_merge(k, symbols, spans, flags, chunks, max_words):
+                if not constrained or _may_merge(k, symbols, spans, flags, chunks, max_words):
                     pair_counts[pair] = pair_counts.get(pair, 0) + count
         if max_token_length is not None:  # too long to merge: never a candidate
             pair_counts = {p: c for p, c in pair_counts.items()
@@ -411,8 +412,9 @@ def train_bpe_reference(word_counts: dict | list, *, n_base: int, max_vocab: int
             id_of_expansion[expansion] = result
         merges.append((pair[0], pair[1], result))
         for entry in words:
-            entry[0], entry[2] = _merge_pair_training(entry[0], pair, result, entry[2], entry[3], entry[4],
-                                                      max_words)
+            if pair[0] in entry[0]:      # (a word without the left token has nothing to rewrite)
+                entry[0], entry[2] = _merge_pair_training(entry[0], pair, result, entry[2], entry[3], entry[4],
+                                                          max_words)
     return merges
 
 

@@ -129,6 +129,18 @@ class _SlotPool:
             self._ready.notify()
 
 
+def check_superbpe_options(substrate: str, superbpe: bool, char_integrity: bool) -> None:
+    """The one check of the SuperBPE x character-integrity combination (trainer and
+    constructor): ValueError for ``ube``/``utf16``, whose stage-2 encoder does not check
+    characters yet."""
+    if superbpe and char_integrity and substrate != "utf8":
+        raise ValueError(
+            f"SuperBPE with char_integrity is supported for the utf8 substrate only, not {substrate!r}: the "
+            "stage-2 (superword) encoder does not check character boundaries yet, and the ube/utf16 byte "
+            "alphabets do not resynchronise as UTF-8 does, so a superword could land across a character. "
+            "Train SuperBPE or char_integrity, or use substrate='utf8'")
+
+
 class Tokenizer:
     """A UBE / BBPE / BBPE16 byte-level BPE tokenizer.
 
@@ -155,6 +167,7 @@ class Tokenizer:
         self.char_integrity = bool(char_integrity)
         #: SuperBPE: ``{"stage1_merges": k, "max_words": w}`` (merges[:k] inside chunks, the rest across them)
         self.superbpe: Optional[Dict[str, int]] = None
+        check_superbpe_options(substrate, superbpe is not None, self.char_integrity)
         if superbpe is not None:
             k, w = superbpe["stage1_merges"], superbpe["max_words"]
             if not (0 <= int(k) <= len(self.merges)) or int(w) < 1:

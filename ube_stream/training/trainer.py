@@ -38,7 +38,7 @@ from ..errors import InvalidTextError, check_status, err_buffer
 from ..executors import get_executor
 from ..readers.batch import check_on_error
 from ..storage import atomic_write_json
-from ..tokenizer.core import Tokenizer
+from ..tokenizer.core import Tokenizer, check_superbpe_options
 from .work_dir import TrainWork, run_key, work_root
 
 DEFAULT_SPECIAL_TOKENS = ("<|endoftext|>",)
@@ -318,6 +318,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     if superbpe:
         _check_superbpe(superbpe_transition, superbpe_max_words, vocab_size=vocab_size, n_base=n_base,
                         n_special=len(special_tokens), substrate=substrate)
+    check_superbpe_options(substrate, superbpe, char_integrity)
     pattern = pattern_spec(*resolve_pattern(pattern))   # an unknown name fails here, before any work
     workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
     summary = summary if summary is not None else TrainSummary()
