@@ -105,3 +105,13 @@ def superbpe_from_plain(plain, texts, *, max_words=4, rounds=2, per_round=40):
         merges += new
         tok = build(merges)
     return tok
+
+
+def slow_after(values, keep=1):
+    """Parameters for ``pytest.mark.parametrize``: the first ``keep`` values in the default
+    suite, the others marked slow (they run in CI's slow job), so a variant test keeps its
+    primary case (``ube``, the product) fast and its siblings still run somewhere."""
+    import pytest
+
+    values = list(values)
+    return values[:keep] + [pytest.param(v, marks=pytest.mark.slow) for v in values[keep:]]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _helpers import openai_ranks
+from _helpers import openai_ranks, slow_after
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -41,7 +41,7 @@ def _reference_or_none(tok, ids, errors="strict"):
 
 # --------------------------------------------------------------------------- valid ids
 
-@pytest.mark.parametrize("substrate", SUBSTRATES)
+@pytest.mark.parametrize("substrate", slow_after(SUBSTRATES))
 def test_decode_and_decode_bytes_round_trip_real_text(toks, sample_texts, substrate):
     tok = toks[substrate]
     for text in sample_texts:
@@ -80,7 +80,7 @@ def test_every_token_alone_equals_the_reference(toks):
 
 # --------------------------------------------------------------------------- invalid ids
 
-@pytest.mark.parametrize("substrate", SUBSTRATES)
+@pytest.mark.parametrize("substrate", slow_after(SUBSTRATES))
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_arbitrary_ids_agree_with_the_reference(toks, substrate, data):

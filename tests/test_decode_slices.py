@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _helpers import openai_ranks
+from _helpers import openai_ranks, slow_after
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -42,7 +42,7 @@ def _restore_slice(toks):
 
 # --------------------------------------------------------------------------- the symbol decoder
 
-@pytest.mark.parametrize("substrate", SUBSTRATES)
+@pytest.mark.parametrize("substrate", slow_after(SUBSTRATES))
 @settings(max_examples=200, deadline=None)
 @given(data=st.data())
 def test_replace_decoder_is_the_one_pass_twin_however_cut(substrate, data):

@@ -7,6 +7,7 @@ from contextlib import redirect_stdout
 
 import numpy as np
 import pytest
+from _helpers import slow_after
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -117,7 +118,7 @@ def test_kernel_equals_reference_on_real_text(tokenizers_by_substrate, real_text
         assert ids.tolist() == encode_reference(tok, text)
 
 
-@pytest.mark.parametrize("substrate", SUBSTRATES)
+@pytest.mark.parametrize("substrate", slow_after(SUBSTRATES))
 def test_kernel_equals_reference_hypothesis(tokenizers_by_substrate, substrate):
     tok = tokenizers_by_substrate[substrate]
 
@@ -165,7 +166,7 @@ def test_reused_merge_results_follow_the_rank_rule():
 
 # --------------------------------------------------------------------------- round trips
 
-@pytest.mark.parametrize("substrate", SUBSTRATES)
+@pytest.mark.parametrize("substrate", slow_after(SUBSTRATES))
 def test_round_trip_real_text(tokenizers_by_substrate, real_texts, substrate):
     tok = tokenizers_by_substrate[substrate]
     encoded = tok.encode_batch(real_texts)
@@ -623,7 +624,7 @@ def test_ids_past_21_bits_take_the_wide_pair_table_and_agree(tokenizers_by_subst
         assert wide.encode_chunk_symbols(symbols).tolist() == encode_chunk_reference(symbols.tolist(), ranked)
 
 
-@pytest.mark.parametrize("substrate", SUBSTRATES)
+@pytest.mark.parametrize("substrate", slow_after(SUBSTRATES))
 def test_cache_grows_and_keeps_every_entry(tokenizers_by_substrate, real_texts, substrate):
     """A chunk cache starts at 4096 slots and doubles at half load: after a corpus of
     many distinct chunks (the table grown several times) a second pass takes every

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zstandard
+from _helpers import slow_after
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -235,7 +236,7 @@ def ids_strategy(substrate):
     return st.lists(st.one_of(st.integers(0, limit - 1), st.sampled_from(tricky)), max_size=40)
 
 
-@pytest.mark.parametrize("substrate", SUBSTRATES)
+@pytest.mark.parametrize("substrate", slow_after(SUBSTRATES))
 def test_random_ids_decode_like_the_reference(substrate):
     @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(ids=ids_strategy(substrate))

@@ -138,7 +138,7 @@ def test_encode_spans_documents():
 
 # --------------------------------------------------------------------------- Tokenizer.encode == twin
 
-from _helpers import superbpe_from_plain  # noqa: E402
+from _helpers import slow_after, superbpe_from_plain  # noqa: E402
 
 from ube_stream import Tokenizer, train  # noqa: E402
 from ube_stream._reference import decode_reference, encode_reference, encode_superbpe_reference  # noqa: E402
@@ -216,7 +216,7 @@ def test_superbpe_encode_equals_twin_more_real_text(superbpe_by_substrate, more_
 
 
 @pytest.mark.parametrize("max_words", [1, 2, 3])
-@pytest.mark.parametrize("substrate", SUBSTRATES)
+@pytest.mark.parametrize("substrate", slow_after(SUBSTRATES))
 def test_superbpe_max_words_real_text(superbpe_by_substrate, parallel_rows, substrate, max_words):
     tok = _with_max_words(superbpe_by_substrate[substrate], max_words)
     texts = [r["text"] for r in parallel_rows[::40]]
@@ -414,7 +414,7 @@ def test_trained_superbpe_makes_superwords_and_fewer_tokens(trained_by_substrate
     assert any(" " in p.strip(" ") for p in pieces)  # some token holds two words
 
 
-@pytest.mark.parametrize("substrate", SUBSTRATES)
+@pytest.mark.parametrize("substrate", slow_after(SUBSTRATES))
 def test_trained_superbpe_unicode_audit_round_trips(trained_by_substrate, substrate):
     from ube_stream.verification import verify_unicode
 
