@@ -525,3 +525,30 @@ def test_superbpe_with_an_id_map(superbpe_by_substrate, sample_texts):
     for text, ids, plain_ids in zip(texts, mapped.encode_ordinary_batch(texts), tok.encode_ordinary_batch(texts)):
         assert ids.tolist() == id_map[plain_ids].tolist() == encode_superbpe_reference(mapped, text)
         assert mapped.decode(ids) == text
+
+
+def test_encode_chunks_writes_where_each_chunk_starts(plain_by_substrate, sample_texts):
+    """Encoder.encode_chunks(chunk_tokens=): chunk c's ids are ids[chunk_tokens[c]:chunk_tokens[c+1]],
+    each the twin's encoding of that chunk alone; the ids are those of a call without it."""
+    from ube_stream.errors import err_buffer
+    from ube_stream.pretokenizer import chunk_bounds_batch
+
+    tok = plain_by_substrate["ube"]
+    texts = sample_texts[:20]
+    data = np.frombuffer(b"".join(t.encode("utf-8") for t in texts), np.uint8)
+    offsets = np.cumsum([0] + [len(t.encode("utf-8")) for t in texts]).astype(np.int64)
+    ends, doc_chunks = chunk_bounds_batch(data, offsets, "gpt2")
+    encoder, _ = tok._kernel()
+    chunk_tokens = np.full(ends.size + 1, -1, dtype=np.int64)
+    status, ids, token_offsets = encoder.encode_chunks(data, offsets, ends, doc_chunks, 0, err_buffer(), chunk_tokens)
+    assert status == 0
+    plain_ids = encoder.encode_chunks(data, offsets, ends, doc_chunks, 0, err_buffer())[1]
+    assert ids.tolist() == plain_ids.tolist()
+    assert chunk_tokens[0] == 0 and chunk_tokens[-1] == ids.size and (np.diff(chunk_tokens) > 0).all()
+    assert token_offsets.tolist() == chunk_tokens[doc_chunks].tolist()
+    starts = np.concatenate([[offsets[0]], ends[:-1]])
+    for c in range(0, ends.size, 37):
+        chunk = bytes(data[starts[c]:ends[c]]).decode("utf-8")
+        assert ids[chunk_tokens[c]:chunk_tokens[c + 1]].tolist() == encode_reference(tok, chunk)
+    with pytest.raises(ValueError, match="chunk_tokens needs"):
+        encoder.encode_chunks(data, offsets, ends, doc_chunks, 0, None, np.zeros(ends.size, np.int64))
