@@ -214,7 +214,7 @@ def _assert_between_separators(name, separators):
 # merge or not), the space (optional space, X prefix, whitespace runs) and the apostrophe
 # (every scalar after it as a contraction's first letter; after a letter-scalar as
 # o200k's suffix)
-@pytest.mark.parametrize("name", [n for n in NAMES if n != "llama3"] + slow_after(["llama3"], keep=0))
+@pytest.mark.parametrize("name", slow_after(NAMES, keep=0))   # each scalar alone, pairs, triples: default
 def test_every_scalar_value_between_separators(name):
     _assert_between_separators(name, ["a", "A", " ", "'"])
 

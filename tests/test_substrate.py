@@ -140,8 +140,7 @@ def test_every_scalar_value_one_by_one_through_the_batch_entry(every_char, subst
     np.testing.assert_array_equal(symbols, codec_ids(every_char, substrate))
 
 
-@pytest.mark.parametrize("substrate", [pytest.param("ube"), pytest.param("utf8", marks=pytest.mark.slow),
-                                       pytest.param("utf16", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("substrate", slow_after(SUBSTRATES))
 def test_every_scalar_value_alone_decodes_to_itself(every_char, substrate):
     """1,112,064 kernel calls per substrate, each decoding one char's symbols (~1.5 s)."""
     data = every_char.encode("utf-8")

@@ -147,11 +147,6 @@ SUBSTRATES = ("ube", "utf8", "utf16")
 SPECIALS = ["<|endoftext|>", "<|pad|>"]
 
 
-def _first_fast(first):
-    """The substrates with all but ``first`` marked slow (the default suite runs one)."""
-    return [s if s == first else pytest.param(s, marks=pytest.mark.slow) for s in SUBSTRATES]
-
-
 @pytest.fixture(scope="module")
 def plain_by_substrate(docs_rows):
     text = [r["text"] for r in docs_rows][:40]
@@ -204,7 +199,7 @@ def _check_twin(tok, texts):
         assert ids.tolist() == encode_superbpe_reference(tok, text), text[:80]
 
 
-@pytest.mark.parametrize("substrate", _first_fast("ube"))
+@pytest.mark.parametrize("substrate", slow_after(SUBSTRATES, keep=0))
 def test_superbpe_encode_equals_twin_real_text(superbpe_by_substrate, sample_texts, substrate):
     _check_twin(superbpe_by_substrate[substrate], sample_texts)
 
@@ -373,7 +368,7 @@ def _training_segmentation(tok, text):
     return out
 
 
-@pytest.mark.parametrize("substrate", _first_fast("utf8"))
+@pytest.mark.parametrize("substrate", slow_after(("utf8", "ube", "utf16")))
 def test_encoding_gives_the_trainers_segmentation(trained_by_substrate, training_texts, substrate):
     """Encoding (lowest stage-2 rank first) equals training's merge-by-merge rewrite
     of every training span (the consistency SuperBPE needs: a model sees at inference
@@ -385,7 +380,7 @@ def test_encoding_gives_the_trainers_segmentation(trained_by_substrate, training
         assert tok.encode_ordinary(text).tolist() == _training_segmentation(tok, text)
 
 
-@pytest.mark.parametrize("substrate", _first_fast("utf16"))
+@pytest.mark.parametrize("substrate", slow_after(("utf16", "ube", "utf8")))
 def test_trained_superbpe_equals_twin_and_decodes(trained_by_substrate, sample_texts, substrate):
     """Trained SuperBPE: encode == twin; decode, decode_bytes, decode(errors="replace") on
     slices and the stream decoder give the text back."""
