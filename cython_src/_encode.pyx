@@ -33,6 +33,7 @@ from libcpp.vector cimport vector
 from cython.view cimport array as cvarray
 
 from _hash cimport hash_bytes, mix64, prefetch
+from _heap cimport heap_pop, heap_push
 from _pretok_core cimport gpt2_split
 from _pretok_tiktoken cimport (SPLIT_CL100K, SPLIT_GPT2, SPLIT_LLAMA3, SPLIT_O200K, TT_HEAD, TT_LETTER,
                                tiktoken_split)
@@ -189,39 +190,6 @@ cdef Py_ssize_t merge_short(const Tables* t, uint32_t* ids, uint32_t* ranks,
     return n
 
 
-cdef inline void _heap_push(vector[uint64_t]& heap, uint64_t item) noexcept nogil:
-    cdef Py_ssize_t i = heap.size(), parent
-    heap.push_back(item)
-    while i > 0:
-        parent = (i - 1) >> 1
-        if heap[parent] <= item:
-            break
-        heap[i] = heap[parent]
-        i = parent
-    heap[i] = item
-
-
-cdef inline uint64_t _heap_pop(vector[uint64_t]& heap) noexcept nogil:
-    cdef uint64_t top = heap[0], item = heap.back()
-    cdef Py_ssize_t n, i = 0, child
-    heap.pop_back()
-    n = heap.size()
-    if n == 0:
-        return top
-    while True:
-        child = 2 * i + 1
-        if child >= n:
-            break
-        if child + 1 < n and heap[child + 1] < heap[child]:
-            child += 1
-        if heap[child] >= item:
-            break
-        heap[i] = heap[child]
-        i = child
-    heap[i] = item
-    return top
-
-
 cdef Py_ssize_t merge_long(const Tables* t, uint32_t* ids, Py_ssize_t n, int32_t_vec& nxt,
                            int32_t_vec& prv, vector[uint32_t]& node_rank,
                            vector[uint64_t]& heap, vector[uint32_t]& batch) noexcept nogil:
@@ -243,12 +211,12 @@ cdef Py_ssize_t merge_long(const Tables* t, uint32_t* ids, Py_ssize_t n, int32_t
         r = rank_of(t, ids[i], ids[i + 1])
         node_rank[i] = r
         if r != NO_RANK:
-            _heap_push(heap, (<uint64_t>r << 32) | <uint64_t>i)
+            heap_push(heap, (<uint64_t>r << 32) | <uint64_t>i)
     while heap.size() > 0:
         r = <uint32_t>(heap[0] >> 32)
         batch.clear()
         while heap.size() > 0 and <uint32_t>(heap[0] >> 32) == r:
-            top = _heap_pop(heap)
+            top = heap_pop(heap)
             batch.push_back(<uint32_t>(top & 0xFFFFFFFFu))
         result = t.results[r]
         for b in range(<Py_ssize_t>batch.size()):
@@ -266,7 +234,7 @@ cdef Py_ssize_t merge_long(const Tables* t, uint32_t* ids, Py_ssize_t n, int32_t
                 nr = rank_of(t, result, ids[nq])
                 node_rank[p] = nr
                 if nr != NO_RANK:
-                    _heap_push(heap, (<uint64_t>nr << 32) | <uint64_t>p)
+                    heap_push(heap, (<uint64_t>nr << 32) | <uint64_t>p)
             else:
                 node_rank[p] = NO_RANK
             pp = prv[p]
@@ -274,7 +242,7 @@ cdef Py_ssize_t merge_long(const Tables* t, uint32_t* ids, Py_ssize_t n, int32_t
                 nr = rank_of(t, ids[pp], result)
                 node_rank[pp] = nr
                 if nr != NO_RANK:
-                    _heap_push(heap, (<uint64_t>nr << 32) | <uint64_t>pp)
+                    heap_push(heap, (<uint64_t>nr << 32) | <uint64_t>pp)
     count = 0
     p = 0
     while p != -1:
@@ -651,12 +619,12 @@ cdef Py_ssize_t merge_long_ci(const Tables* t, uint32_t* ids, const uint8_t* fla
         r = ci_rank(t, flags, ids[i], ids[i + 1], i, i + 1, i + 2)
         node_rank[i] = r
         if r != NO_RANK:
-            _heap_push(heap, (<uint64_t>r << 32) | <uint64_t>i)
+            heap_push(heap, (<uint64_t>r << 32) | <uint64_t>i)
     while heap.size() > 0:
         r = <uint32_t>(heap[0] >> 32)
         batch.clear()
         while heap.size() > 0 and <uint32_t>(heap[0] >> 32) == r:
-            top = _heap_pop(heap)
+            top = heap_pop(heap)
             batch.push_back(<uint32_t>(top & 0xFFFFFFFFu))
         result = t.results[r]
         for b in range(<Py_ssize_t>batch.size()):
@@ -674,7 +642,7 @@ cdef Py_ssize_t merge_long_ci(const Tables* t, uint32_t* ids, const uint8_t* fla
                 nr = ci_rank(t, flags, result, ids[nq], p, nq, n if nxt[nq] == -1 else nxt[nq])
                 node_rank[p] = nr
                 if nr != NO_RANK:
-                    _heap_push(heap, (<uint64_t>nr << 32) | <uint64_t>p)
+                    heap_push(heap, (<uint64_t>nr << 32) | <uint64_t>p)
             else:
                 node_rank[p] = NO_RANK
             pp = prv[p]
@@ -682,7 +650,7 @@ cdef Py_ssize_t merge_long_ci(const Tables* t, uint32_t* ids, const uint8_t* fla
                 nr = ci_rank(t, flags, ids[pp], result, pp, p, n if nq == -1 else nq)
                 node_rank[pp] = nr
                 if nr != NO_RANK:
-                    _heap_push(heap, (<uint64_t>nr << 32) | <uint64_t>pp)
+                    heap_push(heap, (<uint64_t>nr << 32) | <uint64_t>pp)
     count = 0
     p = 0
     while p != -1:

@@ -29,6 +29,7 @@ from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
 from _hash cimport mix64
+from _heap cimport heap_pop, heap_push
 from _spans cimport span_end
 from _status cimport STATUS_BAD_ID, STATUS_INVALID_UTF8, STATUS_OK, check_err, fail
 
@@ -117,39 +118,6 @@ cdef Py_ssize_t merge_short(const Tables* t, uint32_t* ids, uint32_t* inner, uin
     return n
 
 
-cdef inline void _heap_push(vector[uint64_t]& heap, uint64_t item) noexcept nogil:
-    cdef Py_ssize_t i = heap.size(), parent
-    heap.push_back(item)
-    while i > 0:
-        parent = (i - 1) >> 1
-        if heap[parent] <= item:
-            break
-        heap[i] = heap[parent]
-        i = parent
-    heap[i] = item
-
-
-cdef inline uint64_t _heap_pop(vector[uint64_t]& heap) noexcept nogil:
-    cdef uint64_t top = heap[0], item = heap.back()
-    cdef Py_ssize_t n, i = 0, child
-    heap.pop_back()
-    n = heap.size()
-    if n == 0:
-        return top
-    while True:
-        child = 2 * i + 1
-        if child >= n:
-            break
-        if child + 1 < n and heap[child + 1] < heap[child]:
-            child += 1
-        if heap[child] >= item:
-            break
-        heap[i] = heap[child]
-        i = child
-    heap[i] = item
-    return top
-
-
 cdef struct Scratch:
     vector[uint32_t] inner
     vector[uint8_t] start
@@ -183,12 +151,12 @@ cdef Py_ssize_t merge_long(const Tables* t, uint32_t* ids, uint32_t* inner, uint
         r = pair_rank(t, ids, inner, start, i, i + 1)
         node_rank[i] = r
         if r != NO_RANK:
-            _heap_push(s.heap, (<uint64_t>r << 32) | <uint64_t>i)
+            heap_push(s.heap, (<uint64_t>r << 32) | <uint64_t>i)
     while s.heap.size() > 0:
         r = <uint32_t>(s.heap[0] >> 32)
         s.batch.clear()
         while s.heap.size() > 0 and <uint32_t>(s.heap[0] >> 32) == r:
-            top = _heap_pop(s.heap)
+            top = heap_pop(s.heap)
             s.batch.push_back(<uint32_t>(top & 0xFFFFFFFFu))
         result = t.results[r]
         for b in range(<Py_ssize_t>s.batch.size()):
@@ -207,7 +175,7 @@ cdef Py_ssize_t merge_long(const Tables* t, uint32_t* ids, uint32_t* inner, uint
                 nr = pair_rank(t, ids, inner, start, p, nq)
                 node_rank[p] = nr
                 if nr != NO_RANK:
-                    _heap_push(s.heap, (<uint64_t>nr << 32) | <uint64_t>p)
+                    heap_push(s.heap, (<uint64_t>nr << 32) | <uint64_t>p)
             else:
                 node_rank[p] = NO_RANK
             pp = prv[p]
@@ -215,7 +183,7 @@ cdef Py_ssize_t merge_long(const Tables* t, uint32_t* ids, uint32_t* inner, uint
                 nr = pair_rank(t, ids, inner, start, pp, p)
                 node_rank[pp] = nr
                 if nr != NO_RANK:
-                    _heap_push(s.heap, (<uint64_t>nr << 32) | <uint64_t>pp)
+                    heap_push(s.heap, (<uint64_t>nr << 32) | <uint64_t>pp)
     count = 0
     p = 0
     while p != -1:
