@@ -115,3 +115,11 @@ def slow_after(values, keep=1):
 
     values = list(values)
     return values[:keep] + [pytest.param(v, marks=pytest.mark.slow) for v in values[keep:]]
+
+
+def write_jsonl(path, texts):
+    """A JSON Lines file of ``{"text": t}`` rows; returns its path as a string."""
+    with open(path, "w", encoding="utf-8") as f:
+        for t in texts:
+            f.write(json.dumps({"text": t}, ensure_ascii=False) + "\n")
+    return str(path)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from _helpers import write_jsonl
 
 from ube_stream.executors import LocalExecutor, get_executor, worker_state
 from ube_stream.training.trainer import train
@@ -85,13 +86,6 @@ def ray_cluster():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     yield ray
     ray.shutdown()
-
-
-def write_jsonl(path, texts):
-    with open(path, "w", encoding="utf-8") as f:
-        for t in texts:
-            f.write(json.dumps({"text": t}, ensure_ascii=False) + "\n")
-    return str(path)
 
 
 @pytest.mark.slow  # starts a Ray cluster; tests/test_ray.py covers Ray too

@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 import pytest
+from _helpers import write_jsonl
 
 from ube_stream import _count, _merge
 from ube_stream import _reference as ref
@@ -252,13 +253,6 @@ def test_tokenizer_file_records_superbpe(tmp_path):
 
 
 # ------------------------------------------------------------------ workers, work directory
-
-def write_jsonl(path, texts):
-    with open(path, "w", encoding="utf-8") as f:
-        for t in texts:
-            f.write(json.dumps({"text": t}, ensure_ascii=False) + "\n")
-    return str(path)
-
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, docs_rows):

@@ -12,19 +12,13 @@ import tempfile
 
 import numpy as np
 import pytest
+from _helpers import write_jsonl
 
 from ube_stream import _count, _route
 from ube_stream import _reference as ref
 from ube_stream.errors import TokenizerFormatError
 from ube_stream.tokenizer import Tokenizer
 from ube_stream.training.trainer import TrainSummary, train
-
-
-def write_jsonl(path, texts):
-    with open(path, "w", encoding="utf-8") as f:
-        for t in texts:
-            f.write(json.dumps({"text": t}, ensure_ascii=False) + "\n")
-    return str(path)
 
 
 @pytest.fixture(scope="module")
