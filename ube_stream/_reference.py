@@ -16,7 +16,7 @@ shifted by 256.
 from __future__ import annotations
 
 import functools
-from typing import Any, Dict, Iterable, List, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Sequence, Tuple
 
 import regex
 
@@ -466,20 +466,28 @@ def _merge_pair_training(symbols: List[int], pair: tuple, result: int, spans: Li
                          max_words: int | None = None) -> Tuple[List[int], List[int]]:
     """:func:`_merge_pair` where :func:`_may_merge` allows it, keeping each
     token's start (in word symbols): returns the new tokens and starts."""
+    return _rewrite_where(symbols, spans, pair, result,
+                          lambda i: _may_merge(i, symbols, spans, flags, chunks, max_words))
+
+
+def _rewrite_where(symbols: List[int], starts: List[int], pair: tuple, result: int,
+                   allowed: Callable[[int], bool]) -> Tuple[List[int], List[int]]:
+    """Rewrite ``symbols`` left to right, replacing non-overlapping ``pair`` by
+    ``result`` where ``allowed(i)`` (the tokens at i, i + 1 may merge), keeping
+    each token's start: returns the new tokens and starts."""
     out: List[int] = []
-    out_spans: List[int] = []
+    out_starts: List[int] = []
     i = 0
     while i < len(symbols):
-        if (i + 1 < len(symbols) and symbols[i] == pair[0] and symbols[i + 1] == pair[1]
-                and _may_merge(i, symbols, spans, flags, chunks, max_words)):
+        if i + 1 < len(symbols) and symbols[i] == pair[0] and symbols[i + 1] == pair[1] and allowed(i):
             out.append(result)
-            out_spans.append(spans[i])
+            out_starts.append(starts[i])
             i += 2
         else:
             out.append(symbols[i])
-            out_spans.append(spans[i])
+            out_starts.append(starts[i])
             i += 1
-    return out, out_spans
+    return out, out_starts
 
 
 def train_superbpe_reference(texts: Iterable[str], *, substrate: str = "ube", pattern: str = GPT2_PATTERN,
@@ -609,19 +617,8 @@ def _encode_chunk(ids: List[int], merges: Sequence[Sequence[int]], rank_of: Dict
             break
         rank = min(ranked)
         pair, result = tuple(merges[rank][:2]), merges[rank][2]
-        out: List[int] = []
-        out_starts: List[int] = []
-        i = 0
-        while i < len(ids):  # left to right, without overlap, where characters stay whole
-            if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair and may_merge(i):
-                out.append(result)
-                out_starts.append(starts[i])
-                i += 2
-            else:
-                out.append(ids[i])
-                out_starts.append(starts[i])
-                i += 1
-        ids, starts = out, out_starts
+        # left to right, without overlap, where characters stay whole
+        ids, starts = _rewrite_where(ids, starts, pair, result, may_merge)
     return ids
 
 
