@@ -238,6 +238,21 @@ def test_export_vocab_merges(tmp_path, small_corpus):
         assert vocab[left] == a and vocab[right] == b and vocab[left + right] == result
 
 
+def test_export_vocab_merges_marks_where_superbpe_stage2_starts(tmp_path, small_corpus, docs_rows):
+    from _helpers import superbpe_from_plain
+
+    plain = train(small_corpus, vocab_size=700, substrate="ube", workers=1, show_progress=False)
+    texts = [r["text"][:3000] for r in docs_rows if r["lang"] == "en-US"][:20]
+    tok = superbpe_from_plain(plain, texts, max_words=3, rounds=1, per_round=20)
+    _, merges_path = tok.export_vocab_merges(tmp_path)
+    lines = open(merges_path, encoding="utf-8").read().splitlines()
+    assert lines[0] == (f"#version: 0.2 ube-stream substrate=ube superbpe_stage1_merges={len(plain.merges)} "
+                        "superbpe_max_words=3")
+    assert len(lines) - 1 == len(tok.merges) > len(plain.merges)
+    _, plain_path = plain.export_vocab_merges(tmp_path / "plain")
+    assert open(plain_path, encoding="utf-8").readline() == "#version: 0.2 ube-stream substrate=ube\n"
+
+
 def test_export_hf_loads_and_encodes_like_reference(utf8_tokenizer, tmp_path, multilingual_lines):
     import tokenizers
     path = tmp_path / "hf.json"

@@ -61,13 +61,23 @@ def vocab(tok: _Exportable) -> Dict[str, int]:
 
 
 def export_vocab_merges(tok: _Exportable, directory: str | os.PathLike) -> Tuple[str, str]:
-    """Write GPT-2 style ``vocab.json`` and ``merges.txt`` into ``directory``."""
+    """Write GPT-2 style ``vocab.json`` and ``merges.txt`` into ``directory``.
+
+    The ``#version`` header names the substrate; for a SuperBPE tokenizer it also
+    says where stage 2 starts (``superbpe_stage1_merges=k superbpe_max_words=W``:
+    the first ``k`` merge lines apply inside chunks, the rest across the chunks of
+    a span), since a plain BPE reading the file would apply all of them inside
+    chunks."""
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
     vocab_path = os.path.join(directory, "vocab.json")
     merges_path = os.path.join(directory, "merges.txt")
     atomic_write_text(vocab_path, json.dumps(vocab(tok), ensure_ascii=False, indent=1) + "\n")
-    lines = [f"#version: 0.2 ube-stream substrate={tok.substrate}"]
+    header = f"#version: 0.2 ube-stream substrate={tok.substrate}"
+    if tok.superbpe is not None:
+        header += (f" superbpe_stage1_merges={tok.superbpe['stage1_merges']}"
+                   f" superbpe_max_words={tok.superbpe['max_words']}")
+    lines = [header]
     for left, right in tok.merges:
         lines.append(f"{symbol_string(tok._expansions[left], tok.substrate)} "
                      f"{symbol_string(tok._expansions[right], tok.substrate)}")
