@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -417,16 +418,41 @@ def test_evaluate_reports_context_and_gains(sample_eval, tmp_path):
 
 
 @pytest.mark.slow   # eight trainings (~20 s on 2 cores)
-def test_cli_compare_several_configurations(tmp_path, capsys):
+def _count_spy(monkeypatch):
+    """Record (spans counted too?, units counted) of every training's phase 1
+    (None: nothing to count)."""
+    from ube_stream.training import trainer
+
+    counted = []
+    real = trainer._run_count_tasks
+
+    def spy(tasks, **kwargs):
+        counted.append((bool(tasks[0]["superbpe"]) if tasks else None, len(tasks)))
+        return real(tasks, **kwargs)
+
+    monkeypatch.setattr(trainer, "_run_count_tasks", spy)
+    return counted
+
+
+def test_cli_compare_several_configurations(tmp_path, capsys, monkeypatch):
     docs = ([{"lang": "en", "text": "the quick brown fox jumps over the lazy dog"}] * 30
             + [{"lang": "hi", "text": "नमस्ते दुनिया, यह एक परीक्षण है"}] * 10)
     corpus = write_lines(tmp_path / "train.jsonl", [json.dumps(d, ensure_ascii=False) for d in docs])
     out_dir = tmp_path / "out"
+    counted = _count_spy(monkeypatch)
+    tempfile_dir = tmp_path / "tmp"
+    tempfile_dir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tempfile_dir))
     code = run_cli(["compare", corpus, "--parallel", sample_paths()["parallel"], "--vocab-size", "560", "600",
                     "--pattern", "gpt2", "script", "--substrates", "ube", "utf8", "--workers", "1",
                     "--eval-langs", "hi", "zh", "-q", "--out", str(out_dir), "--max-rows", "0",
                     "--context", "256"])
     assert code == 0
+    # phase 1 depends on the pattern, not on the vocabulary size or substrate: of the
+    # 8 trainings, the first of each pattern counts the corpus, the others reuse its
+    # tables; the work directories are gone afterwards
+    assert [n for _, n in counted] == [1, 0, 0, 0, 1, 0, 0, 0]
+    assert os.listdir(tempfile_dir) == []
     out = capsys.readouterr().out
     lines = out[out.index("configurations (the paper's table)"):].splitlines()
     rows = [line.split() for line in lines[2:] if line.strip()]
@@ -442,23 +468,31 @@ def test_cli_compare_several_configurations(tmp_path, capsys):
     assert float(ube_row[4]) == pytest.approx(table["summary"]["ube"]["gini"], abs=1e-4)
     assert ube_row[-1] == f"{pair['won']}/{pair['lost']}/{pair['tied']}"
     assert (out_dir / "ube-script-600.json").exists() and (out_dir / "compare-script-600.csv").exists()
+    # a tokenizer from reused tables is the one a standalone training gives
+    alone = train([corpus], vocab_size=600, substrate="utf8", pattern="script", workers=1, show_progress=False,
+                  work_dir=str(tmp_path / "alone"))
+    alone.save(tmp_path / "alone.json")
+    assert (tmp_path / "alone.json").read_bytes() == (out_dir / "utf8-script-600.json").read_bytes()
     with pytest.raises(ValueError, match="unknown pattern 'scirpt'"):   # before any training
         run_cli(["compare", corpus, "--pattern", "scirpt", "-q"])
 
 
 @pytest.mark.slow   # six trainings
-def test_cli_compare_superbpe_configurations(tmp_path, capsys):
+def test_cli_compare_superbpe_configurations(tmp_path, capsys, monkeypatch):
     """--superbpe-transition: a vocabulary size or a fraction of each vocabulary size;
     each gives a SuperBPE configuration beside the plain one, in the table and the JSON."""
     docs = ([{"lang": "en", "text": "the quick brown fox jumps over the lazy dog"}] * 30
             + [{"lang": "hi", "text": "नमस्ते दुनिया, यह एक परीक्षण है"}] * 10)
     corpus = write_lines(tmp_path / "train.jsonl", [json.dumps(d, ensure_ascii=False) for d in docs])
     out_dir = tmp_path / "out"
+    counted = _count_spy(monkeypatch)
     code = run_cli(["compare", corpus, "--parallel", sample_paths()["parallel"], "--vocab-size", "600",
                     "--superbpe-transition", "0.95", "560", "--superbpe-max-words", "3",
                     "--substrates", "ube", "utf8", "--workers", "1", "--eval-langs", "hi", "zh", "-q",
                     "--out", str(out_dir), "--max-rows", "0", "--context", "256"])
     assert code == 0
+    # the plain trainings count chunks once, the SuperBPE ones chunks and spans once
+    assert counted == [(False, 1), (None, 0), (True, 1), (None, 0), (None, 0), (None, 0)]
     out = capsys.readouterr().out
     lines = out[out.index("configurations (the paper's table)"):].splitlines()
     rows = [line.split() for line in lines[2:] if line.strip()]

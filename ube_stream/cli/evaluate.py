@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 from typing import List, Optional
 
 from .options import add_format_options, add_workers_option, positive_int
@@ -198,8 +200,7 @@ def _paper_lines(results: dict) -> List[str]:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from ..evaluation.parallel_text import corpus_languages, evaluate, format_table, read_language_list, read_parallel
-    from ..training.trainer import train
+    from ..evaluation.parallel_text import corpus_languages, read_language_list, read_parallel
 
     if _plot_missing(args, "compare"):
         return 1
@@ -231,7 +232,27 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         resolve_pattern(pattern)   # an unknown name fails before any training
     multi_pattern = len(patterns) > 1
     transitions = list(dict.fromkeys(args.superbpe_transition or []))
-    results = {}
+    results: dict = {}
+    # phase 1 (the chunk and span counts) depends on the pattern and on whether
+    # spans are counted, not on the vocabulary size, substrate or transition:
+    # each such key keeps its tables in its own work directory, counted once
+    work_root = tempfile.mkdtemp(prefix="ube-compare-")
+    try:
+        _compare_all(args, patterns, transitions, vocab_sizes, substrates, parallel, eval_langs, seen,
+                     multi_pattern, results, work_root)
+    finally:
+        shutil.rmtree(work_root, ignore_errors=True)
+    print("== configurations (the paper's table) ==")
+    print("\n".join(_paper_lines(results)))
+    _write_compare_outputs(args, results, multi_pattern)
+    return 0
+
+
+def _compare_all(args, patterns, transitions, vocab_sizes, substrates, parallel, eval_langs, seen,
+                 multi_pattern: bool, results: dict, work_root: str) -> None:
+    from ..evaluation.parallel_text import evaluate, format_table
+    from ..training.trainer import train
+
     for pattern in patterns:
         for vocab, transition in ((v, t) for v in vocab_sizes
                                   for t in [None] + [transition_size(x, v) for x in transitions]):
@@ -240,10 +261,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             for substrate in substrates:
                 superbpe = {} if transition is None else dict(superbpe_transition=transition,
                                                              superbpe_max_words=args.superbpe_max_words)
+                work_dir = os.path.join(work_root, f"p{patterns.index(pattern)}-{'spans' if superbpe else 'chunks'}")
                 tok = train(args.inputs, vocab_size=vocab, substrate=substrate, pattern=pattern,
                             column=args.column, format=args.format, split=args.split,
                             min_frequency=args.min_frequency, max_bytes=args.max_bytes, workers=args.workers,
-                            show_progress=not args.quiet, **superbpe)
+                            show_progress=not args.quiet, work_dir=work_dir, keep_work=True, **superbpe)
                 if args.out:
                     tok.save(os.path.join(args.out, f"{substrate}-{label.replace('/', '-')}.json"))
                 tokenizers.append(tok)
@@ -258,10 +280,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                   f"{'' if transition is None else f', SuperBPE transition {transition}'} ==")
             sys.stdout.write(format_table(table, max_rows=args.max_rows))
             print()
-    print("== configurations (the paper's table) ==")
-    print("\n".join(_paper_lines(results)))
-    _write_compare_outputs(args, results, multi_pattern)
-    return 0
 
 
 def _write_compare_outputs(args, results: dict, multi_pattern: bool) -> None:

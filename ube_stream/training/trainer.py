@@ -258,7 +258,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
           ray_address: Optional[str] = None, work_dir: Optional[str] = None,
           output: Optional[str] = None, summary: Optional[TrainSummary] = None,
           char_integrity: bool = False, superbpe_transition: Optional[int] = None,
-          superbpe_max_words: int = DEFAULT_SUPERBPE_MAX_WORDS) -> Tokenizer:
+          superbpe_max_words: int = DEFAULT_SUPERBPE_MAX_WORDS, keep_work: bool = False) -> Tokenizer:
     """Train a byte-level BPE tokenizer on the ``substrate`` alphabet.
 
     ``inputs``: paths, directories, globs (Parquet, Arrow IPC/Feather, JSONL,
@@ -289,8 +289,11 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     ``$TMPDIR/ube-train-<uid>/``; see :mod:`ube_stream.training.work_dir`)
     that is kept when the training fails or is killed: a rerun with the same
     inputs and phase-1 options counts only the unfinished units and writes a
-    byte-identical tokenizer.  A successful run removes it, and any run
-    removes the leftovers of dead runs there.
+    byte-identical tokenizer.  A successful run removes it (``keep_work``: keeps
+    it, so that another training on the same inputs and phase-1 options, say at
+    another vocabulary size or substrate, counts nothing again), and any run
+    removes the leftovers of dead runs there, kept ones included: give each
+    kept key its own ``work_dir``.
     """
     from .. import readers
     from ..pretokenizer import pattern_spec, resolve_pattern
@@ -449,7 +452,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
                               superbpe=superbpe_record)
         if output is not None:
             tokenizer.save(output)        # before anything is cleaned up
-        work.finish()
+        if not keep_work:
+            work.finish()
     summary.merges = len(merges)
     summary.vocab_size = tokenizer.vocab_size
     summary.wall_seconds = time.perf_counter() - started
