@@ -17,12 +17,10 @@ depend only on the input files, ties broken by key or language tag):
     the annotation (the same emoji in every language, so items stay parallel).
 """
 import collections
-import io
-import json
 import os
 import sys
 
-import zstandard
+from zst_rows import read_rows, write_rows  # examples/, beside this script
 
 
 def _default_source():
@@ -44,20 +42,6 @@ KEYS_PER_SOURCE = {"cldr": 150, "cldr-annot": 60, "iso": 60, "debian-gettext": 6
 EMOJI_ITEMS = 40       # derived "emoji + annotation" items (from cldr-annot tts keys)
 MIN_ITEMS = 40         # a language needs this many selected keys to be kept
 FIELDS = ("lang", "script", "key", "text", "source")
-
-
-def read_rows(path):
-    with open(path, "rb") as f:
-        reader = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(f), encoding="utf-8")
-        for line in reader:
-            yield json.loads(line)
-
-
-def write_rows(path, rows):
-    raw = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
-    with open(path, "wb") as f:
-        f.write(zstandard.ZstdCompressor(level=19).compress(raw))
-    print(f"{path}: {len(rows)} rows, {len(raw):,} bytes raw, {os.path.getsize(path):,} compressed")
 
 
 def train_sample():

@@ -5,29 +5,13 @@ The output is deterministic (first rows in file order), so rerunning it gives
 the same files.
 """
 import collections
-import io
-import json
 import os
 import sys
 
-import zstandard
+from zst_rows import read_rows, write_rows  # examples/, beside this script
 
 SRC = sys.argv[1] if len(sys.argv) > 1 else os.path.join("..", "shared", "data")
 DST = os.path.join("tests", "data")
-
-
-def read_rows(path):
-    with open(path, "rb") as f:
-        reader = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(f), encoding="utf-8")
-        for line in reader:
-            yield json.loads(line)
-
-
-def write_rows(path, rows):
-    raw = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
-    with open(path, "wb") as f:
-        f.write(zstandard.ZstdCompressor(level=19).compress(raw))
-    print(f"{path}: {len(rows)} rows, {len(raw):,} bytes raw, {os.path.getsize(path):,} compressed")
 
 
 def docs_sample(chars_per_lang=80_000):
