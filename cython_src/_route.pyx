@@ -127,11 +127,6 @@ def route_batch(const uint8_t[::1] data, const int64_t[::1] offsets, int substra
     return STATUS_OK, _shrink(symbols, written), symbol_offsets
 
 
-cdef Py_ssize_t _decode_into(const uint16_t[::1] ids, int substrate, uint8_t[::1] out_view,
-                             Py_ssize_t* error_at) noexcept nogil:
-    return symbols_to_utf8(&ids[0], ids.shape[0], substrate, &out_view[0], error_at)
-
-
 cdef int _decode_failure(const uint16_t[::1] ids, int substrate, Py_ssize_t error_at,
                          int64_t[::1] err) noexcept:
     """The status of a failed decode: an id outside the alphabet, else invalid symbols."""
@@ -141,6 +136,24 @@ cdef int _decode_failure(const uint16_t[::1] ids, int substrate, Py_ssize_t erro
     return fail(err, STATUS_INVALID_SYMBOLS, error_at, -1)
 
 
+cdef tuple _decode(const uint16_t[::1] ids, int substrate, int64_t[::1] err, bint as_text):
+    """``decode_bytes`` (``as_text`` False) and ``decode_text``: one buffer, one pass."""
+    _check_substrate(substrate)
+    check_err(err)
+    cdef Py_ssize_t n = ids.shape[0], written, error_at = -1
+    if n == 0:
+        return STATUS_OK, ("" if as_text else b"")
+    out = np.empty(n + n // 2, dtype=np.uint8)
+    cdef uint8_t[::1] out_view = out
+    with nogil:
+        written = symbols_to_utf8(&ids[0], n, substrate, &out_view[0], &error_at)
+    if written < 0:
+        return _decode_failure(ids, substrate, error_at, err), None
+    if as_text:  # the kernel wrote well-formed UTF-8, so this cannot fail
+        return STATUS_OK, PyUnicode_DecodeUTF8(<const char*>&out_view[0], written, NULL)
+    return STATUS_OK, out[:written].tobytes()
+
+
 def decode_bytes(const uint16_t[::1] ids, int substrate, int64_t[::1] err=None):
     """Strict decode of base ids to UTF-8 bytes: ``(status, data)``.
 
@@ -148,33 +161,10 @@ def decode_bytes(const uint16_t[::1] ids, int substrate, int64_t[::1] err=None):
     outside the alphabet, checked first; else ``STATUS_INVALID_SYMBOLS`` the
     offset where the first invalid byte sequence starts.
     """
-    _check_substrate(substrate)
-    check_err(err)
-    cdef Py_ssize_t n = ids.shape[0], written, error_at = -1
-    if n == 0:
-        return STATUS_OK, b""
-    out = np.empty(n + n // 2, dtype=np.uint8)
-    cdef uint8_t[::1] out_view = out
-    with nogil:
-        written = _decode_into(ids, substrate, out_view, &error_at)
-    if written < 0:
-        return _decode_failure(ids, substrate, error_at, err), None
-    return STATUS_OK, out[:written].tobytes()
+    return _decode(ids, substrate, err, False)
 
 
 def decode_text(const uint16_t[::1] ids, int substrate, int64_t[::1] err=None):
     """Strict decode of base ids to ``str``: ``(status, text)``, statuses as
     :func:`decode_bytes`."""
-    _check_substrate(substrate)
-    check_err(err)
-    cdef Py_ssize_t n = ids.shape[0], written, error_at = -1
-    if n == 0:
-        return STATUS_OK, ""
-    out = np.empty(n + n // 2, dtype=np.uint8)
-    cdef uint8_t[::1] out_view = out
-    with nogil:
-        written = _decode_into(ids, substrate, out_view, &error_at)
-    if written < 0:
-        return _decode_failure(ids, substrate, error_at, err), None
-    # the kernel wrote well-formed UTF-8, so this cannot fail
-    return STATUS_OK, PyUnicode_DecodeUTF8(<const char*>&out_view[0], written, NULL)
+    return _decode(ids, substrate, err, True)
