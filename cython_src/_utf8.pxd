@@ -65,10 +65,32 @@ cdef extern from *:
     #else
     #define UBE_SWAR_RUN 0
     #endif
-    /* ascii_run below: 8 bytes per step, so a word costs one predictable test per 8
-       letters and no branch per byte (a per-byte loop mispredicts at every word end). */
+    /* SSE2 is part of x86-64 itself: no -m flag, and the wheels run on every x86-64 CPU. */
+    #if (defined(__GNUC__) || defined(__clang__)) && (defined(__SSE2__) || defined(__x86_64__))
+    #include <emmintrin.h>
+    #define UBE_SSE2_RUN 1
+    #else
+    #define UBE_SSE2_RUN 0
+    #endif
+    /* ascii_run below: 16 bytes per step with SSE2 (x86-64), else 8 with SWAR words
+       (little-endian GCC/clang), then byte by byte: a word costs one predictable test and
+       no branch per byte (a per-byte loop mispredicts at every word end). */
     static UBE_ALWAYS_INLINE Py_ssize_t ube_ascii_run(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
                                                       uint32_t fold, uint32_t lo, uint32_t hi) {
+    #if UBE_SSE2_RUN
+        /* 16 bytes a step: b | fold is in [lo, hi] iff (uint8)((b | fold) - lo) <= hi - lo, a
+           signed compare after flipping bit 7; a byte >= 0x80 is never in (hi <= 0x7F). */
+        const __m128i f = _mm_set1_epi8((char)fold), shift = _mm_set1_epi8((char)(0x80 - lo)),
+                      lim = _mm_set1_epi8((char)(hi - lo + 1 - 0x80));
+        while (i + 16 <= n) {
+            __m128i v = _mm_loadu_si128((const __m128i*)(data + i));
+            unsigned m = (unsigned)_mm_movemask_epi8(
+                _mm_cmplt_epi8(_mm_add_epi8(_mm_or_si128(v, f), shift), lim));
+            if (m != 0xFFFFu)
+                return i + __builtin_ctz(~m);
+            i += 16;
+        }
+    #endif
     #if UBE_SWAR_RUN
         const uint64_t H = 0x8080808080808080ULL, L = 0x0101010101010101ULL;
         uint64_t w, x, ge, gt, in;
@@ -88,11 +110,49 @@ cdef extern from *:
         return i;
     }
     #endif
+    #ifndef UBE_WORD_START_DEFINED
+    #define UBE_WORD_START_DEFINED
+    /* One byte of ASCII facts per byte value (0 for 0x80-0xFF): bit 0 [A-Za-z] (the
+       ASCII part of \\p{L}), bit 1 none of [A-Za-z0-9\\r\\n] (tiktoken's
+       [^\\r\\n\\p{L}\\p{N}] on ASCII), bit 2 [a-z], bit 3 [A-Z].  The class tables
+       agree (test_pretok_tiktoken / test_pretok check every ASCII byte). */
+    static const uint8_t ube_ascii_kind[256] = {
+        2,2,2,2,2,2,2,2,2,2,0,2,2,0,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,
+        2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,0,0,0,0,0,0,0,0,0,0,2,2,2,2,2,2,
+        2,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,2,2,2,2,2,
+        2,5,5,5,5,5,5,5,5,5,5,5,5,5,5,5,5,5,5,5,5,5,5,5,5,5,5,2,2,2,2,2,
+        0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,
+        0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,
+        0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,
+        0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,
+    };
+    /* Where the ASCII letter run of a word chunk at ``pos`` starts: ``pos`` when an
+       ASCII letter is there, ``pos + 1`` when one follows a one-byte prefix
+       (``space_only``: U+0020, GPT-2's " ?\\p{L}+"; else any ASCII byte of bit 1,
+       tiktoken's "[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"), else -1.  One table load
+       per byte and no decode: the fast entry of the split kernels. */
+    static UBE_ALWAYS_INLINE Py_ssize_t ube_word_start(const uint8_t* data, Py_ssize_t n, Py_ssize_t pos,
+                                                       int space_only) {
+        uint8_t k0 = ube_ascii_kind[data[pos]];
+        if (k0 & 1) return pos;
+        if (pos + 1 < n && (ube_ascii_kind[data[pos + 1]] & 1)
+                && (space_only ? data[pos] == 32 : (k0 & 2)))
+            return pos + 1;
+        return -1;
+    }
+    #endif
     """
     int utf8_decode "ube_utf8_decode"(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
                                       uint32_t* codepoint) noexcept nogil
     Py_ssize_t ascii_run "ube_ascii_run"(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
                                          uint32_t fold, uint32_t lo, uint32_t hi) noexcept nogil
+    Py_ssize_t word_start "ube_word_start"(const uint8_t* data, Py_ssize_t n, Py_ssize_t pos,
+                                           int space_only) noexcept nogil
+    const uint8_t* ascii_kind "ube_ascii_kind"
+    # word_start: where the ASCII letter run of a word chunk at ``pos`` starts (``pos``, or
+    # ``pos + 1`` after a one-byte prefix: U+0020 when ``space_only``, else any ASCII byte
+    # not in [A-Za-z0-9\r\n]), or -1.  ascii_kind: its per-byte table (bits: 1 [A-Za-z],
+    # 2 not [A-Za-z0-9\r\n] and ASCII, 4 [a-z], 8 [A-Z]).
     # End of the run of ASCII bytes ``b`` with ``lo <= (b | fold) <= hi`` from ``i``
     # (``lo`` >= 1, ``hi`` <= 0x7F): fold 0x20, 0x61..0x7A is [A-Za-z]; 0, 0x30..0x39 [0-9].
     # Decode the scalar value starting at data[i] (i < n).
