@@ -14,7 +14,7 @@
 from libc.stdint cimport int64_t, uint8_t, uint32_t
 
 from _types cimport CLASS_LETTER, CLASS_NUMBER, CLASS_OTHER, CLASS_SPACE
-from _utf8 cimport ascii_run, utf8_decode, word_start
+from _utf8 cimport ascii_run, utf8_decode, word_end
 
 
 cdef inline int _pretok_next(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
@@ -75,9 +75,9 @@ cdef inline Py_ssize_t gpt2_split(const uint8_t* data, Py_ssize_t n, const uint8
                     ends[nchunks] = pos
                     nchunks += 1
                     continue
-        s = word_start(data, n, pos, True)     # rule 2 from ASCII: [A-Za-z]+, " word"
+        s = word_end(data, n, pos, True)       # rule 2 from ASCII: [A-Za-z]+, " word"
         if s >= 0:
-            pos = ascii_run(data, n, s + 1, 0x20, 0x61, 0x7A)
+            pos = s
             if pos < n and data[pos] >= 0x80:   # the run goes on past ASCII
                 pos = _gpt2_run(data, n, pos, classes, CLASS_LETTER)
                 if pos < 0:

@@ -48,7 +48,7 @@
 # rules 3-5 above (llama3's whitespace, and [\r\n/]* after an "other" run).
 from libc.stdint cimport int64_t, uint8_t, uint32_t
 
-from _utf8 cimport ascii_run, utf8_decode, word_start
+from _utf8 cimport ascii_run, case_word_end, utf8_decode, word_end
 
 
 cdef enum:
@@ -194,7 +194,7 @@ cdef inline Py_ssize_t cl100k_split(const uint8_t* data, Py_ssize_t n, const uin
     """Split UTF-8 ``data[0:n]`` by cl100k (``run_to_end``) or llama3; the contract of
     ``_pretok_core.gpt2_split``: chunk ends written to ``ends`` (``n`` entries
     suffice), returns their number or ``-(pos + 1)`` at the first invalid UTF-8."""
-    cdef Py_ssize_t pos = 0, nxt, end, s, nchunks = 0
+    cdef Py_ssize_t pos = 0, nxt, end, nchunks = 0
     cdef uint32_t c0, c1
     cdef int l0, l1
     while pos < n:
@@ -206,9 +206,8 @@ cdef inline Py_ssize_t cl100k_split(const uint8_t* data, Py_ssize_t n, const uin
                 nchunks += 1
                 pos = end
                 continue
-        s = word_start(data, n, pos, False)     # 2. from ASCII: [A-Za-z]+, " word", "(word"
-        if s >= 0:
-            end = ascii_run(data, n, s + 1, 0x20, 0x61, 0x7A)
+        end = word_end(data, n, pos, False)     # 2. from ASCII: [A-Za-z]+, " word", "(word"
+        if end >= 0:
             if end < n and data[end] >= 0x80:   # the run goes on past ASCII
                 end = _tt_run(data, n, end, classes, TT_LETTER)
             ends[nchunks] = end
@@ -283,23 +282,13 @@ cdef inline Py_ssize_t _o200k_letters(const uint8_t* data, Py_ssize_t n, Py_ssiz
 
 cdef inline Py_ssize_t _o200k_ascii_word(const uint8_t* data, Py_ssize_t n, Py_ssize_t pos,
                                          const uint8_t* classes) noexcept nogil:
-    """End of o200k's A1/A2 at ``pos`` when its letters start in ASCII ([a-z]+, or
-    [A-Z]+[a-z]*, after an optional ASCII X), or -1 for the general path.  [a-z] is
-    TAIL only and [A-Z] HEAD only, so HEAD*TAIL+ is the [a-z] run, or the [A-Z] run
-    and the [a-z] run after it; [A-Z]+ alone is A2 (HEAD+TAIL*).  A [A-Z] run that
-    ends at a non-ASCII byte takes the general path (that character may be HEAD)."""
-    cdef Py_ssize_t s = word_start(data, n, pos, False), end
-    if s < 0:
+    """End of o200k's A1/A2 at ``pos`` when its letters start in ASCII, or -1 for the
+    general path: case_word_end (_utf8.pxd) gives [a-z]+ or [A-Z]+[a-z]* after an
+    optional ASCII X (HEAD*TAIL+ is the [a-z] run, or the [A-Z] run and the [a-z] run
+    after it; [A-Z]+ alone is A2), then TAIL+ goes on past ASCII and C? follows."""
+    cdef Py_ssize_t end = case_word_end(data, n, pos)
+    if end < 0:
         return -1
-    if data[s] >= 0x61:
-        end = ascii_run(data, n, s + 1, 0, 0x61, 0x7A)
-    else:
-        end = ascii_run(data, n, s + 1, 0, 0x41, 0x5A)
-        if end < n:
-            if data[end] >= 0x80:
-                return -1
-            if <uint8_t>(data[end] - 0x61) < 26:
-                end = ascii_run(data, n, end + 1, 0, 0x61, 0x7A)
     if end < n and data[end] >= 0x80:       # TAIL+ goes on past ASCII
         end = _tt_run(data, n, end, classes, TT_TAIL)
     return _tt_contraction(data, n, end, classes)
