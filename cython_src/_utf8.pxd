@@ -25,15 +25,8 @@ cdef extern from *:
                                                  uint32_t* codepoint) {
         uint32_t b0 = data[i], b1, b2, b3, cp;
         if (b0 < 0x80) { *codepoint = b0; return 1; }
-        if (b0 < 0xC2) return 0;
-        if (b0 < 0xE0) {
-            if (i + 1 >= n) return 0;
-            b1 = data[i + 1];
-            if ((b1 & 0xC0) != 0x80) return 0;
-            *codepoint = ((b0 & 0x1F) << 6) | (b1 & 0x3F);
-            return 2;
-        }
-        if (b0 < 0xF0) {
+        if ((b0 & 0xF0) == 0xE0) {
+            /* 3 bytes first: CJK, Indic, most punctuation, and all of the BMP above U+07FF */
             if (i + 2 >= n) return 0;
             b1 = data[i + 1];
             b2 = data[i + 2];
@@ -43,7 +36,15 @@ cdef extern from *:
             *codepoint = cp;
             return 3;
         }
-        if (b0 < 0xF5) {
+        if (b0 < 0xC2) return 0;
+        if (b0 < 0xE0) {
+            if (i + 1 >= n) return 0;
+            b1 = data[i + 1];
+            if ((b1 & 0xC0) != 0x80) return 0;
+            *codepoint = ((b0 & 0x1F) << 6) | (b1 & 0x3F);
+            return 2;
+        }
+        if (b0 < 0xF5) {                           /* 0xF0-0xF4: 4 bytes */
             if (i + 3 >= n) return 0;
             b1 = data[i + 1];
             b2 = data[i + 2];
@@ -147,6 +148,7 @@ cdef extern from *:
     static UBE_ALWAYS_INLINE Py_ssize_t ube_word_end(const uint8_t* data, Py_ssize_t n, Py_ssize_t pos,
                                                      int space_only) {
         Py_ssize_t s;
+        if (data[pos] >= 0x80) return -1;           /* CJK, Cyrillic...: straight to the general path */
     #if UBE_SSE2_RUN
         if (pos + 16 <= n) {
             __m128i v = _mm_loadu_si128((const __m128i*)(data + pos));
@@ -174,6 +176,7 @@ cdef extern from *:
        at a byte >= 0x80 (that character may be HEAD: the general path decides). */
     static UBE_ALWAYS_INLINE Py_ssize_t ube_case_word_end(const uint8_t* data, Py_ssize_t n, Py_ssize_t pos) {
         Py_ssize_t s;
+        if (data[pos] >= 0x80) return -1;
     #if UBE_SSE2_RUN
         if (pos + 16 <= n) {
             __m128i v = _mm_loadu_si128((const __m128i*)(data + pos));
