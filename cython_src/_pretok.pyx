@@ -55,6 +55,14 @@ cdef inline Py_ssize_t _split(const uint8_t* data, Py_ssize_t n, const uint8_t* 
     return tiktoken_split(data, n, classes, ends, kind)
 
 
+cdef inline void _shift(int64_t* ends, Py_ssize_t count, int64_t start) noexcept nogil:
+    """Add ``start`` to ``ends[0:count]`` (a plain pointer loop, which the compiler
+    vectorizes: the memoryview form was 7% of split_batch on English text)."""
+    cdef Py_ssize_t k
+    for k in range(count):
+        ends[k] += start
+
+
 cdef _check_classes(const uint8_t[::1] classes, int kind):
     """ValueError unless ``kind`` is a split code and ``classes`` its class table (the
     bytes of script_class_table() for SCRIPT, whose entries are uint16)."""
@@ -143,7 +151,7 @@ def split_batch(const uint8_t[::1] data, const int64_t[::1] doc_offsets, const u
     """
     _check_classes(classes, kind)
     check_err(err)
-    cdef Py_ssize_t ndocs = doc_offsets.shape[0] - 1, d, k, total = 0, count
+    cdef Py_ssize_t ndocs = doc_offsets.shape[0] - 1, d, total = 0, count
     cdef int64_t start, stop, bad = -1, bad_doc = -1
     _check_batch(data, doc_offsets, ends, doc_chunk_offsets)
     doc_chunk_offsets[0] = 0
@@ -157,8 +165,7 @@ def split_batch(const uint8_t[::1] data, const int64_t[::1] doc_offsets, const u
                     bad = start + (-count - 1)
                     bad_doc = d
                     break
-                for k in range(total, total + count):
-                    ends[k] += start
+                _shift(&ends[total], count, start)
                 total += count
             doc_chunk_offsets[d + 1] = total
     if bad >= 0:

@@ -14,7 +14,7 @@
 from libc.stdint cimport int64_t, uint8_t, uint32_t
 
 from _types cimport CLASS_LETTER, CLASS_NUMBER, CLASS_OTHER, CLASS_SPACE
-from _utf8 cimport ascii_run, utf8_decode
+from _utf8 cimport ascii_run, utf8_decode, word_end
 
 
 cdef inline int _pretok_next(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
@@ -27,6 +27,22 @@ cdef inline int _pretok_next(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
     return utf8_decode(data, n, i, codepoint)
 
 
+cdef inline Py_ssize_t _gpt2_run(const uint8_t* data, Py_ssize_t n, Py_ssize_t pos,
+                                 const uint8_t* classes, uint8_t cls) noexcept nogil:
+    """End of the run of characters of class ``cls`` from ``pos``, or ``-(i + 1)``
+    when it meets invalid UTF-8 at ``i``."""
+    cdef uint32_t cp = 0
+    cdef int length
+    while pos < n:
+        length = _pretok_next(data, n, pos, &cp)
+        if length == 0:
+            return -(pos + 1)
+        if classes[cp] != cls:
+            break
+        pos += length
+    return pos
+
+
 cdef inline Py_ssize_t gpt2_split(const uint8_t* data, Py_ssize_t n, const uint8_t* classes,
                                   int64_t* ends) noexcept nogil:
     """Split UTF-8 ``data[0:n]`` into GPT-2 chunks.
@@ -36,7 +52,7 @@ cdef inline Py_ssize_t gpt2_split(const uint8_t* data, Py_ssize_t n, const uint8
     number of chunks, or ``-(pos + 1)`` when the bytes at ``pos`` are not
     well-formed UTF-8 (``pos`` is the first such position in ``data``).
     """
-    cdef Py_ssize_t pos = 0, start, last_start, nchunks = 0
+    cdef Py_ssize_t pos = 0, start, last_start, s, nchunks = 0
     cdef Py_ssize_t run_chars
     cdef uint32_t cp = 0
     cdef uint8_t cls, b1, b2
@@ -59,6 +75,16 @@ cdef inline Py_ssize_t gpt2_split(const uint8_t* data, Py_ssize_t n, const uint8
                     ends[nchunks] = pos
                     nchunks += 1
                     continue
+        s = word_end(data, n, pos, True)       # rule 2 from ASCII: [A-Za-z]+, " word"
+        if s >= 0:
+            pos = s
+            if pos < n and data[pos] >= 0x80:   # the run goes on past ASCII
+                pos = _gpt2_run(data, n, pos, classes, CLASS_LETTER)
+                if pos < 0:
+                    return pos
+            ends[nchunks] = pos
+            nchunks += 1
+            continue
         length = _pretok_next(data, n, pos, &cp)
         if length == 0:
             return -(pos + 1)
@@ -78,21 +104,24 @@ cdef inline Py_ssize_t gpt2_split(const uint8_t* data, Py_ssize_t n, const uint8
         pos += length
         run_chars = 1
         if cls == CLASS_OTHER or cls == CLASS_LETTER or cls == CLASS_NUMBER:
-            # the ASCII part of a letter or number run 8 bytes at a time (ASCII \p{L} is
+            # the ASCII part of a letter or number run 16 bytes at a time (ASCII \p{L} is
             # [A-Za-z], \p{N} [0-9]); the loop below takes the rest
             if cls == CLASS_LETTER:
                 pos = ascii_run(data, n, pos, 0x20, 0x61, 0x7A)
             elif cls == CLASS_NUMBER:
                 pos = ascii_run(data, n, pos, 0, 0x30, 0x39)
-            while pos < n:
-                length = _pretok_next(data, n, pos, &cp)
-                if length == 0:
-                    return -(pos + 1)
-                if classes[cp] != cls:
-                    break
-                pos += length
+            pos = _gpt2_run(data, n, pos, classes, cls)
+            if pos < 0:
+                return pos
         else:
             while pos < n:
+                s = ascii_run(data, n, pos, 0, 0x20, 0x20)     # U+0020 runs 16 bytes at a time
+                if s > pos:
+                    run_chars += s - pos
+                    last_start = s - 1
+                    pos = s
+                    if pos == n:
+                        break
                 length = _pretok_next(data, n, pos, &cp)
                 if length == 0:
                     return -(pos + 1)

@@ -48,7 +48,7 @@
 # rules 3-5 above (llama3's whitespace, and [\r\n/]* after an "other" run).
 from libc.stdint cimport int64_t, uint8_t, uint32_t
 
-from _utf8 cimport ascii_run, utf8_decode
+from _utf8 cimport ascii_run, case_word_end, utf8_decode, word_end
 
 
 cdef enum:
@@ -161,17 +161,21 @@ cdef inline Py_ssize_t _tt_contraction(const uint8_t* data, Py_ssize_t n, Py_ssi
 
 cdef inline Py_ssize_t _tt_space_end(const uint8_t* data, Py_ssize_t n, Py_ssize_t pos,
                                      const uint8_t* classes, bint run_to_end) noexcept nogil:
-    """End of the whitespace chunk at ``pos`` (a \\s character); ``run_to_end``: cl100k's \\s++$."""
-    cdef Py_ssize_t i = pos, last_start = pos, newline_end = -1, count = 0
+    """End of the whitespace chunk at ``pos`` (a \\s character); ``run_to_end``: cl100k's \\s++$.
+    Runs of U+0020 (indentation) are taken 8 bytes at a time."""
+    cdef Py_ssize_t i = pos, j, last_start = pos, newline_end = -1
     cdef uint32_t c
     cdef int length
     while True:
+        j = ascii_run(data, n, i, 0, 0x20, 0x20)
+        if j > i:
+            last_start = j - 1
+            i = j
         c = _tt_class(data, n, i, classes, &length)
         if not (c & TT_SPACE):
             break
         last_start = i
         i += length
-        count += 1
         if c & TT_CRLF:
             newline_end = i
     if i == n and run_to_end:
@@ -180,8 +184,8 @@ cdef inline Py_ssize_t _tt_space_end(const uint8_t* data, Py_ssize_t n, Py_ssize
         return newline_end      # \s*[\r\n] / \s*[\r\n]+: up to the last \r or \n of the run
     if i == n:
         return n                # \s+(?!\S) at the end of the text
-    if count >= 2:
-        return last_start       # \s+(?!\S) gives its last character back
+    if last_start > pos:
+        return last_start       # \s+(?!\S) gives its last character back (two or more characters)
     return i                    # \s / \s+: the one character
 
 
@@ -202,6 +206,14 @@ cdef inline Py_ssize_t cl100k_split(const uint8_t* data, Py_ssize_t n, const uin
                 nchunks += 1
                 pos = end
                 continue
+        end = word_end(data, n, pos, False)     # 2. from ASCII: [A-Za-z]+, " word", "(word"
+        if end >= 0:
+            if end < n and data[end] >= 0x80:   # the run goes on past ASCII
+                end = _tt_run(data, n, end, classes, TT_LETTER)
+            ends[nchunks] = end
+            nchunks += 1
+            pos = end
+            continue
         c0 = _tt_class(data, n, pos, classes, &l0)
         if l0 == 0:
             return -(pos + 1)
@@ -268,6 +280,20 @@ cdef inline Py_ssize_t _o200k_letters(const uint8_t* data, Py_ssize_t n, Py_ssiz
     return _tt_contraction(data, n, end, classes)
 
 
+cdef inline Py_ssize_t _o200k_ascii_word(const uint8_t* data, Py_ssize_t n, Py_ssize_t pos,
+                                         const uint8_t* classes) noexcept nogil:
+    """End of o200k's A1/A2 at ``pos`` when its letters start in ASCII, or -1 for the
+    general path: case_word_end (_utf8.pxd) gives [a-z]+ or [A-Z]+[a-z]* after an
+    optional ASCII X (HEAD*TAIL+ is the [a-z] run, or the [A-Z] run and the [a-z] run
+    after it; [A-Z]+ alone is A2), then TAIL+ goes on past ASCII and C? follows."""
+    cdef Py_ssize_t end = case_word_end(data, n, pos)
+    if end < 0:
+        return -1
+    if end < n and data[end] >= 0x80:       # TAIL+ goes on past ASCII
+        end = _tt_run(data, n, end, classes, TT_TAIL)
+    return _tt_contraction(data, n, end, classes)
+
+
 cdef inline Py_ssize_t o200k_split(const uint8_t* data, Py_ssize_t n, const uint8_t* classes,
                                    int64_t* ends) noexcept nogil:
     """Split UTF-8 ``data[0:n]`` by o200k; the contract of ``cl100k_split``."""
@@ -275,6 +301,12 @@ cdef inline Py_ssize_t o200k_split(const uint8_t* data, Py_ssize_t n, const uint
     cdef uint32_t c0, c1, c
     cdef int l0, l1, length
     while pos < n:
+        end = _o200k_ascii_word(data, n, pos, classes)
+        if end >= 0:
+            ends[nchunks] = end
+            nchunks += 1
+            pos = end
+            continue
         c0 = _tt_class(data, n, pos, classes, &l0)
         if l0 == 0:
             return -(pos + 1)
