@@ -284,7 +284,7 @@ cdef extern from *:
 cdef enum:
     INLINE_KEY = 16             # chunks up to this many bytes live in the slot itself
     INITIAL_SLOTS = 1 << 12     # a cache's first slot table (128 KiB); it doubles as it fills
-    BLOCK = 16                  # chunks hashed (and their slots prefetched) ahead of the lookups
+    BLOCK = 32                  # chunks hashed (and their slots prefetched) ahead of the lookups
 
 
 cdef uint64_t PAIR = ~<uint64_t>1  # a chunk's probe starts at the even slot of its hash: the two
