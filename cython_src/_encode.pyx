@@ -318,7 +318,7 @@ cdef struct ChunkCache:
     int64_t hits
     int64_t misses
     int64_t clears
-    bint busy
+    bint busy                   # (128 bytes in all: two cache lines, see Encoder.__cinit__)
 
 
 cdef struct Key:
@@ -1044,7 +1044,9 @@ cdef class Encoder:
         self.cache_entries = cache_entries
         self.cache_bytes = cache_bytes
         self.slice_bytes = slice_bytes
-        self.caches = <ChunkCache*>calloc(num_slots, sizeof(ChunkCache))
+        # cache-line aligned (ChunkCache is 128 bytes): the hit counters one thread bumps every
+        # chunk never share a line with another thread's slot
+        self.caches = <ChunkCache*>table_alloc(num_slots * sizeof(ChunkCache))
         if self.caches == NULL:
             raise MemoryError()
         self._num_slots = num_slots
