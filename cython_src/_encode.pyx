@@ -63,19 +63,21 @@ cdef extern from *:
     #include <sys/mman.h>
     #endif
     /* Zeroed memory for a table that is probed at random (chunk cache slots, pair
-       table).  From 2 MiB up it is 2 MiB aligned and, on Linux, advised as huge
-       pages: a probe then rarely misses the TLB (with 4 KiB pages nearly every
-       probe of a 16 MiB table did, and the prefetch of a slot stalled on it). */
+       table), aligned to a cache line (calloc's 16 bytes left half of the 32-byte
+       cache slots across two lines, a probe loading both).  From 2 MiB up it is
+       2 MiB aligned and, on Linux, advised as huge pages: a probe then rarely
+       misses the TLB (with 4 KiB pages nearly every probe of a 16 MiB table did,
+       and the prefetch of a slot stalled on it). */
     static void* ube_table_alloc(size_t bytes) {
         void* p = NULL;
         const size_t huge = (size_t)2 << 20;
-        if (bytes < huge)
-            return calloc(bytes ? bytes : 1, 1);
-        bytes = (bytes + huge - 1) & ~(huge - 1);
-        if (posix_memalign(&p, huge, bytes) != 0)
+        size_t align = bytes < huge ? 64 : huge;
+        bytes = bytes ? (bytes + align - 1) & ~(align - 1) : 64;
+        if (posix_memalign(&p, align, bytes) != 0)
             return NULL;
     #if defined(__linux__) && defined(MADV_HUGEPAGE)
-        madvise(p, bytes, MADV_HUGEPAGE);
+        if (align == huge)
+            madvise(p, bytes, MADV_HUGEPAGE);
     #endif
         memset(p, 0, bytes);
         return p;
@@ -264,11 +266,30 @@ cdef extern from *:
     """
     const bint LITTLE_ENDIAN "UBE_LITTLE_ENDIAN"
 
+cdef extern from *:
+    """
+    /* The bytes of a chunk of m <= 16 bytes within its two little-endian words
+       (a table instead of a branch on the length, which is different every chunk). */
+    static const unsigned long long ube_lo_mask[17] = {
+        0ULL, 0xFFULL, 0xFFFFULL, 0xFFFFFFULL, 0xFFFFFFFFULL, 0xFFFFFFFFFFULL, 0xFFFFFFFFFFFFULL,
+        0xFFFFFFFFFFFFFFULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL};
+    static const unsigned long long ube_hi_mask[17] = {
+        0ULL, 0ULL, 0ULL, 0ULL, 0ULL, 0ULL, 0ULL, 0ULL, 0ULL, 0xFFULL, 0xFFFFULL, 0xFFFFFFULL,
+        0xFFFFFFFFULL, 0xFFFFFFFFFFULL, 0xFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFFULL, ~0ULL};
+    """
+    const uint64_t* LO_MASK "ube_lo_mask"
+    const uint64_t* HI_MASK "ube_hi_mask"
+
 
 cdef enum:
     INLINE_KEY = 16             # chunks up to this many bytes live in the slot itself
     INITIAL_SLOTS = 1 << 12     # a cache's first slot table (128 KiB); it doubles as it fills
-    BLOCK = 16                  # chunks hashed (and their slots prefetched) ahead of the lookups
+    BLOCK = 32                  # chunks hashed (and their slots prefetched) ahead of the lookups
+
+
+cdef uint64_t PAIR = ~<uint64_t>1  # a chunk's probe starts at the even slot of its hash: the two
+                                   # slots of a pair share one cache line (one prefetch, and a hit
+                                   # displaced by one collision reads no second line)
 
 
 cdef struct Slot:
@@ -297,7 +318,7 @@ cdef struct ChunkCache:
     int64_t hits
     int64_t misses
     int64_t clears
-    bint busy
+    bint busy                   # (128 bytes in all: two cache lines, see Encoder.__cinit__)
 
 
 cdef struct Key:
@@ -306,6 +327,7 @@ cdef struct Key:
     uint64_t h                  # 0: no lookup (one ASCII byte or an empty chunk)
     Py_ssize_t start
     Py_ssize_t n
+    uint32_t id                 # one ASCII byte: its id (NO_RANK: look the chunk up)
 
 
 cdef inline void key_of(const uint8_t* p, Py_ssize_t n, const uint8_t* limit, Key* k) noexcept nogil:
@@ -314,15 +336,11 @@ cdef inline void key_of(const uint8_t* p, Py_ssize_t n, const uint8_t* limit, Ke
     cdef Py_ssize_t m
     k.n = n
     if LITTLE_ENDIAN and p + 16 <= limit:
+        m = n if n < 16 else 16
         memcpy(&k.k0, p, 8)
         memcpy(&k.k1, p + 8, 8)
-        if n < 8:
-            k.k0 &= 0xFFFFFFFFFFFFFFFFull >> (64 - 8 * n)
-            k.k1 = 0
-        elif n == 8:
-            k.k1 = 0
-        elif n < 16:
-            k.k1 &= 0xFFFFFFFFFFFFFFFFull >> (64 - 8 * (n - 8))
+        k.k0 &= LO_MASK[m]
+        k.k1 &= HI_MASK[m]
     else:
         m = n if n < 16 else 16
         memset(tmp, 0, 16)
@@ -342,7 +360,7 @@ cdef inline uint64_t inline_hash(uint64_t k0, uint64_t k1, Py_ssize_t n) noexcep
 
 cdef inline Slot* cache_find(ChunkCache* c, const uint8_t* p, const Key* k) noexcept nogil:
     """The slot of chunk ``p[0:k.n]``, or the empty slot where it would go (``len == 0``)."""
-    cdef uint64_t i = k.h & c.mask
+    cdef uint64_t i = k.h & c.mask & PAIR
     cdef uint32_t tag = <uint32_t>(k.h >> 32)
     cdef Slot* s
     while True:
@@ -387,7 +405,7 @@ cdef bint cache_grow(ChunkCache* c) noexcept nogil:
             h = inline_hash(s.k0, s.k1, s.len)
         else:
             h = hash_bytes(c.keys + s.k1, s.len) | 1
-        j = h & (size - 1)
+        j = h & (size - 1) & PAIR
         while grown[j].len != 0:
             j = (j + 1) & (size - 1)
         grown[j] = s[0]
@@ -715,7 +733,7 @@ cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const
     if t.model_ids != NULL:
         for i in range(m):
             w.ids[i] = t.model_ids[w.ids[i]]
-    if out_reserve(w, m) < 0:
+    if out_reserve(w, m + BLOCK) < 0:  # and the one id of each chunk left in the block
         return STATUS_NO_MEMORY
     memcpy(w.out + w.out_size, w.ids, m * sizeof(uint32_t))
     w.out_size += m
@@ -731,10 +749,10 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
                      Py_ssize_t* bad_at) noexcept nogil:
     """Append the ids of chunks ``p[ends[k-1]:ends[k]]`` (``ends[-1]`` is ``first``).
 
-    Chunks go in blocks of BLOCK: first every chunk of the block is hashed and its
-    cache slot prefetched, then the block is looked up, so the slot loads of a
-    block overlap instead of waiting one after another.  Returns a status;
-    ``bad_at``: offset from ``p`` of invalid UTF-8."""
+    Chunks go in blocks of BLOCK: first every chunk of the block is hashed and the
+    cache line of its slot pair prefetched, then the block is looked up, so the slot
+    loads of a block overlap instead of waiting one after another.  Returns a
+    status; ``bad_at``: offset from ``p`` of invalid UTF-8."""
     cdef Key keys[BLOCK]
     cdef Py_ssize_t b, j, cnt, start, n, bad_byte = 0
     cdef Slot* s
@@ -744,38 +762,39 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
     b = 0
     while b < nchunks:
         cnt = min(<Py_ssize_t>BLOCK, nchunks - b)
+        if out_reserve(w, cnt) < 0:  # one id per chunk; chunks of more ids reserve their own
+            return STATUS_NO_MEMORY
         for j in range(cnt):
             n = ends[b + j] - start
             keys[j].start = start
-            if n <= 0 or (n == 1 and one_byte_ids and p[start] < 0x80):
-                keys[j].n = n
-                keys[j].h = 0
-            else:
+            keys[j].id = NO_RANK
+            keys[j].n = n
+            keys[j].h = 0
+            if n == 1 and one_byte_ids and p[start] < 0x80:
+                # one ASCII byte: its base symbol, nothing to merge
+                keys[j].id = p[start] if t.model_ids == NULL else t.model_ids[p[start]]
+            elif n > 0:
                 key_of(p + start, n, limit, &keys[j])
-                prefetch(&cache.slots[keys[j].h & cache.mask])
+                prefetch(&cache.slots[keys[j].h & cache.mask & PAIR])
             start = ends[b + j]
         for j in range(cnt):
             if w.chunk_tokens != NULL:
                 w.chunk_tokens[w.chunk_n] = w.out_size
                 w.chunk_n += 1
-            if keys[j].h == 0:
-                if keys[j].n == 1:  # one ASCII byte: its base symbol, nothing to merge
-                    if out_reserve(w, 1) < 0:
-                        return STATUS_NO_MEMORY
-                    w.out[w.out_size] = (p[keys[j].start] if t.model_ids == NULL
-                                         else t.model_ids[p[keys[j].start]])
-                    w.out_size += 1
+            if keys[j].id != NO_RANK:  # one ASCII byte
+                w.out[w.out_size] = keys[j].id
+                w.out_size += 1
+                continue
+            if keys[j].h == 0:  # an empty chunk
                 continue
             s = cache_find(cache, p + keys[j].start, &keys[j])
             if s.len != 0:
                 cache.hits += 1
                 if s.nval == 1:
-                    if out_reserve(w, 1) < 0:
-                        return STATUS_NO_MEMORY
                     w.out[w.out_size] = s.val
                     w.out_size += 1
                 else:
-                    if out_reserve(w, s.nval) < 0:
+                    if out_reserve(w, s.nval + BLOCK) < 0:
                         return STATUS_NO_MEMORY
                     memcpy(w.out + w.out_size, cache.vals + s.val, s.nval * sizeof(uint32_t))
                     w.out_size += s.nval
@@ -1025,7 +1044,9 @@ cdef class Encoder:
         self.cache_entries = cache_entries
         self.cache_bytes = cache_bytes
         self.slice_bytes = slice_bytes
-        self.caches = <ChunkCache*>calloc(num_slots, sizeof(ChunkCache))
+        # cache-line aligned (ChunkCache is 128 bytes): the hit counters one thread bumps every
+        # chunk never share a line with another thread's slot
+        self.caches = <ChunkCache*>table_alloc(num_slots * sizeof(ChunkCache))
         if self.caches == NULL:
             raise MemoryError()
         self._num_slots = num_slots

@@ -1,0 +1,159 @@
+"""The encoder's chunk cache at its edges: chunks whose cached key words agree but
+whose lengths differ, chunks of exactly 8/9/16/17 bytes (the inline key is two
+8-byte words, longer keys live in an arena), caches that clear in the middle of a
+batch, the model's own numbering (``model_ids``), every substrate.  Truth: the
+readable twin (``_reference.encode_reference``) and tiktoken on the same ranks."""
+import pickle
+import random
+
+import numpy as np
+import pytest
+
+from ube_stream import Tokenizer, train
+from ube_stream._reference import encode_reference
+
+SUBSTRATES = ("ube", "utf8", "utf16")
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def _edge_chunks():
+    """Chunks (GPT-2 / cl100k pieces) of 1..20 bytes that share their first 8 or 16
+    bytes with a chunk of another length: letter runs with and without the leading
+    space, NUL runs (zero bytes look like the zero padding of a short key), runs of
+    a 2-byte letter, digits and punctuation."""
+    out = []
+    for n in range(1, 21):
+        out += [" " + LETTERS[:n], LETTERS[:n], "\x00" * n, " " + "\x00" * n, " " + "é" * n,
+                "!" * n, " " + "z" * n]
+    out += [" abcdefgh", " abcdefghi", " abcdefghijklmno", " abcdefghijklmnop"]  # 9, 10, 16, 17 bytes
+    return out
+
+
+def _docs(seed, copies=3):
+    """Documents of the edge chunks, each chunk several times, in a shuffled order."""
+    rng = random.Random(seed)
+    chunks = _edge_chunks() * copies
+    rng.shuffle(chunks)
+    docs = []
+    for i in range(0, len(chunks), 37):
+        docs.append(" ".join(chunks[i:i + 37]))
+    return docs
+
+
+@pytest.fixture(scope="module")
+def toks(docs_rows):
+    text = [r["text"] for r in docs_rows[:60]] + _docs(0) * 4
+    return {s: train(iter(text), vocab_size=1200, substrate=s, workers=1, show_progress=False) for s in SUBSTRATES}
+
+
+def test_edge_chunks_cross_the_key_word_boundaries():
+    """The chunks really are the edge cases: 8, 9, 16 and 17 bytes, and pairs that
+    agree on their first 8 (and 16) bytes with different lengths."""
+    lengths = {len(c.encode()) for c in _edge_chunks()}
+    assert {8, 9, 16, 17} <= lengths
+    by_prefix = {}
+    for c in _edge_chunks():
+        b = c.encode()
+        if len(b) >= 8:
+            by_prefix.setdefault(b[:8], set()).add(len(b))
+    assert any({8, 9} <= ls for ls in by_prefix.values())
+    assert any({16, 17} <= ls for ls in by_prefix.values())
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_cached_ids_equal_the_reference(toks, substrate):
+    """First pass (misses), second pass (every chunk a hit) and a pass in another
+    order: every document's ids are the twin's."""
+    tok = pickle.loads(pickle.dumps(toks[substrate]))  # empty caches of its own
+    docs = _docs(1)
+    expected = [encode_reference(tok, d) for d in docs]
+    for order in (docs, docs, list(reversed(docs))):
+        got = tok.encode_ordinary_batch(order)
+        want = expected if order[0] is docs[0] else expected[::-1]
+        assert [g.tolist() for g in got] == want
+    encoder, _ = tok._kernel()
+    (stats,) = [encoder.cache_stats(s) for s in range(encoder.num_slots) if encoder.cache_stats(s)["misses"]]
+    assert stats["hits"] > 2 * stats["misses"] and stats["clears"] == 0
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+@pytest.mark.parametrize("entries,nbytes", [(3, 1 << 20), (1 << 16, 40)])
+def test_cache_that_clears_mid_batch_keeps_ids(toks, substrate, entries, nbytes):
+    """A cache bounded to a few entries (or a few key bytes) clears many times inside
+    one batch; ids stay the twin's, and a chunk longer than all the key bytes
+    (not cached at all) too."""
+    tok = pickle.loads(pickle.dumps(toks[substrate]))
+    tok.set_cache(entries=entries, bytes=nbytes)
+    docs = _docs(2) + [" " + "q" * 60 + " abcdefghijklmnop" * 3]
+    expected = [encode_reference(tok, d) for d in docs]
+    for _ in range(2):
+        assert [g.tolist() for g in tok.encode_ordinary_batch(docs)] == expected
+    encoder, _ = tok._kernel()
+    assert max(encoder.cache_stats(s)["clears"] for s in range(encoder.num_slots)) > 20
+
+
+def _renumbered(tok):
+    """tiktoken ranks of a trained utf8 tokenizer with the 256 bytes numbered last and
+    spread out (``from_tiktoken`` then carries an id map, the encoder's ``model_ids``,
+    one-ASCII-byte chunks included)."""
+    n = tok.vocab_size - len(tok.special_tokens)
+    base = {bytes(tok.token_expansion(i)): i for i in range(n)}
+    n_merged = len(base) - 256
+    return {t: (i - 256 if i >= 256 else n_merged + 3 * i) for t, i in base.items()}
+
+
+def test_model_ids_through_the_cache(toks):
+    """A tokenizer with its own numbering: warm, cold and clearing caches give
+    tiktoken's ids on the edge chunks."""
+    import tiktoken
+
+    from ube_stream._reference import GPT2_PATTERN
+
+    ranks = _renumbered(toks["utf8"])
+    docs = _docs(3) + ["a b c ! ? 1 2 3 x y z"]
+    enc = tiktoken.Encoding("perm", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={})
+    expected = [enc.encode_ordinary(d) for d in docs]
+    ours = Tokenizer.from_tiktoken(ranks, "gpt2")
+    assert ours._kernel()[0] is not None and ours.encode("a").tolist() != [ord("a")]  # a real id map
+    for _ in range(2):
+        assert [g.tolist() for g in ours.encode_ordinary_batch(docs)] == expected
+    ours.set_cache(entries=3, bytes=1 << 20)
+    assert [g.tolist() for g in ours.encode_ordinary_batch(docs)] == expected
+
+
+@pytest.mark.slow
+def test_many_distinct_chunks_across_table_growth():
+    """Thousands of distinct chunks of 1..20 bytes (the slot table doubles several
+    times, probes collide inside and across slot pairs): a warm second pass and a
+    cold one agree with tiktoken on cl100k's real ranks."""
+    bpe_openai = pytest.importorskip("bpe_openai")
+    import gzip
+    import pathlib
+
+    import tiktoken
+
+    from ube_stream.tokenizer.pretrained import load_tiktoken_ranks
+
+    src = pathlib.Path(bpe_openai.__file__).parent / "data" / "cl100k_base.tiktoken.gz"
+    if not src.exists():
+        pytest.skip("bpe-openai ships no cl100k ranks here")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        dst = pathlib.Path(tmp) / "cl100k_base.tiktoken"
+        dst.write_bytes(gzip.decompress(src.read_bytes()))
+        ranks = load_tiktoken_ranks(str(dst))
+    from ube_stream.pretokenizer import resolve_pattern
+
+    enc = tiktoken.Encoding("cl100k", pat_str=resolve_pattern("cl100k")[1], mergeable_ranks=ranks, special_tokens={})
+    rng = random.Random(4)
+    words = ["".join(rng.choice(LETTERS) for _ in range(rng.randint(1, 19))) for _ in range(12000)]
+    docs = [" ".join(words[i:i + 500]) for i in range(0, len(words), 500)]
+    expected = [enc.encode_ordinary(d) for d in docs]
+    tok = Tokenizer.from_tiktoken(ranks, "cl100k")
+    for _ in range(2):
+        assert [g.tolist() for g in tok.encode_ordinary_batch(docs)] == expected
+    encoder, _ = tok._kernel()
+    assert max(encoder.cache_stats(s)["entries"] for s in range(encoder.num_slots)) > 2 * 4096  # grown 3 times
+    assert np.array_equal(np.concatenate(tok.encode_ordinary_batch(docs[::-1])),
+                          np.concatenate([np.array(e, np.uint32) for e in expected[::-1]]))
