@@ -442,6 +442,13 @@ def _encode_command(inputs, tok_path, out, workers):
     return [sys.executable, "-c", code]
 
 
+def _cli_command(inputs, tok_path, out, workers):
+    """The same run through ``ube encode``, whose workers are forked (see executors.start_method)."""
+    return [sys.executable, "-m", "ube_stream", "encode", *inputs, "--tokenizer", tok_path, "-o", out,
+            "--workers", str(workers), "--unit-rows", str(OPTIONS["unit_rows"]),
+            "--shard-tokens", str(OPTIONS["shard_tokens"]), "--on-error", OPTIONS["on_error"], "-q"]
+
+
 def _markers(out):
     try:
         return [n for n in os.listdir(os.path.join(out, "units")) if MARKER.match(n)]
@@ -460,19 +467,20 @@ def _start_and_kill(cmd, out, moment, rng):
                      grace=rng.uniform(0, 0.05) if moment == "some_markers" else 0.0)
 
 
-def test_sigkill_then_rerun_is_byte_identical(encoded, corpus, tok_path, tmp_path):
+@pytest.mark.parametrize("command", [_encode_command, _cli_command], ids=["api-spawn", "cli-fork"])
+def test_sigkill_then_rerun_is_byte_identical(encoded, corpus, tok_path, tmp_path, command):
     reference = tree(encoded[0])
     assert not [n for n in reference if n.split("/")[0] in ("units", "locks") or n.endswith(".tmp")]
     rng = random.Random(1234)
     for moment in ("first_marker", "some_markers", "manifest"):
         out = str(tmp_path / f"killed-{moment}")
-        code, err = _start_and_kill(_encode_command(corpus[0], tok_path, out, 2), out, moment, rng)
+        code, err = _start_and_kill(command(corpus[0], tok_path, out, 2), out, moment, rng)
         assert code == -signal.SIGKILL, err.decode()[-2000:]
         if moment == "first_marker":   # really stopped part way: no manifest, some locks or leftovers
             assert not os.path.exists(os.path.join(out, "MANIFEST.json"))
             assert len(_markers(out)) < 13
         if moment != "manifest":        # kill the rerun too, then complete
-            _start_and_kill(_encode_command(corpus[0], tok_path, out, 1), out, "some_markers", rng)
+            _start_and_kill(command(corpus[0], tok_path, out, 1), out, "some_markers", rng)
         summary = EncodeSummary()
         encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=2, summary=summary, **OPTIONS)
         assert tree(out) == reference, moment
