@@ -51,7 +51,9 @@ def start_method(method: str):
     :func:`worker_state` (the tokenizer the driver seeded).  It is used only
     where it is safe: on Linux, and only while this process runs no other
     Python thread (a lock held by another thread at the fork would stay held
-    in the child forever); elsewhere workers are spawned as before.  The
+    in the child forever); elsewhere workers are spawned as before.  Threads
+    of native libraries are not counted: numpy's OpenBLAS pool is fork-safe
+    (it registers ``pthread_atfork`` handlers); our kernels start none.  The
     ``ube`` command line runs under ``start_method("fork")``: its ``__main__``
     is guarded and it starts no threads of its own.  The library's default
     stays ``spawn``, as a caller's threads are not ours to know."""
