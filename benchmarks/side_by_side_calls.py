@@ -250,9 +250,10 @@ def threads_rows(tok, texts, size, repeat):
         print(f"| {k} | {size / w / 1e6:,.0f} | {w1 / w:.2f}x | {c:.2f} | {c / c1:.2f}x |")
 
 
-def end_to_end(path, mb, tok_path, tok, repeat):
+def end_to_end(path, mb, tok_path, tok, repeat, compare=None):
     """`ube encode` with 1 and 2 workers vs the single-thread kernel rate, wall
-    clock and CPU time (the `ube` process and its workers), interleaved, medians."""
+    clock and CPU time (the `ube` process and its workers), interleaved, medians.
+    ``compare``: another checkout (built) whose `ube encode` runs in the same rounds."""
     import resource
 
     from ube_stream.shards import index_format as fmt
@@ -274,12 +275,13 @@ def end_to_end(path, mb, tok_path, tok, repeat):
         with open(corpus, encoding="utf-8") as f, open(small, "w", encoding="utf-8") as g:
             g.writelines(next(f) for _ in range(min(20, len(texts))))
 
-        def encode(workers, source=corpus):
-            out = os.path.join(tmp, f"shards{workers}" + ("" if source == corpus else "-small"))
+        def encode(workers, source=corpus, repo=os.path.dirname(HERE)):
+            out = os.path.join(tmp, f"shards{workers}" + ("" if source == corpus else "-small")
+                               + ("" if repo == os.path.dirname(HERE) else "-other"))
             shutil.rmtree(out, ignore_errors=True)
             subprocess.run([sys.executable, "-m", "ube_stream", "encode", source, "--tokenizer", tok_path,
                             "-o", out, "--workers", str(workers), "-q"], check=True, env=env,
-                           stdout=subprocess.DEVNULL, cwd=os.path.dirname(HERE))
+                           stdout=subprocess.DEVNULL, cwd=repo)
 
         def children_cpu():
             r = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -287,6 +289,10 @@ def end_to_end(path, mb, tok_path, tok, repeat):
 
         encode(1)   # writes the .pyc files once, as an install would
         runs = {"kernel": kernel, 1: lambda: encode(1), 2: lambda: encode(2), "start": lambda: encode(1, small)}
+        if compare:
+            encode(1, repo=compare)
+            runs.update({"other 1": lambda: encode(1, repo=compare), "other 2": lambda: encode(2, repo=compare),
+                         "other start": lambda: encode(1, small, repo=compare)})
         times = {name: ([], []) for name in runs}
         for _ in range(repeat):
             for name, fn in runs.items():
@@ -314,6 +320,15 @@ def end_to_end(path, mb, tok_path, tok, repeat):
                   f"{size / c / 1e6:,.0f} | {kc / c:.2f}x |")
         sw, sc = (statistics.median(v) for v in times["start"])
         print(f"| ube encode --workers 1, 20 documents (start-up) | | | {sc:.2f} (wall {sw:.2f} s) | | |")
+        if compare:
+            for workers in (1, 2):
+                w, c = (statistics.median(v) for v in times[f"other {workers}"])
+                print(f"| {compare}: ube encode --workers {workers} | {size / w / 1e6:,.0f} | {kw / w / workers:.2f}x | "
+                      f"{c:.2f} | {size / c / 1e6:,.0f} | {kc / c:.2f}x |")
+            ow, oc = (statistics.median(v) for v in times["other start"])
+            print(f"| {compare}: 20 documents (start-up) | | | {oc:.2f} (wall {ow:.2f} s) | | |")
+            print(f"\n{compare}, 2 workers vs 1, wall: "
+                  f"{statistics.median(times['other 1'][0]) / statistics.median(times['other 2'][0]):.2f}x")
         c1 = statistics.median(times[1][1])
         print(f"\n2 workers vs 1, wall: {statistics.median(times[1][0]) / statistics.median(times[2][0]):.2f}x; "
               f"1 worker without its start-up: {size / (c1 - sc) / 1e6:,.0f} MB per CPU s, "
@@ -330,9 +345,23 @@ def main(argv=None):
     parser.add_argument("--train-mb", type=float, default=2.0)
     parser.add_argument("--vocab", type=int, default=8000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--compare-repo", metavar="PATH",
+                        help="another built checkout whose `ube encode` joins the end-to-end rounds")
+    parser.add_argument("--only-e2e", action="store_true",
+                        help="only the end-to-end rows (the utf8 tokenizer trained on --train-mb as usual)")
     args = parser.parse_args(argv)
     if not os.path.exists(args.corpus):
         sys.exit(f"{args.corpus}: no corpus; build one with benchmarks/make_corpus.py")
+    if args.only_e2e:
+        train_texts, _ = load_corpus(args.corpus, args.train_mb)
+        utf8_tok = train(iter(train_texts), vocab_size=args.vocab, substrate="utf8", workers=1, show_progress=False)
+        with tempfile.TemporaryDirectory() as tmp:
+            tok_path = os.path.join(tmp, "utf8.json")
+            utf8_tok.save(tok_path)
+            print(f"load average before: {os.getloadavg()}")
+            end_to_end(args.corpus, args.e2e_mb, tok_path, utf8_tok, args.repeat, args.compare_repo)
+        print(f"load average at the end: {os.getloadavg()}")
+        return
     texts, size = load_corpus(args.corpus, args.mb)
     dec_texts, dec_size = load_corpus(args.corpus, args.decode_mb)
     train_texts, _ = load_corpus(args.corpus, args.train_mb)
@@ -358,7 +387,7 @@ def main(argv=None):
         with tempfile.TemporaryDirectory() as tmp:
             tok_path = os.path.join(tmp, "utf8.json")
             utf8_tok.save(tok_path)
-            end_to_end(args.corpus, args.e2e_mb, tok_path, utf8_tok, args.repeat)
+            end_to_end(args.corpus, args.e2e_mb, tok_path, utf8_tok, args.repeat, args.compare_repo)
     print(f"load average at the end: {os.getloadavg()}")
 
 

@@ -149,6 +149,37 @@ def test_bad_ids_name_their_position(toks):
     assert tok.decode_bytes([np.int64(72), True]) == tok.decode([72, 1]).encode()  # ints of any kind
 
 
+class _Id(int):
+    """An int subclass: not read straight from the object, converted the general way."""
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_list_edges_decode_as_the_array_does(toks, substrate):
+    """Lists and tuples decode like the uint32 array of the same ids, whatever their
+    items: exact ints, bools, int subclasses, numpy ints; and name the same position for
+    negative ints, ints at or past 2**30 and 2**32 (outside the vocabulary) and items
+    that are not integers; empty sequences give empty text."""
+    tok = toks[substrate]
+    ids = tok.encode_ordinary("Grüße, 世界! 😀 text")
+    plain = ids.tolist()
+    for call in (tok.decode, tok.decode_bytes):
+        want = call(ids)
+        assert call(plain) == call(tuple(plain)) == want
+        mixed = [_Id(plain[0]), np.int32(plain[1])] + plain[2:]
+        assert call(mixed) == want
+        assert call([]) == call(()) == call(np.zeros(0, np.uint32)) == want[:0]
+        assert call([True, False]) == call(np.array([1, 0], np.uint32))
+        for bad, position in (([plain[0], -1], 1), ([1 << 30], 0), ([plain[0], 1 << 31], 1),
+                              ([plain[0], plain[1], 1 << 32], 2), ([_Id(tok.vocab_size)], 0),
+                              ((plain[0], tok.vocab_size + 5), 1)):
+            with pytest.raises(SymbolDecodeError, match=f"position {position}") as info:
+                call(bad)
+            assert info.value.position == position
+        for bad, position in (([plain[0], 2.5], 1), ([None], 0), ((plain[0], plain[1], "3"), 2)):
+            with pytest.raises(TypeError, match=f"item {position}"):
+                call(bad)
+
+
 # --------------------------------------------------------------------------- tiktoken
 
 def test_decode_bytes_equals_tiktoken(sample_texts):

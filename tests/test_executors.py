@@ -123,3 +123,109 @@ def test_ray_bad_input_is_clear_error_not_retried(ray_cluster, tmp_path):
     assert str(ray_error.value) == str(local_error.value)
     assert "broken.jsonl.zst" in str(ray_error.value)
     assert time.perf_counter() - started < 60
+
+
+# ---------------------------------------------------------------- fork start method
+
+def pid_and_state(task):
+    log_dir, x = task
+    return os.getpid(), worker_state(_counted_setup, log_dir)["pid"], x
+
+
+def test_forked_workers_inherit_the_seeded_state(tmp_path):
+    """Under start_method("fork") the workers start with the driver's worker_state:
+    the seeded value is used there and setup never runs."""
+    from ube_stream.executors import seed_worker_state, start_method, will_fork
+
+    log_dir = str(tmp_path)
+    seed_worker_state({"pid": os.getpid()}, _counted_setup, log_dir)
+    assert not will_fork()   # spawn unless asked for
+    with start_method("fork"):
+        assert will_fork()
+        results = LocalExecutor(2).map(pid_and_state, [(log_dir, x) for x in range(6)])
+    assert [x for _, _, x in results] == list(range(6))
+    assert {state for _, state, _ in results} == {os.getpid()}       # the driver's value, inherited
+    assert os.getpid() not in {pid for pid, _, _ in results}          # run in the workers
+    assert not (tmp_path / "setup-calls.txt").exists()
+
+
+def test_no_fork_while_another_thread_runs(tmp_path):
+    """A thread alive at the start of the pool means spawn: each worker runs setup itself."""
+    import threading
+
+    from ube_stream.executors import seed_worker_state, start_method, will_fork
+
+    log_dir = str(tmp_path)
+    seed_worker_state({"pid": os.getpid()}, _counted_setup, log_dir)
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        with start_method("fork"):
+            assert not will_fork()
+            results = LocalExecutor(2).map(pid_and_state, [(log_dir, x) for x in range(6)])
+    finally:
+        stop.set()
+        thread.join()
+    assert os.getpid() not in {state for _, state, _ in results}
+    assert sorted((tmp_path / "setup-calls.txt").read_text().split()) == sorted({str(p) for p, _, _ in results})
+
+
+def test_start_method_is_checked():
+    from ube_stream.executors import start_method
+
+    with pytest.raises(ValueError, match="'spawn' or 'fork'"):
+        with start_method("forkserver"):
+            pass
+
+
+_ORPHAN_DRIVER = '''
+import os, sys, time
+from ube_stream.executors import LocalExecutor, start_method
+
+def task(x):
+    with open(os.path.join(sys.argv[1], f"worker-{os.getpid()}"), "w"):
+        pass
+    time.sleep(1.5)
+    return x
+
+if __name__ == "__main__":
+    with start_method(sys.argv[2]):
+        LocalExecutor(2).map(task, range(50))
+'''
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_workers_exit_when_the_driver_is_killed(tmp_path, method):
+    """SIGKILL the driver while both workers run a task: each worker finds its pipe
+    closed when its task ends and exits (a forked worker must not hold the driver's
+    ends of the other workers' pipes, or none would ever see the driver die)."""
+    import signal
+    import time
+
+    script = tmp_path / "driver.py"
+    script.write_text(_ORPHAN_DRIVER)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    driver = subprocess.Popen([sys.executable, str(script), str(tmp_path), method], env=env, cwd=str(tmp_path))
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("worker-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = [int(p.name.split("-")[1]) for p in tmp_path.glob("worker-*")]
+    assert len(pids) == 2
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+
+    def alive(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().split(") ")[-1][:1] != "Z"
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 20
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    leftover = [p for p in pids if alive(p)]
+    for pid in leftover:
+        os.kill(pid, signal.SIGKILL)
+    assert not leftover, f"workers {leftover} outlived their driver"

@@ -247,37 +247,46 @@ def exit_with_code(task):
     return task
 
 
-def test_killed_worker_is_retried_once_and_results_are_identical(tmp_path):
-    from ube_stream.executors import LocalExecutor
+START_METHODS = pytest.mark.parametrize("method", ["spawn", "fork"])
+
+
+@START_METHODS
+def test_killed_worker_is_retried_once_and_results_are_identical(tmp_path, method):
+    from ube_stream.executors import LocalExecutor, start_method
 
     marker = str(tmp_path / "died")
     tasks = [(marker, x, False) for x in range(8)]
-    with pytest.warns(RuntimeWarning, match=r"died \(it was killed by SIGKILL"):
+    with start_method(method), pytest.warns(RuntimeWarning, match=r"died \(it was killed by SIGKILL"):
         assert LocalExecutor(2).map(die_once, tasks) == [x * 10 for x in range(8)]
     assert os.path.exists(marker)
 
 
-def test_worker_killed_twice_stops_the_run_fast_naming_task_and_signal(tmp_path):
-    from ube_stream.executors import LocalExecutor, WorkerDiedError
+@START_METHODS
+def test_worker_killed_twice_stops_the_run_fast_naming_task_and_signal(tmp_path, method):
+    from ube_stream.executors import LocalExecutor, WorkerDiedError, start_method
 
     t0 = time.perf_counter()
-    with pytest.warns(RuntimeWarning), \
+    with start_method(method), pytest.warns(RuntimeWarning), \
             pytest.raises(WorkerDiedError, match=r"running task \(.*, 3, True\) died \(it was killed by SIGKILL"):
         LocalExecutor(2).map(die_once, [(str(tmp_path / "m"), x, True) for x in range(8)])
     assert time.perf_counter() - t0 < 60
 
 
-def test_worker_exit_code_is_named():
-    from ube_stream.executors import LocalExecutor, WorkerDiedError
+@START_METHODS
+def test_worker_exit_code_is_named(method):
+    from ube_stream.executors import LocalExecutor, WorkerDiedError, start_method
 
-    with pytest.warns(RuntimeWarning), pytest.raises(WorkerDiedError, match="task 2 died .it exited with code 3"):
+    with start_method(method), pytest.warns(RuntimeWarning), \
+            pytest.raises(WorkerDiedError, match="task 2 died .it exited with code 3"):
         LocalExecutor(2).map(exit_with_code, range(4))
 
 
-def test_encode_with_a_sigkilled_worker_is_byte_identical(tmp_path, monkeypatch, docs_rows):
+@START_METHODS
+def test_encode_with_a_sigkilled_worker_is_byte_identical(tmp_path, monkeypatch, docs_rows, method):
     from _helpers import tree
 
     from ube_stream import encode_corpus, train
+    from ube_stream.executors import start_method
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -290,7 +299,7 @@ def test_encode_with_a_sigkilled_worker_is_byte_identical(tmp_path, monkeypatch,
     killed = tmp_path / "killed"
     unit = "00001-000000000020"
     monkeypatch.setenv("UBE_TEST_KILL_UNIT", f"{killed}|{unit}|{tmp_path / 'marker'}")
-    with pytest.warns(RuntimeWarning, match=f"unit {unit}"):
+    with start_method(method), pytest.warns(RuntimeWarning, match=f"unit {unit}"):
         encode_corpus(str(corpus), tokenizer=tok, output=str(killed), workers=2, unit_rows=20,
                       show_progress=False)
     assert (tmp_path / "marker").exists()

@@ -229,31 +229,51 @@ def test_text_lines_crlf_u2028_nel_and_empty_lines(tmp_path):
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 40), max_size=40), st.integers(1, 9), st.integers(1, 12),
-       st.integers(1, 120), st.booleans())
-def test_units_end_at_a_byte_budget_too(tmp_path_factory, lengths, block, unit_rows, unit_bytes, newline_at_end):
+       st.integers(1, 120), st.booleans(), st.booleans())
+def test_units_end_at_a_byte_budget_too(tmp_path_factory, lengths, block, unit_rows, unit_bytes, newline_at_end,
+                                        even):
     """A unit of an uncompressed line file ends after ``unit_rows`` rows or at the end
     of the first line that reaches ``unit_bytes`` bytes from the unit's start (checked
-    against a plain walk over the lines), whatever the read block size."""
+    against a plain walk over the lines), whatever the read block size; with
+    ``even_bytes`` the budget is ``unit_bytes`` shared out evenly over the file."""
     raw = b"\n".join(b"x" * n for n in lengths) + (b"\n" if newline_at_end and lengths else b"")
     path = tmp_path_factory.mktemp("b") / "t.txt"
     path.write_bytes(raw)
+    budget = unit_bytes
+    if even and len(raw) > unit_bytes:
+        pieces = -(-len(raw) // unit_bytes)       # ceil: the units a plain budget gives at least
+        budget = -(-len(raw) // pieces)
     want, row, pos, start = [(0, 0)], 0, 0, (0, 0)
     lines = raw.split(b"\n")[:-1] if raw.endswith(b"\n") else raw.split(b"\n") if raw else []
     for line in lines[:-1]:   # a cut after the last line starts no unit
         row, pos = row + 1, pos + len(line) + 1
-        if row - start[0] >= unit_rows or pos - start[1] >= unit_bytes:
+        if row - start[0] >= unit_rows or pos - start[1] >= budget:
             start = (row, pos)
             want.append(start)
     old = _compression.BLOCK_BYTES
     _compression.BLOCK_BYTES = block
     try:
-        units = plan_units(resolve_inputs(str(path)), unit_rows=unit_rows, unit_bytes=unit_bytes)
+        units = plan_units(resolve_inputs(str(path)), unit_rows=unit_rows, unit_bytes=unit_bytes, even_bytes=even)
         texts, provenance = _read_all(units)
     finally:
         _compression.BLOCK_BYTES = old
     assert [(u.row_start, u.byte_start or 0) for u in units] == want
     assert [u.row_stop for u in units] == [r for r, _ in want[1:]] + [len(lines)]
     assert texts == [line.decode() for line in lines] and provenance == [(0, r) for r in range(len(lines))]
+
+
+def test_even_byte_units_are_about_equal(tmp_path):
+    """100 lines of 101 bytes, budget 4000: plain cuts give 4040 + 4040 + 2020 bytes
+    (the last unit half the others), even cuts three units within one line of each other."""
+    path = tmp_path / "t.txt"
+    path.write_bytes(b"".join(b"%100d\n" % i for i in range(100)))
+
+    def sizes(even):
+        units = plan_units(resolve_inputs(str(path)), unit_rows=1000, unit_bytes=4000, even_bytes=even)
+        return [101 * (u.row_stop - u.row_start) for u in units]
+
+    assert sizes(False) == [4040, 4040, 2020]
+    assert sizes(True) == [3434, 3434, 3232]
 
 
 @settings(max_examples=60, deadline=None)

@@ -442,6 +442,13 @@ def _encode_command(inputs, tok_path, out, workers):
     return [sys.executable, "-c", code]
 
 
+def _cli_command(inputs, tok_path, out, workers):
+    """The same run through ``ube encode``, whose workers are forked (see executors.start_method)."""
+    return [sys.executable, "-m", "ube_stream", "encode", *inputs, "--tokenizer", tok_path, "-o", out,
+            "--workers", str(workers), "--unit-rows", str(OPTIONS["unit_rows"]),
+            "--shard-tokens", str(OPTIONS["shard_tokens"]), "--on-error", OPTIONS["on_error"], "-q"]
+
+
 def _markers(out):
     try:
         return [n for n in os.listdir(os.path.join(out, "units")) if MARKER.match(n)]
@@ -460,19 +467,20 @@ def _start_and_kill(cmd, out, moment, rng):
                      grace=rng.uniform(0, 0.05) if moment == "some_markers" else 0.0)
 
 
-def test_sigkill_then_rerun_is_byte_identical(encoded, corpus, tok_path, tmp_path):
+@pytest.mark.parametrize("command", [_encode_command, _cli_command], ids=["api-spawn", "cli-fork"])
+def test_sigkill_then_rerun_is_byte_identical(encoded, corpus, tok_path, tmp_path, command):
     reference = tree(encoded[0])
     assert not [n for n in reference if n.split("/")[0] in ("units", "locks") or n.endswith(".tmp")]
     rng = random.Random(1234)
     for moment in ("first_marker", "some_markers", "manifest"):
         out = str(tmp_path / f"killed-{moment}")
-        code, err = _start_and_kill(_encode_command(corpus[0], tok_path, out, 2), out, moment, rng)
+        code, err = _start_and_kill(command(corpus[0], tok_path, out, 2), out, moment, rng)
         assert code == -signal.SIGKILL, err.decode()[-2000:]
         if moment == "first_marker":   # really stopped part way: no manifest, some locks or leftovers
             assert not os.path.exists(os.path.join(out, "MANIFEST.json"))
             assert len(_markers(out)) < 13
         if moment != "manifest":        # kill the rerun too, then complete
-            _start_and_kill(_encode_command(corpus[0], tok_path, out, 1), out, "some_markers", rng)
+            _start_and_kill(command(corpus[0], tok_path, out, 1), out, "some_markers", rng)
         summary = EncodeSummary()
         encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=2, summary=summary, **OPTIONS)
         assert tree(out) == reference, moment
@@ -662,3 +670,27 @@ def test_cli_errors_name_flags_where_the_library_names_parameters(corpus, tok_pa
     assert str(info.value) == "bos=True needs bos_token naming a special token"
     assert main(["encode", corpus[0][0], "--tokenizer", tok_path, "-o", out, "--bos", "-q"]) == 1
     assert capsys.readouterr().err == "ube encode: error: --bos needs --bos-token naming a special token\n"
+
+
+@pytest.mark.parametrize("bos_id, eos_id", [(None, 7), (5, 7), (5, None), (None, None)])
+@pytest.mark.parametrize("mean", [3, 2000])   # short documents: the mask; long ones: slice by slice
+def test_with_special_tokens_matches_a_plain_walk(bos_id, eos_id, mean):
+    """Every document's tokens with BOS before and EOS after, as a plain loop over the
+    documents builds them, for both ways with_special_tokens works (empty documents too)."""
+    import numpy as np
+
+    from ube_stream.shards.writer import LONG_DOCUMENT, with_special_tokens
+
+    rng = np.random.default_rng(mean)
+    lengths = rng.integers(0, 2 * mean, 40)
+    lengths[[0, 5]] = 0
+    offsets = np.zeros(41, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    ids = rng.integers(0, 1 << 32, offsets[-1], dtype=np.uint64).astype(np.uint32)
+    want, want_offsets = [], [0]
+    for a, b in zip(offsets[:-1], offsets[1:]):
+        want += ([bos_id] if bos_id is not None else []) + ids[a:b].tolist() + ([eos_id] if eos_id is not None else [])
+        want_offsets.append(len(want))
+    assert (ids.size >= LONG_DOCUMENT * 40) == (mean > LONG_DOCUMENT)   # both paths are taken
+    out, out_offsets = with_special_tokens(ids, offsets, bos_id, eos_id)
+    assert out.tolist() == want and out_offsets.tolist() == want_offsets

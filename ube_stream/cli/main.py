@@ -35,9 +35,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.print_help()
         return 2
     from ..errors import UbeError
+    from ..executors import start_method
 
     try:
-        return args.func(args)
+        with start_method("fork"):   # our __main__ is guarded and starts no threads: workers fork (where safe)
+            return args.func(args)
     except (UbeError, ValueError, FileNotFoundError, ImportError) as exc:
         print(f"ube {args.command}: error: {in_flag_terms(str(exc))}", file=sys.stderr)
         return 1

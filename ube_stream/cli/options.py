@@ -75,23 +75,24 @@ def add_workers_option(p: argparse.ArgumentParser, help: str = "worker processes
 
 
 # Library messages name Python parameters; on the command line the same advice names the flags.
+# (patterns, compiled by re's cache on the first error: not at every start of the command)
 _FLAGS = [
-    (re.compile(r"on_error='skip'"), "--on-error skip"),
-    (re.compile(r"special_tokens=\[('[^']*'|\"[^\"]*\")\]"), r"--special-token \1"),
-    (re.compile(r"\bfinalize=True\b"), "--finalize"),
-    (re.compile(r"\bbos=True\b"), "--bos"),
-    (re.compile(r"\b(eos|bos)_token\b"), r"--\1-token"),
-    (re.compile(r"\brank and world_size\b"), "--rank and --world-size"),
-    (re.compile(r"\btheir rank\b"), "their --rank"),
-    (re.compile(r"\beval_langs\b"), "--eval-langs"),
-    (re.compile(r"\b(column|format|split)=(?=[\s,;.)]|$)"), r"--\1"),
-    (re.compile(r"\bsplit=('[^']*')"), r"--split \1"),
-    (re.compile(r"\bcolumn=('[^']*')"), r"--column \1"),
-    (re.compile(r"\bformat=\"([a-z_]+)\""), r"--format \1"),
-    (re.compile(r"\bthe same call\b"), "the same command"),
-    (re.compile(r"\bpattern and special_tokens\b"), "--pattern and --special-token"),
-    (re.compile(r"\bpass pattern="), "pass --pattern"),
-    (re.compile(r"\boutput directory\b"), "--output directory"),
+    (r"on_error='skip'", "--on-error skip"),
+    (r"special_tokens=\[('[^']*'|\"[^\"]*\")\]", r"--special-token \1"),
+    (r"\bfinalize=True\b", "--finalize"),
+    (r"\bbos=True\b", "--bos"),
+    (r"\b(eos|bos)_token\b", r"--\1-token"),
+    (r"\brank and world_size\b", "--rank and --world-size"),
+    (r"\btheir rank\b", "their --rank"),
+    (r"\beval_langs\b", "--eval-langs"),
+    (r"\b(column|format|split)=(?=[\s,;.)]|$)", r"--\1"),
+    (r"\bsplit=('[^']*')", r"--split \1"),
+    (r"\bcolumn=('[^']*')", r"--column \1"),
+    (r"\bformat=\"([a-z_]+)\"", r"--format \1"),
+    (r"\bthe same call\b", "the same command"),
+    (r"\bpattern and special_tokens\b", "--pattern and --special-token"),
+    (r"\bpass pattern=", "pass --pattern"),
+    (r"\boutput directory\b", "--output directory"),
 ]
 
 
@@ -104,7 +105,7 @@ def in_flag_terms(message: str) -> str:
     --bos needs --bos-token naming a special token
     """
     for pattern, flag in _FLAGS:
-        message = pattern.sub(flag, message)
+        message = re.sub(pattern, flag, message)
     return message
 
 

@@ -377,14 +377,20 @@ def resolve_inputs(inputs, *, column: str = "text", text_mode: str = "line", for
 # --------------------------------------------------------------------------- planning
 
 def plan_units(sources: Iterable[Source], *, unit_rows: int | None = DEFAULT_UNIT_ROWS,
-               unit_bytes: int | None = DEFAULT_UNIT_BYTES) -> list[WorkUnit]:
+               unit_bytes: int | None = DEFAULT_UNIT_BYTES, even_bytes: bool = False) -> list[WorkUnit]:
     """Cut sources into :class:`WorkUnit` s of ``unit_rows`` rows (``None``:
     one unit per file), in ``(source_id, row_start)`` order.  Every file gives
     at least one unit, and the units of a file cover each of its rows once.
     Uncompressed JSONL/text files are read once here to find their unit
     boundaries, and their units also end at the first line end at or past
     ``unit_bytes`` bytes (``None``: rows only), so a file of few long rows
-    still gives several units; compressed ones are one unit each."""
+    still gives several units; compressed ones are one unit each.
+
+    ``even_bytes``: a file's byte budget is ``unit_bytes`` shared out evenly,
+    ``ceil(size / ceil(size / unit_bytes))``, so that its units are about the
+    same size (a 50 MB file: four units of 12.5 MB, not three of 16 MiB and a
+    small fourth, which would leave one of two workers idle for a quarter of
+    the run).  The cuts still depend on the file alone."""
     for name, value in (("unit_rows", unit_rows), ("unit_bytes", unit_bytes)):
         if value is not None and (not isinstance(value, (int, np.integer)) or value <= 0):
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
@@ -396,7 +402,10 @@ def plan_units(sources: Iterable[Source], *, unit_rows: int | None = DEFAULT_UNI
             n = source.num_rows
             units.extend(WorkUnit(source, start, min(start + unit_rows, n)) for start in range(0, max(n, 1), unit_rows))
         elif source.format in formats.LINE_FORMATS and source.compression is None:
-            n, starts = scan_line_starts(source.path, int(unit_rows), None if unit_bytes is None else int(unit_bytes))
+            budget = None if unit_bytes is None else int(unit_bytes)
+            if budget is not None and even_bytes and source.size > budget:
+                budget = -(-source.size // -(-source.size // budget))
+            n, starts = scan_line_starts(source.path, int(unit_rows), budget)
             stops = [row for row, _ in starts[1:]] + [n]
             units.extend(WorkUnit(source, row, stop, byte) for (row, byte), stop in zip(starts, stops))
         else:

@@ -16,7 +16,8 @@ and the project's shard format spec.  ``MANIFEST.json`` is written last,
 atomically: a directory without it is unfinished.
 
 **Work and determinism.** Units are (input file, row range) cut by a fixed
-``unit_rows`` (uncompressed JSONL/text also by ``unit_bytes``, default 16 MiB);
+``unit_rows`` (uncompressed JSONL/text also by ``unit_bytes``, default 16 MiB,
+shared out evenly over each file so that its units are about equal);
 one pure function (:func:`~ube_stream._shard_writer.encode_unit`)
 per unit writes the unit's shards ``<unit_id>-<k:04d>`` and then its marker
 ``units/<unit_id>.json``, under ``locks/<unit_id>.lock``.  The output is
@@ -45,11 +46,13 @@ import os
 import shutil
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
 
 from .._version import __version__
 from ..errors import ShardFormatError
-from ..executors import Executor, executor_class, get_executor, import_ray, seed_worker_state
+from ..executors import Executor, executor_class, get_executor, import_ray, seed_worker_state, will_fork
 from ..readers.batch import check_on_error
 from ..readers.inputs import skipped_files_lines
 from ..storage import (
@@ -145,8 +148,9 @@ def _special_ids(tok, eos: bool, bos: bool, eos_token: Optional[str], bos_token:
 
 
 def _load_tokenizer(tokenizer):
+    """The tokenizer and a call giving its file's bytes (made only when the output lacks them)."""
     tok = as_tokenizer(tokenizer)
-    return tok, tok.to_json().encode("utf-8")
+    return tok, lambda: tok.to_json().encode("utf-8")
 
 
 def _differences(recorded: Dict[str, Any], wanted: Dict[str, Any]) -> List[str]:
@@ -258,6 +262,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         out = os.path.abspath(out)
 
     tok, tokenizer_bytes = _load_tokenizer(tokenizer)
+    fingerprint = tok.fingerprint   # computed once: each call hashes the canonical tokenizer
     eos_name, eos_id, bos_name, bos_id = _special_ids(tok, eos, bos, eos_token, bos_token)
     labels: Dict[str, str] = {}
     memory_skips = readers.SkipCounter()
@@ -279,14 +284,14 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     summary.skipped_files = [f.to_dict() for f in skipped_files]
     unit_rows = unit_rows or readers.DEFAULT_UNIT_ROWS
     unit_bytes = unit_bytes or readers.DEFAULT_UNIT_BYTES
-    units = readers.plan_units(sources, unit_rows=unit_rows, unit_bytes=unit_bytes)
+    units = readers.plan_units(sources, unit_rows=unit_rows, unit_bytes=unit_bytes, even_bytes=True)
     plan: Dict[str, Any] = {
         "format": fmt.MANIFEST_FORMAT, "version": fmt.MANIFEST_VERSION,
-        "tokenizer": {"file": fmt.TOKENIZER_NAME, "fingerprint": tok.fingerprint, "substrate": tok.substrate,
+        "tokenizer": {"file": fmt.TOKENIZER_NAME, "fingerprint": fingerprint, "substrate": tok.substrate,
                       "vocab_size": tok.vocab_size},
         "special_ids": {"eos": eos_id, "bos": bos_id},
         "options": {"eos_token": eos_name, "bos_token": bos_name, "shard_tokens": shard_tokens,
-                    "unit_rows": unit_rows, "unit_bytes": unit_bytes, "column": column, "text_mode": text_mode,
+                    "unit_rows": unit_rows, "unit_bytes": unit_bytes, "unit_split": "even", "column": column, "text_mode": text_mode,
                     "on_error": on_error, "format": format, "split": split},
         "sources": [{"source_id": s.source_id, "path": labels.get(s.path, s.path), "size": s.size,
                      "format": s.format} for s in sources],
@@ -317,7 +322,6 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         mine = [u for i, u in enumerate(units) if world_size is None or i % world_size == rank]
         pending = [u for u in mine if committed_record(out, u.unit_id) is None]
         summary.units_skipped = len(mine) - len(pending)
-        fingerprint = tok.fingerprint
         dispatched = executor_class(executor).multi_host
         # units run in this process (one worker) use the tokenizer in hand, not a second load of its file
         seed_worker_state(tok, load_checked_tokenizer, os.path.join(out, fmt.TOKENIZER_NAME), fingerprint)
@@ -359,7 +363,7 @@ def _finished(manifest: Dict[str, Any], summary: EncodeSummary, started: float) 
     return manifest
 
 
-def _encode_remote(out: str, plan: Dict[str, Any], units, tok, tokenizer_bytes: bytes, summary: EncodeSummary,
+def _encode_remote(out: str, plan: Dict[str, Any], units, tok, tokenizer_bytes: "bytes | Callable[[], bytes]", summary: EncodeSummary,
                    started: float, *, executor, workers: int, ray_address: Optional[str], show_progress: bool,
                    rank: Optional[int], world_size: Optional[int], finalize: bool,
                    task_options: Dict[str, Any]) -> Dict[str, Any]:
@@ -377,7 +381,7 @@ def _encode_remote(out: str, plan: Dict[str, Any], units, tok, tokenizer_bytes: 
     committed = remote_store.remote_committed_records(out, [u.unit_id for u in mine])
     pending = [u for u in mine if u.unit_id not in committed]
     summary.units_skipped = len(mine) - len(pending)
-    tasks = [dict(task_options, unit=u, out_dir=out, fingerprint=tok.fingerprint,
+    tasks = [dict(task_options, unit=u, out_dir=out, fingerprint=plan["tokenizer"]["fingerprint"],
                   tokenizer_path=join(out, fmt.TOKENIZER_NAME), dispatched=False) for u in pending]
     _run_units(tasks, tok, executor, workers, ray_address, show_progress, _adder(summary),
                fn=remote_store.encode_unit_remote)
@@ -451,7 +455,7 @@ def _already_complete(out: str, manifest_path: str, plan: Dict[str, Any], summar
     return manifest
 
 
-def _check_or_write_plan(out: str, plan: Dict[str, Any], tokenizer_bytes: bytes) -> None:
+def _check_or_write_plan(out: str, plan: Dict[str, Any], tokenizer_bytes: "bytes | Callable[[], bytes]") -> None:
     """One run plan for all ranks: created exclusively (the first rank's call
     wins, atomically, even across hosts), then compared by every rank,
     including the one that created it, so ranks started together with
@@ -472,7 +476,8 @@ def _check_or_write_plan(out: str, plan: Dict[str, Any], tokenizer_bytes: bytes)
             f"another tokenizer, other options or other inputs); rerun it with its own settings, or write to "
             f"a new output directory (or delete {out})")
     if not storage_exists(tokenizer_path):
-        atomic_write_bytes(tokenizer_path, tokenizer_bytes, unique=True)
+        atomic_write_bytes(tokenizer_path, tokenizer_bytes() if callable(tokenizer_bytes) else tokenizer_bytes,
+                           unique=True)
 
 
 def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], show_progress: bool,
@@ -483,19 +488,25 @@ def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], s
 
     if not tasks:
         return
-    progress = DocumentProgress(desc="encoding", expected_rows=planned_rows([t["unit"] for t in tasks]),
-                                enabled=show_progress)
+    bars: List[Any] = []   # the bar starts with the first result: tqdm's monitor thread would stop a fork
 
     def on_result(record: Dict[str, Any]) -> None:
-        progress.add(documents=record["documents"], skipped=record["rows_read"] - record["documents"],
-                     utf8_bytes=record["bytes"], tokens=record["tokens"])
+        if not bars:
+            bars.append(DocumentProgress(desc="encoding", expected_rows=planned_rows([t["unit"] for t in tasks]),
+                                         enabled=show_progress))
+        bars[0].add(documents=record["documents"], skipped=record["rows_read"] - record["documents"],
+                    utf8_bytes=record["bytes"], tokens=record["tokens"])
         add(record)
 
+    if executor == "local" and workers > 1 and len(tasks) > 1 and will_fork():
+        # forked workers inherit the tokenizer (seeded in worker_state): build its encoder tables once, here
+        tok.encode_utf8_batch(np.frombuffer(b" ", np.uint8), np.array([0, 1], np.int64))
     runner = get_executor(executor, workers=workers, ray_address=ray_address)
     try:
         runner.map(fn, tasks, on_result=on_result)
     finally:
-        progress.close()
+        if bars:
+            bars[0].close()
         if runner is not executor:
             runner.close()
 

@@ -34,6 +34,7 @@ from ..storage import atomic_write_json, storage_error
 from . import index_format as fmt
 from .locks import _HOST, FileLock, read_holder
 
+LONG_DOCUMENT = 1024  # tokens a document on average from which with_special_tokens copies slice by slice
 DISPATCHED_LOCK_WAIT_S = 60.0   # how long a dispatched unit waits for a live holder on its own host
 
 
@@ -141,14 +142,27 @@ class _UnitShards:
 
 def with_special_tokens(ids: np.ndarray, token_offsets: np.ndarray, bos_id: Optional[int],
                         eos_id: Optional[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Prepend ``bos_id`` / append ``eos_id`` to every document (vectorised:
-    one boolean mask over the output, so the cost is a pass over the tokens)."""
+    """Prepend ``bos_id`` / append ``eos_id`` to every document.
+
+    Documents of ``LONG_DOCUMENT`` tokens or more on average are copied one
+    slice each (a memory copy, a few hundred ns of Python a document); shorter
+    ones go through one boolean mask over the output (a pass over the tokens,
+    ~5-10 ns a token, but no per-document Python)."""
     nb, ne = int(bos_id is not None), int(eos_id is not None)
     if nb + ne == 0:
         return ids, token_offsets
     n = len(token_offsets) - 1
     offsets = token_offsets + np.arange(n + 1, dtype=np.int64) * (nb + ne)
     out = np.empty(int(offsets[-1]), dtype=np.uint32)
+    if n and len(ids) >= LONG_DOCUMENT * n:
+        starts, stops, firsts = token_offsets[:-1].tolist(), token_offsets[1:].tolist(), (offsets[:-1] + nb).tolist()
+        for a, b, c in zip(starts, stops, firsts):
+            out[c:c + b - a] = ids[a:b]
+        if bos_id is not None:
+            out[offsets[:-1]] = bos_id
+        if eos_id is not None:
+            out[offsets[1:] - 1] = eos_id
+        return out, offsets
     special = np.zeros(len(out), dtype=bool)
     if nb:
         special[offsets[:-1]] = True
