@@ -107,14 +107,15 @@ def superbpe_from_plain(plain, texts, *, max_words=4, rounds=2, per_round=40):
     return tok
 
 
-def slow_after(values, keep=1):
+def slow_after(values, keep=1, *, several=False):
     """Parameters for ``pytest.mark.parametrize``: the first ``keep`` values in the default
     suite, the others marked slow (they run in CI's slow job), so a variant test keeps its
-    primary case (``ube``, the product) fast and its siblings still run somewhere."""
+    primary case (``ube``, the product) fast and its siblings still run somewhere.
+    ``several=True`` when each value is a tuple of several arguments (``"substrate, files"``)."""
     import pytest
 
     values = list(values)
-    return values[:keep] + [pytest.param(v, marks=pytest.mark.slow) for v in values[keep:]]
+    return values[:keep] + [pytest.param(*(v if several else (v,)), marks=pytest.mark.slow) for v in values[keep:]]
 
 
 def write_jsonl(path, texts):

@@ -18,7 +18,7 @@ from contextlib import redirect_stdout
 
 import numpy as np
 import pytest
-from _helpers import kill_when, tree
+from _helpers import kill_when, slow_after, tree
 
 from ube_stream.cli import shards as _cli_shards
 from ube_stream.errors import InputError, LockError, ShardFormatError
@@ -460,24 +460,26 @@ def _start_and_kill(cmd, out, moment, rng):
                      grace=rng.uniform(0, 0.05) if moment == "some_markers" else 0.0)
 
 
-def test_sigkill_then_rerun_is_byte_identical(encoded, corpus, tok_path, tmp_path):
+# killed at the first unit marker (part way: then the rerun is killed too) in the default
+# suite; killed after some markers and after the manifest with the slow tests
+@pytest.mark.parametrize("moment", slow_after(["first_marker", "some_markers", "manifest"]))
+def test_sigkill_then_rerun_is_byte_identical(encoded, corpus, tok_path, tmp_path, moment):
     reference = tree(encoded[0])
     assert not [n for n in reference if n.split("/")[0] in ("units", "locks") or n.endswith(".tmp")]
     rng = random.Random(1234)
-    for moment in ("first_marker", "some_markers", "manifest"):
-        out = str(tmp_path / f"killed-{moment}")
-        code, err = _start_and_kill(_encode_command(corpus[0], tok_path, out, 2), out, moment, rng)
-        assert code == -signal.SIGKILL, err.decode()[-2000:]
-        if moment == "first_marker":   # really stopped part way: no manifest, some locks or leftovers
-            assert not os.path.exists(os.path.join(out, "MANIFEST.json"))
-            assert len(_markers(out)) < 13
-        if moment != "manifest":        # kill the rerun too, then complete
-            _start_and_kill(_encode_command(corpus[0], tok_path, out, 1), out, "some_markers", rng)
-        summary = EncodeSummary()
-        encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=2, summary=summary, **OPTIONS)
-        assert tree(out) == reference, moment
-        if moment != "manifest":
-            assert summary.units_skipped > 0
+    out = str(tmp_path / f"killed-{moment}")
+    code, err = _start_and_kill(_encode_command(corpus[0], tok_path, out, 2), out, moment, rng)
+    assert code == -signal.SIGKILL, err.decode()[-2000:]
+    if moment == "first_marker":   # really stopped part way: no manifest, some locks or leftovers
+        assert not os.path.exists(os.path.join(out, "MANIFEST.json"))
+        assert len(_markers(out)) < 13
+    if moment != "manifest":        # kill the rerun too, then complete
+        _start_and_kill(_encode_command(corpus[0], tok_path, out, 1), out, "some_markers", rng)
+    summary = EncodeSummary()
+    encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=2, summary=summary, **OPTIONS)
+    assert tree(out) == reference
+    if moment != "manifest":
+        assert summary.units_skipped > 0
 
 
 def test_three_ranks_and_finalize_equal_a_single_run(encoded, corpus, tok_path, tmp_path):
