@@ -1,4 +1,5 @@
 """Small helpers shared by several test modules (importable: tests/ is on sys.path)."""
+import functools
 import io
 import json
 import os
@@ -40,7 +41,14 @@ def openai_rank_file(name):
 
 def openai_ranks(name, limit=None):
     """bpe-openai's real ranks ``{token bytes: rank}`` (ranks below ``limit`` only, when given),
-    read here line by line, independently of ube_stream's own rank-file reader."""
+    read here line by line, independently of ube_stream's own rank-file reader (once per
+    session and file; each call gets its own dict)."""
+    ranks = _openai_ranks_read(name)
+    return dict(ranks) if limit is None else {token: rank for token, rank in ranks.items() if rank < limit}
+
+
+@functools.lru_cache(maxsize=None)
+def _openai_ranks_read(name):
     import base64
     import gzip
 
@@ -49,8 +57,7 @@ def openai_ranks(name, limit=None):
         for line in f:
             if line.strip():
                 token, rank = line.split()
-                if limit is None or int(rank) < limit:
-                    ranks[base64.b64decode(token)] = int(rank)
+                ranks[base64.b64decode(token)] = int(rank)
     return ranks
 
 
