@@ -1,4 +1,5 @@
 """Small helpers shared by several test modules (importable: tests/ is on sys.path)."""
+import functools
 import io
 import json
 import os
@@ -40,7 +41,14 @@ def openai_rank_file(name):
 
 def openai_ranks(name, limit=None):
     """bpe-openai's real ranks ``{token bytes: rank}`` (ranks below ``limit`` only, when given),
-    read here line by line, independently of ube_stream's own rank-file reader."""
+    read here line by line, independently of ube_stream's own rank-file reader (once per
+    session and file; each call gets its own dict)."""
+    ranks = _openai_ranks_read(name)
+    return dict(ranks) if limit is None else {token: rank for token, rank in ranks.items() if rank < limit}
+
+
+@functools.lru_cache(maxsize=None)
+def _openai_ranks_read(name):
     import base64
     import gzip
 
@@ -49,8 +57,7 @@ def openai_ranks(name, limit=None):
         for line in f:
             if line.strip():
                 token, rank = line.split()
-                if limit is None or int(rank) < limit:
-                    ranks[base64.b64decode(token)] = int(rank)
+                ranks[base64.b64decode(token)] = int(rank)
     return ranks
 
 
@@ -107,14 +114,15 @@ def superbpe_from_plain(plain, texts, *, max_words=4, rounds=2, per_round=40):
     return tok
 
 
-def slow_after(values, keep=1):
+def slow_after(values, keep=1, *, several=False):
     """Parameters for ``pytest.mark.parametrize``: the first ``keep`` values in the default
     suite, the others marked slow (they run in CI's slow job), so a variant test keeps its
-    primary case (``ube``, the product) fast and its siblings still run somewhere."""
+    primary case (``ube``, the product) fast and its siblings still run somewhere.
+    ``several=True`` when each value is a tuple of several arguments (``"substrate, files"``)."""
     import pytest
 
     values = list(values)
-    return values[:keep] + [pytest.param(v, marks=pytest.mark.slow) for v in values[keep:]]
+    return values[:keep] + [pytest.param(*(v if several else (v,)), marks=pytest.mark.slow) for v in values[keep:]]
 
 
 def write_jsonl(path, texts):

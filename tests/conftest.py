@@ -36,3 +36,15 @@ def unicode_rows():
 def multilingual_lines(docs_rows):
     """Running text split into lines (one document per line), empty lines dropped."""
     return [line for row in docs_rows for line in row["text"].split("\n") if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def sample_tokenizer_files():
+    """Tokenizer files (text) trained on the bundled sample's training file, vocab 4000, per
+    ``(substrate, char_integrity)``: trained once for test_char_integrity and
+    test_char_integrity_encode; each module loads its own Tokenizer objects from them."""
+    from ube_stream import sample_paths, train
+
+    return {(substrate, integrity): train([sample_paths()["train"]], vocab_size=4000, substrate=substrate,
+                                          workers=1, show_progress=False, char_integrity=integrity).to_json()
+            for substrate in ("ube", "utf8", "utf16") for integrity in (False, True)}

@@ -19,7 +19,7 @@ from ube_stream import _reference as ref
 from ube_stream._merge import train_merges
 from ube_stream.sample import sample_paths
 from ube_stream.substrate import char_starts
-from ube_stream.training.trainer import train
+from ube_stream.tokenizer import Tokenizer
 
 N_BASE = {"ube": 512, "utf8": 256, "utf16": 256}
 ALL_LONG, ALL_SHORT = 2, 2**62
@@ -253,15 +253,9 @@ def test_token_check_knows_good_and_bad_tokens():
 
 
 @pytest.fixture(scope="module")
-def sample_tokenizers(tmp_path_factory):
-    work = tmp_path_factory.mktemp("work")
-    out = {}
-    for substrate in ("ube", "utf8", "utf16"):
-        for integrity in (False, True):
-            out[substrate, integrity] = train([sample_paths()["train"]], vocab_size=4000, substrate=substrate,
-                                              workers=1, show_progress=False, char_integrity=integrity,
-                                              work_dir=str(work))
-    return out
+def sample_tokenizers(sample_tokenizer_files):
+    # trained once (conftest) for this module and test_char_integrity_encode
+    return {key: Tokenizer.from_json(text) for key, text in sample_tokenizer_files.items()}
 
 
 def unsound_tokens(tokenizer):

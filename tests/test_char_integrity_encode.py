@@ -206,14 +206,14 @@ def texts():
 
 
 @pytest.fixture(scope="module")
-def toks():
+def toks(sample_tokenizer_files):
     """Per substrate: a char-integrity tokenizer trained on the bundled sample, and the
-    merges of a plain one with char_integrity set (straddling tokens for the encoder to refuse)."""
+    merges of a plain one with char_integrity set (straddling tokens for the encoder to refuse)
+    (trained once, in conftest, for this module and test_char_integrity)."""
     out = {}
     for substrate in SUBSTRATES:
         for integrity in (True, False):
-            tok = train([sample_paths()["train"]], vocab_size=4000, substrate=substrate,
-                        workers=1, show_progress=False, char_integrity=integrity)
+            tok = Tokenizer.from_json(sample_tokenizer_files[substrate, integrity])
             out[substrate, integrity] = tok if integrity else with_merges(substrate, tok.merges)
     return out
 

@@ -18,7 +18,7 @@ from contextlib import redirect_stdout
 
 import numpy as np
 import pytest
-from _helpers import kill_when, tree
+from _helpers import kill_when, slow_after, tree
 
 from ube_stream.cli import shards as _cli_shards
 from ube_stream.errors import InputError, LockError, ShardFormatError
@@ -467,25 +467,30 @@ def _start_and_kill(cmd, out, moment, rng):
                      grace=rng.uniform(0, 0.05) if moment == "some_markers" else 0.0)
 
 
-@pytest.mark.parametrize("command", [_encode_command, _cli_command], ids=["api-spawn", "cli-fork"])
-def test_sigkill_then_rerun_is_byte_identical(encoded, corpus, tok_path, tmp_path, command):
+# killed at the first unit marker (part way: then the rerun is killed too) through the
+# API (spawned workers) and the CLI (forked workers) in the default suite; killed after
+# some markers and after the manifest with the slow tests
+@pytest.mark.parametrize("command, moment", slow_after(
+    [(_encode_command, "first_marker"), (_cli_command, "first_marker")]
+    + [(c, m) for m in ("some_markers", "manifest") for c in (_encode_command, _cli_command)], keep=2, several=True),
+    ids=lambda v: v if isinstance(v, str) else {_encode_command: "api-spawn", _cli_command: "cli-fork"}[v])
+def test_sigkill_then_rerun_is_byte_identical(encoded, corpus, tok_path, tmp_path, command, moment):
     reference = tree(encoded[0])
     assert not [n for n in reference if n.split("/")[0] in ("units", "locks") or n.endswith(".tmp")]
     rng = random.Random(1234)
-    for moment in ("first_marker", "some_markers", "manifest"):
-        out = str(tmp_path / f"killed-{moment}")
-        code, err = _start_and_kill(command(corpus[0], tok_path, out, 2), out, moment, rng)
-        assert code == -signal.SIGKILL, err.decode()[-2000:]
-        if moment == "first_marker":   # really stopped part way: no manifest, some locks or leftovers
-            assert not os.path.exists(os.path.join(out, "MANIFEST.json"))
-            assert len(_markers(out)) < 13
-        if moment != "manifest":        # kill the rerun too, then complete
-            _start_and_kill(command(corpus[0], tok_path, out, 1), out, "some_markers", rng)
-        summary = EncodeSummary()
-        encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=2, summary=summary, **OPTIONS)
-        assert tree(out) == reference, moment
-        if moment != "manifest":
-            assert summary.units_skipped > 0
+    out = str(tmp_path / f"killed-{moment}")
+    code, err = _start_and_kill(command(corpus[0], tok_path, out, 2), out, moment, rng)
+    assert code == -signal.SIGKILL, err.decode()[-2000:]
+    if moment == "first_marker":   # really stopped part way: no manifest, some locks or leftovers
+        assert not os.path.exists(os.path.join(out, "MANIFEST.json"))
+        assert len(_markers(out)) < 13
+    if moment != "manifest":        # kill the rerun too, then complete
+        _start_and_kill(command(corpus[0], tok_path, out, 1), out, "some_markers", rng)
+    summary = EncodeSummary()
+    encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=2, summary=summary, **OPTIONS)
+    assert tree(out) == reference
+    if moment != "manifest":
+        assert summary.units_skipped > 0
 
 
 def test_three_ranks_and_finalize_equal_a_single_run(encoded, corpus, tok_path, tmp_path):

@@ -385,7 +385,7 @@ def test_trained_superbpe_equals_twin_and_decodes(trained_by_substrate, sample_t
     """Trained SuperBPE: encode == twin; decode, decode_bytes, decode(errors="replace") on
     slices and the stream decoder give the text back."""
     tok = trained_by_substrate[substrate]
-    texts = sample_texts[::4]
+    texts = sample_texts[::8]   # ~2,000 texts: the twin rebuilds its rank tables for each one
     for text, ids in zip(texts, tok.encode_ordinary_batch(texts)):
         ids = ids.tolist()
         assert ids == encode_superbpe_reference(tok, text), text[:80]

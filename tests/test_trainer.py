@@ -12,7 +12,7 @@ import tempfile
 
 import numpy as np
 import pytest
-from _helpers import write_jsonl
+from _helpers import slow_after, write_jsonl
 
 from ube_stream import _count, _route
 from ube_stream import _reference as ref
@@ -43,12 +43,17 @@ def reference_word_counts(paths, substrate):
     return counts
 
 
-@pytest.mark.parametrize("substrate", [pytest.param("ube"), pytest.param("utf8", marks=pytest.mark.slow), pytest.param("utf16", marks=pytest.mark.slow)])  # utf8/utf16 with the slow tests
-def test_trainer_equals_reference(small_corpus, substrate):
+# the reference recounts every pair at every merge (~10 s on all three files): the default
+# suite takes ube on the first file (5 of the 6 languages), the slow tests all three files
+# on every substrate
+@pytest.mark.parametrize("substrate, files", slow_after([("ube", 1), ("ube", 3), ("utf8", 3), ("utf16", 3)],
+                                                                several=True))
+def test_trainer_equals_reference(small_corpus, substrate, files):
     n_base = 512 if substrate == "ube" else 256
     vocab = n_base + 120 + 1
-    tok = train(small_corpus, vocab_size=vocab, substrate=substrate, workers=1, show_progress=False)
-    expected = ref.train_bpe_reference(reference_word_counts(small_corpus, substrate), n_base=n_base,
+    inputs = small_corpus[:files]
+    tok = train(inputs, vocab_size=vocab, substrate=substrate, workers=1, show_progress=False)
+    expected = ref.train_bpe_reference(reference_word_counts(inputs, substrate), n_base=n_base,
                                        max_vocab=vocab - 1, min_frequency=2)
     assert tok.merges == [(a, b) for a, b, _ in expected]
     assert tok.merge_results == [c for _, _, c in expected]
@@ -56,24 +61,38 @@ def test_trainer_equals_reference(small_corpus, substrate):
     assert tok.special_tokens == {"<|endoftext|>": vocab - 1}
 
 
-def test_deterministic_across_workers_and_input_order(small_corpus, tmp_path):
-    files = []
-    for workers, inputs in ((1, small_corpus), (2, small_corpus), (2, list(reversed(small_corpus)))):
-        tok = train(inputs, vocab_size=900, substrate="ube", workers=workers, show_progress=False, unit_rows=50)
-        out = tmp_path / f"tok-{len(files)}.json"
-        tok.save(out)
-        files.append(out.read_bytes())
-    assert files[0] == files[1] == files[2]
+def _saved_bytes(tok, path):
+    tok.save(path)
+    return path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def one_worker_file(small_corpus, tmp_path_factory):
+    """The tokenizer file of one worker reading the files in order (what the others must equal)."""
+    tok = train(small_corpus, vocab_size=900, substrate="ube", workers=1, show_progress=False, unit_rows=50)
+    return _saved_bytes(tok, tmp_path_factory.mktemp("one-worker") / "tok.json")
+
+
+# two workers on the files reversed (both changes at once) in the default suite; two
+# workers in order with the slow tests
+@pytest.mark.parametrize("reverse", slow_after([True, False]))
+def test_deterministic_across_workers_and_input_order(small_corpus, one_worker_file, tmp_path, reverse):
+    inputs = list(reversed(small_corpus)) if reverse else small_corpus
+    tok = train(inputs, vocab_size=900, substrate="ube", workers=2, show_progress=False, unit_rows=50)
+    assert _saved_bytes(tok, tmp_path / "tok.json") == one_worker_file
 
 
 def test_max_bytes_sample_independent_of_workers(small_corpus):
     a = train(small_corpus, vocab_size=700, workers=1, max_bytes=150_000, show_progress=False, unit_rows=40)
     b = train(small_corpus, vocab_size=700, workers=2, max_bytes=150_000, show_progress=False, unit_rows=40)
-    full = train(small_corpus, vocab_size=700, workers=1, show_progress=False, unit_rows=40)
+    corpus_bytes = 0   # the UTF-8 text of every row, counted here
+    for path in small_corpus:
+        with open(path, encoding="utf-8") as f:
+            corpus_bytes += sum(len(json.loads(line)["text"].encode("utf-8")) for line in f)
     assert a.to_json() == b.to_json()
-    assert a.training["bytes"] < full.training["bytes"]
+    assert a.training["bytes"] < corpus_bytes
     # each unit reads whole documents up to its share: at most one document over per unit
-    assert 150_000 <= a.training["bytes"] < 150_000 * 1.25, (a.training["bytes"], full.training["bytes"])
+    assert 150_000 <= a.training["bytes"] < 150_000 * 1.25, (a.training["bytes"], corpus_bytes)
 
 
 def test_min_frequency_stops_early_with_smaller_vocab(tmp_path):
