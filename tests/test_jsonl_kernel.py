@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 import zstandard
+from _helpers import slow_after
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -111,21 +112,26 @@ _values = st.recursive(_scalars, lambda kids: st.lists(kids, max_size=4)
 _texts = st.text(st.characters(blacklist_categories=()), max_size=40)
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.dictionaries(st.text(max_size=6), _values, max_size=5), _texts | _values, st.booleans(),
-       st.sampled_from([None, (",", ":"), (" , ", " : ")]), st.integers(0, 5))
-def test_hypothesis_objects(record, text, ensure_ascii, separators, where):
-    items = list(record.items())
-    items.insert(min(where, len(items)), ("text", text))
-    body = ", ".join(f"{json.dumps(k, ensure_ascii=ensure_ascii)}: {json.dumps(v, ensure_ascii=ensure_ascii)}"
-                     for k, v in items) if separators is None else json.dumps(
-                         dict(items), ensure_ascii=ensure_ascii, separators=separators)
-    line = ("{" + body + "}" if separators is None else body).encode("utf-8", "surrogatepass")
-    taken = check(line)
-    ref = jsonl_field(line, "text")
-    simple_keys = all("\\" not in json.dumps(k, ensure_ascii=ensure_ascii) for k, _ in items)
-    if ref is not None and simple_keys:
-        assert taken, line   # every simple line is the kernel's
+# 50 examples in the default suite, the original 100 with the slow tests
+@pytest.mark.parametrize("examples", slow_after([50, 100]))
+def test_hypothesis_objects(examples):
+    @settings(max_examples=examples, deadline=None)
+    @given(st.dictionaries(st.text(max_size=6), _values, max_size=5), _texts | _values, st.booleans(),
+           st.sampled_from([None, (",", ":"), (" , ", " : ")]), st.integers(0, 5))
+    def objects(record, text, ensure_ascii, separators, where):
+        items = list(record.items())
+        items.insert(min(where, len(items)), ("text", text))
+        body = ", ".join(f"{json.dumps(k, ensure_ascii=ensure_ascii)}: {json.dumps(v, ensure_ascii=ensure_ascii)}"
+                         for k, v in items) if separators is None else json.dumps(
+                             dict(items), ensure_ascii=ensure_ascii, separators=separators)
+        line = ("{" + body + "}" if separators is None else body).encode("utf-8", "surrogatepass")
+        taken = check(line)
+        ref = jsonl_field(line, "text")
+        simple_keys = all("\\" not in json.dumps(k, ensure_ascii=ensure_ascii) for k, _ in items)
+        if ref is not None and simple_keys:
+            assert taken, line   # every simple line is the kernel's
+
+    objects()
 
 
 @settings(max_examples=100, deadline=None)

@@ -206,19 +206,23 @@ small_words = st.dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(words=small_words, n_base_extra=st.integers(0, 2), new_tokens=st.integers(0, 40),
-       min_frequency=st.integers(0, 5),
-       max_token_length=st.one_of(st.none(), st.integers(1, 6)))
-def test_kernel_matches_reference_on_generated_corpora(words, n_base_extra, new_tokens,
-                                                       min_frequency, max_token_length):
-    n_base = 5 + n_base_extra
-    merges = both(words, n_base=n_base, max_vocab=n_base + new_tokens,
-                  min_frequency=min_frequency, max_token_length=max_token_length)
-    assert len(merges) <= new_tokens
-    lengths = {t: len(e) for t, e in ref.token_expansions(merges, n_base).items()}
-    if max_token_length is not None:
-        assert max(lengths.values()) <= max(max_token_length, 1)
+# 150 examples in the default suite, the original 300 with the slow tests
+@pytest.mark.parametrize("examples", slow_after([150, 300]))
+def test_kernel_matches_reference_on_generated_corpora(examples):
+    @settings(max_examples=examples, deadline=None)
+    @given(words=small_words, n_base_extra=st.integers(0, 2), new_tokens=st.integers(0, 40),
+           min_frequency=st.integers(0, 5),
+           max_token_length=st.one_of(st.none(), st.integers(1, 6)))
+    def check(words, n_base_extra, new_tokens, min_frequency, max_token_length):
+        n_base = 5 + n_base_extra
+        merges = both(words, n_base=n_base, max_vocab=n_base + new_tokens,
+                      min_frequency=min_frequency, max_token_length=max_token_length)
+        assert len(merges) <= new_tokens
+        lengths = {t: len(e) for t, e in ref.token_expansions(merges, n_base).items()}
+        if max_token_length is not None:
+            assert max(lengths.values()) <= max(max_token_length, 1)
+
+    check()
 
 
 # long words from a tiny alphabet: runs such as 'aaaa' (overlapping pairs), repeats,

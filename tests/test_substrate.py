@@ -214,19 +214,24 @@ def test_random_text_round_trips(text):
         assert (data, error_at) == (text.encode("utf-8"), -1)
 
 
-@settings(max_examples=200, deadline=None)
-@given(texts=st.lists(text_strategy, max_size=8), lead=st.binary(max_size=5), tail=st.binary(max_size=5))
-def test_route_batch_equals_routing_each_item(texts, lead, tail):
-    data = lead + b"".join(t.encode("utf-8") for t in texts) + tail
-    lengths = [len(t.encode("utf-8")) for t in texts]
-    offsets = np.array([len(lead)] + list(np.cumsum(lengths) + len(lead)), dtype=np.int64)
-    for substrate in SUBSTRATES:
-        symbols, symbol_offsets = route_batch(data, offsets, substrate_code(substrate))
-        assert symbol_offsets[0] == 0 and symbol_offsets.size == len(texts) + 1
-        for k, text in enumerate(texts):
-            got = symbols[symbol_offsets[k]:symbol_offsets[k + 1]]
-            assert got.tolist() == _reference.route_symbols(text, substrate)
-        assert symbols.size == symbol_offsets[-1]
+# 100 examples in the default suite, the original 200 with the slow tests
+@pytest.mark.parametrize("examples", slow_after([100, 200]))
+def test_route_batch_equals_routing_each_item(examples):
+    @settings(max_examples=examples, deadline=None)
+    @given(texts=st.lists(text_strategy, max_size=8), lead=st.binary(max_size=5), tail=st.binary(max_size=5))
+    def check(texts, lead, tail):
+        data = lead + b"".join(t.encode("utf-8") for t in texts) + tail
+        lengths = [len(t.encode("utf-8")) for t in texts]
+        offsets = np.array([len(lead)] + list(np.cumsum(lengths) + len(lead)), dtype=np.int64)
+        for substrate in SUBSTRATES:
+            symbols, symbol_offsets = route_batch(data, offsets, substrate_code(substrate))
+            assert symbol_offsets[0] == 0 and symbol_offsets.size == len(texts) + 1
+            for k, text in enumerate(texts):
+                got = symbols[symbol_offsets[k]:symbol_offsets[k + 1]]
+                assert got.tolist() == _reference.route_symbols(text, substrate)
+            assert symbols.size == symbol_offsets[-1]
+
+    check()
 
 
 # ---------------------------------------------------------------------- hypothesis: ids and bytes
