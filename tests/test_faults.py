@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -332,6 +333,7 @@ def test_racing_plans_with_different_options_never_both_pass(tmp_path):
     from ube_stream.errors import ShardFormatError
     from ube_stream.shards.encode import _check_or_write_plan
 
+    tok = types.SimpleNamespace(to_json=lambda: "{}")   # only its file is written
     for round_ in range(30):
         out = tmp_path / f"out{round_}"
         (out / "units").mkdir(parents=True)
@@ -341,7 +343,7 @@ def test_racing_plans_with_different_options_never_both_pass(tmp_path):
         def rank(name, eos, out=out, barrier=barrier, outcome=outcome):
             barrier.wait()
             try:
-                _check_or_write_plan(str(out), {"options": {"eos_token": eos}, "units": ["u0", "u1"]}, b"{}")
+                _check_or_write_plan(str(out), {"options": {"eos_token": eos}, "units": ["u0", "u1"]}, tok)
                 outcome[name] = "ok"
             except ShardFormatError as exc:
                 assert "options.eos_token differ" in str(exc)

@@ -46,7 +46,7 @@ import os
 import shutil
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -145,12 +145,6 @@ def _special_ids(tok, eos: bool, bos: bool, eos_token: Optional[str], bos_token:
     eos_id = lookup(eos_name, "eos_token") if eos_name is not None else None
     bos_id = lookup(bos_name, "bos_token") if bos_name is not None else None
     return eos_name, eos_id, bos_name, bos_id
-
-
-def _load_tokenizer(tokenizer):
-    """The tokenizer and a call giving its file's bytes (made only when the output lacks them)."""
-    tok = as_tokenizer(tokenizer)
-    return tok, lambda: tok.to_json().encode("utf-8")
 
 
 def _differences(recorded: Dict[str, Any], wanted: Dict[str, Any]) -> List[str]:
@@ -261,7 +255,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     else:
         out = os.path.abspath(out)
 
-    tok, tokenizer_bytes = _load_tokenizer(tokenizer)
+    tok = as_tokenizer(tokenizer)
     fingerprint = tok.fingerprint   # computed once: each call hashes the canonical tokenizer
     eos_name, eos_id, bos_name, bos_id = _special_ids(tok, eos, bos, eos_token, bos_token)
     labels: Dict[str, str] = {}
@@ -302,7 +296,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         summary.skip_examples = [e.message for e in memory_skips.examples]
     summary.units_total = len(units)
     if remote:
-        return _encode_remote(out, plan, units, tok, tokenizer_bytes, summary, started, executor=executor,
+        return _encode_remote(out, plan, units, tok, summary, started, executor=executor,
                               workers=workers, ray_address=ray_address, show_progress=show_progress, rank=rank,
                               world_size=world_size, finalize=finalize,
                               task_options=dict(column=column, text_mode=text_mode, on_error=on_error,
@@ -318,7 +312,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     run_lock = FileLock(os.path.join(out, fmt.LOCKS_DIR, f"rank-{rank or 0}.lock"),
                         f"rank {rank or 0}" + (f" of {world_size}" if world_size else " (a whole-corpus run)"))
     with run_lock:
-        _check_or_write_plan(out, dict(plan, units=[u.unit_id for u in units]), tokenizer_bytes)
+        _check_or_write_plan(out, dict(plan, units=[u.unit_id for u in units]), tok)
         mine = [u for i, u in enumerate(units) if world_size is None or i % world_size == rank]
         pending = [u for u in mine if committed_record(out, u.unit_id) is None]
         summary.units_skipped = len(mine) - len(pending)
@@ -363,7 +357,7 @@ def _finished(manifest: Dict[str, Any], summary: EncodeSummary, started: float) 
     return manifest
 
 
-def _encode_remote(out: str, plan: Dict[str, Any], units, tok, tokenizer_bytes: "bytes | Callable[[], bytes]", summary: EncodeSummary,
+def _encode_remote(out: str, plan: Dict[str, Any], units, tok, summary: EncodeSummary,
                    started: float, *, executor, workers: int, ray_address: Optional[str], show_progress: bool,
                    rank: Optional[int], world_size: Optional[int], finalize: bool,
                    task_options: Dict[str, Any]) -> Dict[str, Any]:
@@ -376,7 +370,7 @@ def _encode_remote(out: str, plan: Dict[str, Any], units, tok, tokenizer_bytes: 
     manifest_url = join(out, fmt.MANIFEST_NAME)
     if fmt.MANIFEST_NAME in names:
         return _already_complete(out, manifest_url, plan, summary, show_progress)
-    _check_or_write_plan(out, dict(plan, units=[u.unit_id for u in units]), tokenizer_bytes)
+    _check_or_write_plan(out, dict(plan, units=[u.unit_id for u in units]), tok)
     mine = [u for i, u in enumerate(units) if world_size is None or i % world_size == rank]
     committed = remote_store.remote_committed_records(out, [u.unit_id for u in mine])
     pending = [u for u in mine if u.unit_id not in committed]
@@ -455,12 +449,13 @@ def _already_complete(out: str, manifest_path: str, plan: Dict[str, Any], summar
     return manifest
 
 
-def _check_or_write_plan(out: str, plan: Dict[str, Any], tokenizer_bytes: "bytes | Callable[[], bytes]") -> None:
+def _check_or_write_plan(out: str, plan: Dict[str, Any], tok) -> None:
     """One run plan for all ranks: created exclusively (the first rank's call
     wins, atomically, even across hosts), then compared by every rank,
     including the one that created it, so ranks started together with
     different options can never both write.  An object store has no exclusive
-    create: there the first plan uploaded stands and later ranks compare with it."""
+    create: there the first plan uploaded stands and later ranks compare with it.
+    ``tok``'s file is serialised only when the output lacks it."""
     plan_path = join(out, fmt.UNITS_DIR, fmt.PLAN_NAME)
     tokenizer_path = join(out, fmt.TOKENIZER_NAME)
     if is_url(out):
@@ -476,8 +471,7 @@ def _check_or_write_plan(out: str, plan: Dict[str, Any], tokenizer_bytes: "bytes
             f"another tokenizer, other options or other inputs); rerun it with its own settings, or write to "
             f"a new output directory (or delete {out})")
     if not storage_exists(tokenizer_path):
-        atomic_write_bytes(tokenizer_path, tokenizer_bytes() if callable(tokenizer_bytes) else tokenizer_bytes,
-                           unique=True)
+        atomic_write_bytes(tokenizer_path, tok.to_json().encode("utf-8"), unique=True)
 
 
 def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], show_progress: bool,
