@@ -113,7 +113,7 @@ cdef struct Tables:
     const uint32_t* results      # result id of each rank
     int substrate
     const uint32_t* model_ids    # the id encode writes for each internal id (NULL: the same)
-    bint char_integrity          # merge only where characters stay whole (merge_short_ci / merge_long_ci)
+    bint char_integrity          # merge only where characters stay whole (merge_short_ci, merge_long with flags)
     bint check_utf8              # char integrity: also check chunks of UTF-8 symbols only
 
 
@@ -192,10 +192,34 @@ cdef Py_ssize_t merge_short(const Tables* t, uint32_t* ids, uint32_t* ranks,
     return n
 
 
-cdef Py_ssize_t merge_long(const Tables* t, uint32_t* ids, Py_ssize_t n, int32_t_vec& nxt,
-                           int32_t_vec& prv, vector[uint32_t]& node_rank,
+cdef inline uint32_t ci_rank(const Tables* t, const uint8_t* flags, uint32_t left, uint32_t right,
+                             Py_ssize_t left_start, Py_ssize_t right_start,
+                             Py_ssize_t right_end) noexcept nogil:
+    """Rank of the tokens ``[left_start, right_start)``, ``[right_start, right_end)``
+    at this occurrence: NO_RANK unless the merged token keeps characters whole
+    (the right one starts inside a character, so both lie in it, or both are
+    whole-character sequences)."""
+    if flags[right_start] and not (flags[left_start] and flags[right_end]):
+        return NO_RANK
+    return rank_of(t, left, right)
+
+
+cdef inline uint32_t pair_rank(const Tables* t, const uint8_t* flags, uint32_t left, uint32_t right,
+                               Py_ssize_t left_start, Py_ssize_t right_start,
+                               Py_ssize_t right_end) noexcept nogil:
+    """:func:`rank_of`, or :func:`ci_rank` at this occurrence when ``flags`` (character
+    starts) is given."""
+    if flags == NULL:
+        return rank_of(t, left, right)
+    return ci_rank(t, flags, left, right, left_start, right_start, right_end)
+
+
+cdef Py_ssize_t merge_long(const Tables* t, uint32_t* ids, const uint8_t* flags, Py_ssize_t n,
+                           int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
                            vector[uint64_t]& heap, vector[uint32_t]& batch) noexcept nogil:
-    """Merge ``ids[0:n]`` with a linked list and a min-heap; returns the new length."""
+    """Merge ``ids[0:n]`` with a linked list and a min-heap; returns the new length.
+    ``flags`` (NULL: none): character starts, for character integrity (a node's index
+    is its token's first symbol, the next node's, or ``n``, its end)."""
     cdef Py_ssize_t i, b, count
     cdef int32_t p, q, nq, pp
     cdef uint32_t r, result, nr
@@ -210,7 +234,7 @@ cdef Py_ssize_t merge_long(const Tables* t, uint32_t* ids, Py_ssize_t n, int32_t
     nxt[n - 1] = -1
     node_rank[n - 1] = NO_RANK
     for i in range(n - 1):
-        r = rank_of(t, ids[i], ids[i + 1])
+        r = pair_rank(t, flags, ids[i], ids[i + 1], i, i + 1, i + 2)
         node_rank[i] = r
         if r != NO_RANK:
             heap_push(heap, (<uint64_t>r << 32) | <uint64_t>i)
@@ -233,7 +257,7 @@ cdef Py_ssize_t merge_long(const Tables* t, uint32_t* ids, Py_ssize_t n, int32_t
                 prv[nq] = p
             node_rank[q] = NO_RANK
             if nq != -1:
-                nr = rank_of(t, result, ids[nq])
+                nr = pair_rank(t, flags, result, ids[nq], p, nq, n if nxt[nq] == -1 else nxt[nq])
                 node_rank[p] = nr
                 if nr != NO_RANK:
                     heap_push(heap, (<uint64_t>nr << 32) | <uint64_t>p)
@@ -241,7 +265,7 @@ cdef Py_ssize_t merge_long(const Tables* t, uint32_t* ids, Py_ssize_t n, int32_t
                 node_rank[p] = NO_RANK
             pp = prv[p]
             if pp != -1:
-                nr = rank_of(t, ids[pp], result)
+                nr = pair_rank(t, flags, ids[pp], result, pp, p, n if nq == -1 else nq)
                 node_rank[pp] = nr
                 if nr != NO_RANK:
                     heap_push(heap, (<uint64_t>nr << 32) | <uint64_t>pp)
@@ -518,8 +542,8 @@ cdef void work_free(Work* w) noexcept nogil:
 # _merge.pyx "Character integrity"; twin: _reference.encode_chunk_reference with
 # char_starts): a merge applies at an occurrence only when the token it makes
 # keeps characters whole, i.e. the two tokens are both sequences of whole
-# characters or both lie inside one character.  The variants below are
-# merge_short / merge_long with that test folded into the pair rank (an
+# characters or both lie inside one character.  merge_short_ci is merge_short,
+# and merge_long given the flags, with that test folded into the pair rank (an
 # occurrence that may not merge has no rank), so the rank-order rule is
 # otherwise unchanged.  utf8 needs none of it (UTF-8 resynchronises: a token's
 # bytes fix where it can sit), and plain tokenizers never come here.
@@ -553,18 +577,6 @@ cdef bint char_flags(const uint32_t* ids, Py_ssize_t n, int substrate, bint chec
         i += step
     flags[n] = 1
     return all_starts or not (check_utf8 or utf16)
-
-
-cdef inline uint32_t ci_rank(const Tables* t, const uint8_t* flags, uint32_t left, uint32_t right,
-                             Py_ssize_t left_start, Py_ssize_t right_start,
-                             Py_ssize_t right_end) noexcept nogil:
-    """Rank of the tokens ``[left_start, right_start)``, ``[right_start, right_end)``
-    at this occurrence: NO_RANK unless the merged token keeps characters whole
-    (the right one starts inside a character, so both lie in it, or both are
-    whole-character sequences)."""
-    if flags[right_start] and not (flags[left_start] and flags[right_end]):
-        return NO_RANK
-    return rank_of(t, left, right)
 
 
 cdef Py_ssize_t merge_short_ci(const Tables* t, uint32_t* ids, uint32_t* ranks, int32_t* starts,
@@ -615,69 +627,6 @@ cdef Py_ssize_t merge_short_ci(const Tables* t, uint32_t* ids, uint32_t* ranks, 
     return n
 
 
-cdef Py_ssize_t merge_long_ci(const Tables* t, uint32_t* ids, const uint8_t* flags, Py_ssize_t n,
-                              int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
-                              vector[uint64_t]& heap, vector[uint32_t]& batch) noexcept nogil:
-    """merge_long under character integrity: a node's index is its token's first
-    symbol, the next node's (or ``n``) its end.  Returns the new length."""
-    cdef Py_ssize_t i, b, count
-    cdef int32_t p, q, nq, pp
-    cdef uint32_t r, result, nr
-    cdef uint64_t top
-    nxt.resize(n)
-    prv.resize(n)
-    node_rank.resize(n)
-    heap.clear()
-    for i in range(n):
-        nxt[i] = <int32_t>(i + 1)
-        prv[i] = <int32_t>(i - 1)
-    nxt[n - 1] = -1
-    node_rank[n - 1] = NO_RANK
-    for i in range(n - 1):
-        r = ci_rank(t, flags, ids[i], ids[i + 1], i, i + 1, i + 2)
-        node_rank[i] = r
-        if r != NO_RANK:
-            heap_push(heap, (<uint64_t>r << 32) | <uint64_t>i)
-    while heap.size() > 0:
-        r = <uint32_t>(heap[0] >> 32)
-        batch.clear()
-        while heap.size() > 0 and <uint32_t>(heap[0] >> 32) == r:
-            top = heap_pop(heap)
-            batch.push_back(<uint32_t>(top & 0xFFFFFFFFu))
-        result = t.results[r]
-        for b in range(<Py_ssize_t>batch.size()):
-            p = <int32_t>batch[b]
-            if node_rank[p] != r:
-                continue  # stale: merged away or its right neighbour changed
-            q = nxt[p]
-            ids[p] = result
-            nq = nxt[q]
-            nxt[p] = nq
-            if nq != -1:
-                prv[nq] = p
-            node_rank[q] = NO_RANK
-            if nq != -1:
-                nr = ci_rank(t, flags, result, ids[nq], p, nq, n if nxt[nq] == -1 else nxt[nq])
-                node_rank[p] = nr
-                if nr != NO_RANK:
-                    heap_push(heap, (<uint64_t>nr << 32) | <uint64_t>p)
-            else:
-                node_rank[p] = NO_RANK
-            pp = prv[p]
-            if pp != -1:
-                nr = ci_rank(t, flags, ids[pp], result, pp, p, n if nq == -1 else nq)
-                node_rank[pp] = nr
-                if nr != NO_RANK:
-                    heap_push(heap, (<uint64_t>nr << 32) | <uint64_t>pp)
-    count = 0
-    p = 0
-    while p != -1:
-        ids[count] = ids[p]
-        count += 1
-        p = nxt[p]
-    return count
-
-
 cdef Py_ssize_t merge_ci(const Tables* t, Work* w, Py_ssize_t n, int32_t_vec& nxt, int32_t_vec& prv,
                          vector[uint32_t]& node_rank, vector[uint64_t]& heap,
                          vector[uint32_t]& batch) noexcept nogil:
@@ -701,10 +650,10 @@ cdef Py_ssize_t merge_ci(const Tables* t, Work* w, Py_ssize_t n, int32_t_vec& nx
         # resynchronises under a vocabulary whose UTF-8 tokens keep characters whole: nothing to refuse
         if n <= SHORT_CHUNK:
             return merge_short(t, w.ids, w.ranks, n)
-        return merge_long(t, w.ids, n, nxt, prv, node_rank, heap, batch)
+        return merge_long(t, w.ids, NULL, n, nxt, prv, node_rank, heap, batch)
     if n <= SHORT_CHUNK:
         return merge_short_ci(t, w.ids, w.ranks, w.starts, w.flags, n)
-    return merge_long_ci(t, w.ids, w.flags, n, nxt, prv, node_rank, heap, batch)
+    return merge_long(t, w.ids, w.flags, n, nxt, prv, node_rank, heap, batch)
 
 
 cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const uint8_t* chunk,
@@ -729,7 +678,7 @@ cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const
     elif nsym <= SHORT_CHUNK:
         m = merge_short(t, w.ids, w.ranks, nsym)
     else:
-        m = merge_long(t, w.ids, nsym, nxt, prv, node_rank, heap, batch)
+        m = merge_long(t, w.ids, NULL, nsym, nxt, prv, node_rank, heap, batch)
     if t.model_ids != NULL:
         for i in range(m):
             w.ids[i] = t.model_ids[w.ids[i]]
@@ -1149,7 +1098,7 @@ cdef class Encoder:
             if n <= SHORT_CHUNK:
                 m = merge_short(&self.tables, &ov[0], &ov[n], n)
             else:
-                m = merge_long(&self.tables, &ov[0], n, nxt, prv, node_rank, heap, batch)
+                m = merge_long(&self.tables, &ov[0], NULL, n, nxt, prv, node_rank, heap, batch)
         return out[:m].copy()
 
     def encode_utf8(self, const uint8_t[::1] data, const int64_t[::1] offsets, int slot=0,

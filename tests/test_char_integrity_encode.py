@@ -1,7 +1,7 @@
 """The character-integrity constraint in the encoder: a ``char_integrity``
 tokenizer applies a merge at an occurrence only where the token it makes keeps
 characters whole (the trainer's rule), under ``utf16`` and ``ube`` in the
-kernel (``_encode.merge_short_ci`` / ``merge_long_ci``); ``utf8`` needs no
+kernel (``_encode.merge_short_ci`` / ``merge_long`` with flags); ``utf8`` needs no
 test (a token's bytes fix where it can sit in valid UTF-8), so it keeps the
 plain encoder and must give the same ids.
 
