@@ -8,6 +8,7 @@ import random
 
 import numpy as np
 import pytest
+from _helpers import openai_ranks
 
 from ube_stream import Tokenizer, train
 from ube_stream._reference import encode_reference
@@ -126,23 +127,9 @@ def test_many_distinct_chunks_across_table_growth():
     """Thousands of distinct chunks of 1..20 bytes (the slot table doubles several
     times, probes collide inside and across slot pairs): a warm second pass and a
     cold one agree with tiktoken on cl100k's real ranks."""
-    bpe_openai = pytest.importorskip("bpe_openai")
-    import gzip
-    import pathlib
-
     import tiktoken
 
-    from ube_stream.tokenizer.pretrained import load_tiktoken_ranks
-
-    src = pathlib.Path(bpe_openai.__file__).parent / "data" / "cl100k_base.tiktoken.gz"
-    if not src.exists():
-        pytest.skip("bpe-openai ships no cl100k ranks here")
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        dst = pathlib.Path(tmp) / "cl100k_base.tiktoken"
-        dst.write_bytes(gzip.decompress(src.read_bytes()))
-        ranks = load_tiktoken_ranks(str(dst))
+    ranks = openai_ranks("cl100k_base")
     from ube_stream.pretokenizer import resolve_pattern
 
     enc = tiktoken.Encoding("cl100k", pat_str=resolve_pattern("cl100k")[1], mergeable_ranks=ranks, special_tokens={})
