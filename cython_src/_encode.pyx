@@ -95,7 +95,8 @@ cdef struct PairSlot:
 
 
 cdef enum:
-    BLOOM_SHIFT = 43             # a pair's filter bit: mix64(key) >> BLOOM_SHIFT (2^21 bits, 256 KiB)
+    BLOOM_MAX_BITS = 21          # the pair filter: 16 bits per pair, a power of two from 2^12 bits
+    BLOOM_MIN_BITS = 12          # (512 bytes) to 2^21 (256 KiB); a pair's bit is mix64(key) >> bloom_shift
     PACK_BITS = 21               # packed pair slots: left, right and rank of 21 bits each
 
 
@@ -110,6 +111,7 @@ cdef struct Tables:
                                  # id and rank is below 2^21 (pairs is NULL then): 8 bytes a slot
     uint64_t mask
     const uint64_t* bloom        # one bit per hashed pair of ``pairs``: clear means no merge
+    int bloom_shift              # a pair's bit: mix64(key) >> bloom_shift (the filter has 2^(64 - shift))
     const uint32_t* results      # result id of each rank
     int substrate
     const uint32_t* model_ids    # the id encode writes for each internal id (NULL: the same)
@@ -128,7 +130,7 @@ cdef inline uint32_t rank_of(const Tables* t, uint32_t left, uint32_t right) noe
         return t.base_ranks[left * t.base + right]
     key = (<uint64_t>left << 32) | right
     h = mix64(key)
-    bit = h >> BLOOM_SHIFT
+    bit = h >> t.bloom_shift
     if not (t.bloom[bit >> 6] >> (bit & 63)) & 1:
         return NO_RANK
     i = h & t.mask
@@ -920,7 +922,13 @@ cdef class Encoder:
         cap = 16
         while cap < 2 * n:
             cap *= 2
-        bloom = np.zeros((1 << (64 - BLOOM_SHIFT)) // 64, dtype=np.uint64)
+        # sized to the table, so that a small vocabulary's filter stays in L1 (a 256 KiB one
+        # for 8k merges missed L2 on most lookups of a cold encode)
+        cdef int bloom_bits = BLOOM_MIN_BITS
+        while bloom_bits < BLOOM_MAX_BITS and (1 << bloom_bits) < 16 * n:
+            bloom_bits += 1
+        cdef int bloom_shift = 64 - bloom_bits
+        bloom = np.zeros((1 << bloom_bits) // 64, dtype=np.uint64)
         cdef uint32_t[:, ::1] mv = merges_arr
         cdef uint32_t[::1] br = base_ranks
         cdef uint64_t[::1] bv = bloom
@@ -954,7 +962,7 @@ cdef class Encoder:
                 continue
             key = (<uint64_t>left << 32) | right
             h = mix64(key)
-            bv[(h >> BLOOM_SHIFT) >> 6] |= (<uint64_t>1) << ((h >> BLOOM_SHIFT) & 63)
+            bv[(h >> bloom_shift) >> 6] |= (<uint64_t>1) << ((h >> bloom_shift) & 63)
             i = h & mask
             if pack:
                 if left > PACK_MASK or right > PACK_MASK:
@@ -984,6 +992,7 @@ cdef class Encoder:
         self.tables.pairs = ps
         self.tables.packed = pk
         self.tables.bloom = &bv[0]
+        self.tables.bloom_shift = bloom_shift
         self.tables.mask = mask
         self.tables.results = &resv[0] if n > 0 else NULL
         self.tables.substrate = substrate
