@@ -307,6 +307,16 @@ cdef extern from *:
     const uint64_t* HI_MASK "ube_hi_mask"
 
 
+cdef inline void copy_ids(uint32_t* dst, const uint32_t* src, Py_ssize_t n) noexcept nogil:
+    """Copy ``n`` ids eight at a time (fixed 32-byte moves, inlined, where a memcpy of a
+    few ids is a library call): both sides must have room for up to 7 ids past ``n``
+    (the output reserves BLOCK more, the value arena and the work buffers 8)."""
+    cdef Py_ssize_t i = 0
+    while i < n:
+        memcpy(dst + i, src + i, 8 * sizeof(uint32_t))
+        i += 8
+
+
 cdef enum:
     INLINE_KEY = 16             # chunks up to this many bytes live in the slot itself
     INITIAL_SLOTS = 1 << 12     # a cache's first slot table (128 KiB); it doubles as it fills
@@ -471,7 +481,7 @@ cdef inline void cache_insert(ChunkCache* c, Slot* s, const uint8_t* p, const Ke
         s.val = ids[0]
     else:
         s.val = <uint32_t>c.vals_used
-        memcpy(c.vals + c.vals_used, ids, m * sizeof(uint32_t))
+        copy_ids(c.vals + c.vals_used, ids, m)
         c.vals_used += m
     c.key_bytes += n
     c.count += 1
@@ -686,7 +696,7 @@ cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const
             w.ids[i] = t.model_ids[w.ids[i]]
     if out_reserve(w, m + BLOCK) < 0:  # and the one id of each chunk left in the block
         return STATUS_NO_MEMORY
-    memcpy(w.out + w.out_size, w.ids, m * sizeof(uint32_t))
+    copy_ids(w.out + w.out_size, w.ids, m)
     w.out_size += m
     cache.misses += 1
     cache_insert(cache, s, chunk, k, w.ids, m)
@@ -747,7 +757,7 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
                 else:
                     if out_reserve(w, s.nval + BLOCK) < 0:
                         return STATUS_NO_MEMORY
-                    memcpy(w.out + w.out_size, cache.vals + s.val, s.nval * sizeof(uint32_t))
+                    copy_ids(w.out + w.out_size, cache.vals + s.val, s.nval)
                     w.out_size += s.nval
                 continue
             status = encode_miss(t, cache, w, s, p + keys[j].start, &keys[j], nxt, prv, node_rank,
@@ -1064,7 +1074,7 @@ cdef class Encoder:
             c.keys = <uint8_t*>malloc(self.cache_bytes)
             c.keys_cap = self.cache_bytes
             c.vals_cap = max(self.cache_bytes // 2, 1)
-            c.vals = <uint32_t*>malloc(c.vals_cap * sizeof(uint32_t))
+            c.vals = <uint32_t*>malloc((c.vals_cap + 8) * sizeof(uint32_t))  # + copy_ids' overrun
             if c.slots == NULL or c.keys == NULL or c.vals == NULL:
                 free(c.slots)
                 free(c.keys)
