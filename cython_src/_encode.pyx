@@ -320,6 +320,7 @@ cdef inline void copy_ids(uint32_t* dst, const uint32_t* src, Py_ssize_t n) noex
 cdef enum:
     INLINE_KEY = 16             # chunks up to this many bytes live in the slot itself
     INITIAL_SLOTS = 1 << 12     # a cache's first slot table (128 KiB); it doubles as it fills
+    PRESIZE_BYTES = 64          # cache_presize: one new chunk per this many bytes of a call (mixed text: ~100)
     BLOCK = 32                  # chunks hashed (and their slots prefetched) ahead of the lookups
 
 
@@ -421,13 +422,13 @@ cdef inline void cache_clear(ChunkCache* c) noexcept nogil:
     c.clears += 1
 
 
-cdef bint cache_grow(ChunkCache* c) noexcept nogil:
-    """Double the slot table, moving every entry (keys and ids stay where they are in
-    their arenas); False when out of memory (the table stays as it was).  The table
-    starts small and grows with the chunks a corpus actually has, so a small working
-    set stays in a few cache lines and pages instead of being spread over the
-    whole bounded table."""
-    cdef uint64_t size = (c.mask + 1) * 2, i, j, h
+cdef bint cache_grow(ChunkCache* c, uint64_t size) noexcept nogil:
+    """Grow the slot table to ``size`` slots (a power of two), moving every entry (keys
+    and ids stay where they are in their arenas); False when out of memory (the
+    table stays as it was).  The table starts small and grows with the chunks a
+    corpus actually has, so a small working set stays in a few cache lines and
+    pages instead of being spread over the whole bounded table."""
+    cdef uint64_t i, j, h
     cdef Slot* old = c.slots
     cdef Slot* grown = <Slot*>table_alloc(size * sizeof(Slot))
     cdef Slot* s
@@ -451,6 +452,18 @@ cdef bint cache_grow(ChunkCache* c) noexcept nogil:
     return True
 
 
+cdef void cache_presize(ChunkCache* c, Py_ssize_t nbytes) noexcept nogil:
+    """Grow the slot table at once to what a call of ``nbytes`` of text is likely to
+    fill (one new chunk per PRESIZE_BYTES, at most half load, within max_slots)
+    instead of doubling it over and over while the call runs: each doubling moves
+    every entry to a random new slot.  Out of memory: the table grows as it fills."""
+    cdef uint64_t size = c.mask + 1, want = 2 * <uint64_t>(nbytes // PRESIZE_BYTES)
+    while size < want and size < c.max_slots:
+        size *= 2
+    if size > c.mask + 1:
+        cache_grow(c, size)
+
+
 cdef inline void cache_insert(ChunkCache* c, Slot* s, const uint8_t* p, const Key* k,
                               const uint32_t* ids, Py_ssize_t m) noexcept nogil:
     """Store chunk -> ids at ``s`` (from cache_find); clears the cache first when full,
@@ -465,7 +478,7 @@ cdef inline void cache_insert(ChunkCache* c, Slot* s, const uint8_t* p, const Ke
         cache_clear(c)
         s = cache_find(c, p, k)
     elif 2 * <uint64_t>(c.count + 1) > c.mask + 1 and c.mask + 1 < c.max_slots:
-        if not cache_grow(c):
+        if not cache_grow(c, 2 * (c.mask + 1)):
             cache_clear(c)  # no memory for a larger table: start this one again
         s = cache_find(c, p, k)
     s.k0 = k.k0
@@ -1190,6 +1203,7 @@ cdef class Encoder:
         cdef ChunkCache* cache = self._enter(slot)
         try:
             with nogil:
+                cache_presize(cache, offsets[nd] - offsets[0])
                 if out_reserve(&w, (offsets[nd] - offsets[0]) // 4 + 16) < 0:
                     status = STATUS_NO_MEMORY
                 for d in range(nd):
