@@ -8,7 +8,7 @@ result, repeat until no adjacent pair has a rank.
 
 * Pair table: pairs of two base symbols in a dense ``base x base`` rank array,
   every other pair in an open-addressing hash table, behind a one-bit-per-pair
-  filter (256 KiB) that answers most "no merge" lookups without touching the
+  filter (16 bits per pair, at most 256 KiB) that answers most "no merge" lookups without touching the
   table.  A slot packs ``left << 42 | right << 21 | rank`` into 8 bytes while
   every id and rank fits 21 bits (16-byte slots otherwise).  A rank gives its
   result id through ``results``.
@@ -17,9 +17,12 @@ result, repeat until no adjacent pair has a rank.
   Long chunks (CJK runs, long digit or punctuation runs): a linked list and a
   min-heap of ``rank << 32 | position``, each rank's occurrences taken
   together in position order.
-* Chunk cache: chunk bytes -> ids, open addressing over two arenas, bounded by
-  entries and bytes, cleared when full; the slot table starts at INITIAL_SLOTS
-  and doubles at half load.  One cache per *slot*: a caller that
+* Chunk cache: chunk bytes -> ids, open addressing with slot pairs on one cache
+  line; a chunk of up to 15 bytes is its slot's key and up to 4 ids its value,
+  so most chunks are found and written without a branch of their own (longer
+  keys and values live in two arenas).  Bounded by entries and bytes, cleared
+  when full; the slot table starts at INITIAL_SLOTS, is sized once per call for
+  its input and doubles at half load.  One cache per *slot*: a caller that
   encodes from several threads uses one slot per thread (a slot in use by
   another thread is refused with RuntimeError rather than corrupted).
 
@@ -318,7 +321,8 @@ cdef inline void copy_ids(uint32_t* dst, const uint32_t* src, Py_ssize_t n) noex
 
 
 cdef enum:
-    INLINE_KEY = 16             # chunks up to this many bytes live in the slot itself
+    INLINE_KEY = 15             # chunks up to this many bytes are the slot's key (its 16th byte: the length)
+    INLINE_IDS = 4              # ... and up to this many ids (the first below 2^24) its value
     INITIAL_SLOTS = 1 << 12     # a cache's first slot table (128 KiB); it doubles as it fills
     PRESIZE_BYTES = 64          # cache_presize: one new chunk per this many bytes of a call (mixed text: ~100)
     BLOCK = 32                  # chunks hashed (and their slots prefetched) ahead of the lookups
@@ -327,16 +331,21 @@ cdef enum:
 cdef uint64_t PAIR = ~<uint64_t>1  # a chunk's probe starts at the even slot of its hash: the two
                                    # slots of a pair share one cache line (one prefetch, and a hit
                                    # displaced by one collision reads no second line)
+cdef uint64_t LONG_KEY = <uint64_t>0xFF << 56   # k1's top byte for a chunk longer than INLINE_KEY
+cdef uint64_t HASH56 = (<uint64_t>1 << 56) - 1  # ... whose other 56 bits are its hash's low bits
+cdef uint64_t ID24 = (1 << 24) - 1
 
 
 cdef struct Slot:
-    # 32 bytes, two to a cache line: a hit on a short chunk of one token reads one line
+    # 32 bytes, two to a cache line: the key and the ids of a chunk of up to 15 bytes and
+    # 4 tokens on one line, read without a branch on either count
     uint64_t k0                 # bytes 0..7 of the chunk, zero padded
-    uint64_t k1                 # bytes 8..15, zero padded; longer chunks: offset of the key in ``keys``
-    uint32_t len                # chunk bytes; 0 marks an empty slot
-    uint32_t tag                # high hash bits (checked before a long key's memcmp)
-    uint32_t val                # the id (nval == 1) or the offset of the ids in ``vals``
-    uint32_t nval
+    uint64_t k1                 # short: bytes 8..14, zero padded, and the length in the top byte;
+                                # long: LONG_KEY | the hash's low 56 bits; 0: an empty slot
+    uint64_t v0                 # inline ids: count (1..4) | id0 << 8 | id1 << 32; spilled (low
+                                # byte 0: long keys, more ids, id0 >= 2^24): offset of [count,
+                                # ids...] in ``vals`` << 32
+    uint64_t v1                 # inline: id2 | id3 << 32; a long key: its offset in ``keys`` | length << 32
 
 
 cdef struct ChunkCache:
@@ -349,7 +358,7 @@ cdef struct ChunkCache:
     uint8_t* keys               # keys longer than INLINE_KEY
     Py_ssize_t keys_used
     Py_ssize_t keys_cap
-    uint32_t* vals              # ids of chunks of two or more tokens
+    uint32_t* vals              # spilled values: a count, then the ids
     Py_ssize_t vals_used
     Py_ssize_t vals_cap
     int64_t hits
@@ -359,56 +368,58 @@ cdef struct ChunkCache:
 
 
 cdef struct Key:
-    uint64_t k0
+    uint64_t k0                 # the slot key (Slot.k0, Slot.k1) of the chunk
     uint64_t k1
-    uint64_t h                  # 0: no lookup (one ASCII byte or an empty chunk)
+    uint64_t h                  # its hash (odd)
     Py_ssize_t start
     Py_ssize_t n
-    uint32_t id                 # one ASCII byte: its id (NO_RANK: look the chunk up)
 
 
 cdef inline void key_of(const uint8_t* p, Py_ssize_t n, const uint8_t* limit, Key* k) noexcept nogil:
-    """Inline words and hash of chunk ``p[0:n]`` (``limit``: end of readable memory)."""
-    cdef uint8_t tmp[16]
-    cdef Py_ssize_t m
+    """Slot key and hash of chunk ``p[0:n]`` (``limit``: end of readable memory).  The
+    words are little-endian on every platform, so the length byte never meets a
+    chunk byte."""
+    cdef Py_ssize_t m = n if n < 16 else 16, i
     k.n = n
     if LITTLE_ENDIAN and p + 16 <= limit:
-        m = n if n < 16 else 16
         memcpy(&k.k0, p, 8)
         memcpy(&k.k1, p + 8, 8)
         k.k0 &= LO_MASK[m]
         k.k1 &= HI_MASK[m]
     else:
-        m = n if n < 16 else 16
-        memset(tmp, 0, 16)
-        memcpy(tmp, p, m)
-        memcpy(&k.k0, tmp, 8)
-        memcpy(&k.k1, tmp + 8, 8)
+        k.k0 = 0
+        k.k1 = 0
+        for i in range(m):
+            if i < 8:
+                k.k0 |= <uint64_t>p[i] << (8 * i)
+            else:
+                k.k1 |= <uint64_t>p[i] << (8 * (i - 8))
     if n <= INLINE_KEY:
-        k.h = inline_hash(k.k0, k.k1, n)
+        k.k1 |= <uint64_t>n << 56
+        k.h = inline_hash(k.k0, k.k1)
     else:
         k.h = hash_bytes(p, n) | 1
+        k.k1 = LONG_KEY | (k.h & HASH56)
 
 
-cdef inline uint64_t inline_hash(uint64_t k0, uint64_t k1, Py_ssize_t n) noexcept nogil:
-    """Hash of a chunk of at most INLINE_KEY bytes from its two zero-padded words (odd)."""
-    return mix64(k0 ^ mix64(k1 + <uint64_t>n * 0x9E3779B97F4A7C15ull)) | 1
+cdef inline uint64_t inline_hash(uint64_t k0, uint64_t k1) noexcept nogil:
+    """Hash of a short chunk's slot key (odd)."""
+    return mix64(k0 ^ mix64(k1 * 0x9E3779B97F4A7C15ull)) | 1
 
 
 cdef inline Slot* cache_find(ChunkCache* c, const uint8_t* p, const Key* k) noexcept nogil:
-    """The slot of chunk ``p[0:k.n]``, or the empty slot where it would go (``len == 0``)."""
+    """The slot of chunk ``p[0:k.n]`` (``k.n > 0``), or the empty slot where it would go
+    (``k1 == 0``)."""
     cdef uint64_t i = k.h & c.mask & PAIR
-    cdef uint32_t tag = <uint32_t>(k.h >> 32)
     cdef Slot* s
     while True:
         s = &c.slots[i]
-        if s.len == 0:
+        if s.k1 == 0:
             return s
-        if s.len == k.n and s.k0 == k.k0:
+        if s.k1 == k.k1 and s.k0 == k.k0:
             if k.n <= INLINE_KEY:
-                if s.k1 == k.k1:
-                    return s
-            elif s.tag == tag and memcmp(c.keys + s.k1, p, k.n) == 0:
+                return s
+            if (s.v1 >> 32) == <uint64_t>k.n and memcmp(c.keys + (s.v1 & 0xFFFFFFFFu), p, k.n) == 0:
                 return s
         i = (i + 1) & c.mask
 
@@ -436,14 +447,14 @@ cdef bint cache_grow(ChunkCache* c, uint64_t size) noexcept nogil:
         return False
     for i in range(c.mask + 1):
         s = &old[i]
-        if s.len == 0:
+        if s.k1 == 0:
             continue
-        if s.len <= INLINE_KEY:
-            h = inline_hash(s.k0, s.k1, s.len)
+        if (s.k1 >> 56) != 0xFF:
+            h = inline_hash(s.k0, s.k1)
         else:
-            h = hash_bytes(c.keys + s.k1, s.len) | 1
+            h = s.k1 & HASH56   # the low bits of the hash it was placed by
         j = h & (size - 1) & PAIR
-        while grown[j].len != 0:
+        while grown[j].k1 != 0:
             j = (j + 1) & (size - 1)
         grown[j] = s[0]
     free(old)
@@ -466,11 +477,12 @@ cdef void cache_presize(ChunkCache* c, Py_ssize_t nbytes) noexcept nogil:
 
 cdef inline void cache_insert(ChunkCache* c, Slot* s, const uint8_t* p, const Key* k,
                               const uint32_t* ids, Py_ssize_t m) noexcept nogil:
-    """Store chunk -> ids at ``s`` (from cache_find); clears the cache first when full,
-    doubles the slot table at half load."""
+    """Store chunk -> ids ``ids[0:m]`` (``m >= 1``) at ``s`` (from cache_find); clears the
+    cache first when full, doubles the slot table at half load."""
     cdef Py_ssize_t n = k.n
     cdef Py_ssize_t long_key = n if n > INLINE_KEY else 0
-    cdef Py_ssize_t vals = m if m > 1 else 0
+    cdef bint spill = long_key or m > INLINE_IDS or ids[0] > ID24
+    cdef Py_ssize_t vals = m + 1 if spill else 0
     if n > c.keys_cap or vals > c.vals_cap:
         return  # larger than the whole cache: not cached
     if (c.count >= c.max_entries or c.key_bytes + n > c.keys_cap or c.keys_used + long_key > c.keys_cap
@@ -483,19 +495,19 @@ cdef inline void cache_insert(ChunkCache* c, Slot* s, const uint8_t* p, const Ke
         s = cache_find(c, p, k)
     s.k0 = k.k0
     s.k1 = k.k1
-    s.len = <uint32_t>n
-    s.tag = <uint32_t>(k.h >> 32)
-    s.nval = <uint32_t>m
-    if long_key:
-        s.k1 = <uint64_t>c.keys_used
-        memcpy(c.keys + c.keys_used, p, n)
-        c.keys_used += n
-    if m == 1:
-        s.val = ids[0]
+    if spill:
+        s.v0 = <uint64_t>c.vals_used << 32
+        s.v1 = 0
+        c.vals[c.vals_used] = <uint32_t>m
+        copy_ids(c.vals + c.vals_used + 1, ids, m)
+        c.vals_used += m + 1
+        if long_key:
+            s.v1 = (<uint64_t>n << 32) | <uint64_t>c.keys_used
+            memcpy(c.keys + c.keys_used, p, n)
+            c.keys_used += n
     else:
-        s.val = <uint32_t>c.vals_used
-        copy_ids(c.vals + c.vals_used, ids, m)
-        c.vals_used += m
+        s.v0 = <uint64_t>m | (<uint64_t>ids[0] << 8) | ((<uint64_t>ids[1] if m > 1 else 0) << 32)
+        s.v1 = (<uint64_t>ids[2] if m > 2 else 0) | ((<uint64_t>ids[3] if m > 3 else 0) << 32)
     c.key_bytes += n
     c.count += 1
 
@@ -707,7 +719,7 @@ cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const
     if t.model_ids != NULL:
         for i in range(m):
             w.ids[i] = t.model_ids[w.ids[i]]
-    if out_reserve(w, m + BLOCK) < 0:  # and the one id of each chunk left in the block
+    if out_reserve(w, m + INLINE_IDS * BLOCK) < 0:  # and encode_span's room for the rest of the block
         return STATUS_NO_MEMORY
     copy_ids(w.out + w.out_size, w.ids, m)
     w.out_size += m
@@ -725,60 +737,84 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
 
     Chunks go in blocks of BLOCK: first every chunk of the block is hashed and the
     cache line of its slot pair prefetched, then the block is looked up, so the slot
-    loads of a block overlap instead of waiting one after another.  Returns a
-    status; ``bad_at``: offset from ``p`` of invalid UTF-8."""
+    loads of a block overlap instead of waiting one after another.  A chunk found in
+    its slot pair with its ids inline (most chunks) takes no branch of its own: both
+    slots are compared, the four id lanes are stored whatever the count and the
+    output advances by the count (the output keeps INLINE_IDS ids of room per chunk
+    left in the block).  Everything else (a slot further on, spilled ids, long keys,
+    misses, empty chunks) goes to ``chunk_slow``.  Returns a status; ``bad_at``:
+    offset from ``p`` of invalid UTF-8."""
     cdef Key keys[BLOCK]
-    cdef Py_ssize_t b, j, cnt, start, n, bad_byte = 0
-    cdef Slot* s
+    cdef Py_ssize_t b, j, cnt, start, bad_byte = 0
+    cdef const Slot* pair
+    cdef uint64_t k0, k1, v0, v1, count
+    cdef bint hit0, hit1
+    cdef uint32_t* o
     cdef int status
-    cdef bint one_byte_ids = t.substrate != SUBSTRATE_UTF16
     start = first
     b = 0
     while b < nchunks:
         cnt = min(<Py_ssize_t>BLOCK, nchunks - b)
-        if out_reserve(w, cnt) < 0:  # one id per chunk; chunks of more ids reserve their own
+        if out_reserve(w, INLINE_IDS * cnt) < 0:
             return STATUS_NO_MEMORY
         for j in range(cnt):
-            n = ends[b + j] - start
             keys[j].start = start
-            keys[j].id = NO_RANK
-            keys[j].n = n
-            keys[j].h = 0
-            if n == 1 and one_byte_ids and p[start] < 0x80:
-                # one ASCII byte: its base symbol, nothing to merge
-                keys[j].id = p[start] if t.model_ids == NULL else t.model_ids[p[start]]
-            elif n > 0:
-                key_of(p + start, n, limit, &keys[j])
-                prefetch(&cache.slots[keys[j].h & cache.mask & PAIR])
+            key_of(p + start, ends[b + j] - start, limit, &keys[j])
+            prefetch(&cache.slots[keys[j].h & cache.mask & PAIR])
             start = ends[b + j]
         for j in range(cnt):
             if w.chunk_tokens != NULL:
                 w.chunk_tokens[w.chunk_n] = w.out_size
                 w.chunk_n += 1
-            if keys[j].id != NO_RANK:  # one ASCII byte
-                w.out[w.out_size] = keys[j].id
-                w.out_size += 1
-                continue
-            if keys[j].h == 0:  # an empty chunk
-                continue
-            s = cache_find(cache, p + keys[j].start, &keys[j])
-            if s.len != 0:
-                cache.hits += 1
-                if s.nval == 1:
-                    w.out[w.out_size] = s.val
-                    w.out_size += 1
-                else:
-                    if out_reserve(w, s.nval + BLOCK) < 0:
-                        return STATUS_NO_MEMORY
-                    copy_ids(w.out + w.out_size, cache.vals + s.val, s.nval)
-                    w.out_size += s.nval
-                continue
-            status = encode_miss(t, cache, w, s, p + keys[j].start, &keys[j], nxt, prv, node_rank,
-                                 heap, batch, &bad_byte)
-            if status != STATUS_OK:
-                bad_at[0] = keys[j].start + bad_byte
-                return status
+            pair = &cache.slots[keys[j].h & cache.mask & PAIR]
+            k0 = keys[j].k0
+            k1 = keys[j].k1
+            hit0 = (pair[0].k0 == k0) & (pair[0].k1 == k1)
+            hit1 = (pair[1].k0 == k0) & (pair[1].k1 == k1)
+            v0 = pair[0].v0 if hit0 else pair[1].v0
+            v1 = pair[0].v1 if hit0 else pair[1].v1
+            count = (v0 & 0xFF) if (hit0 | hit1) else 0   # 0: spilled, long, a miss, or an empty chunk
+            o = w.out + w.out_size
+            o[0] = <uint32_t>((v0 >> 8) & ID24)
+            o[1] = <uint32_t>(v0 >> 32)
+            o[2] = <uint32_t>v1
+            o[3] = <uint32_t>(v1 >> 32)
+            w.out_size += count
+            cache.hits += count != 0
+            if count == 0 and keys[j].n > 0:
+                status = chunk_slow(t, cache, w, p + keys[j].start, &keys[j], cnt - j, nxt, prv,
+                                    node_rank, heap, batch, &bad_byte)
+                if status != STATUS_OK:
+                    bad_at[0] = keys[j].start + bad_byte
+                    return status
         b += cnt
+    return STATUS_OK
+
+
+cdef int chunk_slow(const Tables* t, ChunkCache* cache, Work* w, const uint8_t* chunk, const Key* k,
+                    Py_ssize_t left, int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
+                    vector[uint64_t]& heap, vector[uint32_t]& batch, Py_ssize_t* bad_byte) noexcept nogil:
+    """encode_span's chunks that its branch-free hit does not take (``left``: chunks of
+    the block from this one on): a slot past the home pair, ids spilled to ``vals``
+    (more than INLINE_IDS, or a long key), or a miss (encode_miss)."""
+    cdef Slot* s = cache_find(cache, chunk, k)
+    cdef Py_ssize_t m
+    if s.k1 == 0:
+        return encode_miss(t, cache, w, s, chunk, k, nxt, prv, node_rank, heap, batch, bad_byte)
+    cache.hits += 1
+    if s.v0 & 0xFF:     # inline ids in a slot past the home pair
+        m = <Py_ssize_t>(s.v0 & 0xFF)
+        w.out[w.out_size] = <uint32_t>((s.v0 >> 8) & ID24)
+        w.out[w.out_size + 1] = <uint32_t>(s.v0 >> 32)
+        w.out[w.out_size + 2] = <uint32_t>s.v1
+        w.out[w.out_size + 3] = <uint32_t>(s.v1 >> 32)
+        w.out_size += m
+        return STATUS_OK
+    m = cache.vals[s.v0 >> 32]
+    if out_reserve(w, m + INLINE_IDS * left) < 0:
+        return STATUS_NO_MEMORY
+    copy_ids(w.out + w.out_size, cache.vals + (s.v0 >> 32) + 1, m)
+    w.out_size += m
     return STATUS_OK
 
 

@@ -1,6 +1,8 @@
 """The encoder's chunk cache at its edges: chunks whose cached key words agree but
-whose lengths differ, chunks of exactly 8/9/16/17 bytes (the inline key is two
-8-byte words, longer keys live in an arena), caches that clear in the middle of a
+whose lengths differ, chunks of exactly 8/9/15/16/17 bytes (the inline key is two
+8-byte words holding up to 15 bytes and the length, longer keys live in an
+arena), chunks of 1..6+ tokens (up to 4 ids live in the slot, more spill to an
+arena), first ids past 2^24 (they spill too), caches that clear in the middle of a
 batch, the model's own numbering (``model_ids``), every substrate.  Truth: the
 readable twin (``_reference.encode_reference``) and tiktoken on the same ranks."""
 import pickle
@@ -51,7 +53,7 @@ def test_edge_chunks_cross_the_key_word_boundaries():
     """The chunks really are the edge cases: 8, 9, 16 and 17 bytes, and pairs that
     agree on their first 8 (and 16) bytes with different lengths."""
     lengths = {len(c.encode()) for c in _edge_chunks()}
-    assert {8, 9, 16, 17} <= lengths
+    assert {8, 9, 15, 16, 17} <= lengths
     by_prefix = {}
     for c in _edge_chunks():
         b = c.encode()
@@ -59,6 +61,15 @@ def test_edge_chunks_cross_the_key_word_boundaries():
             by_prefix.setdefault(b[:8], set()).add(len(b))
     assert any({8, 9} <= ls for ls in by_prefix.values())
     assert any({16, 17} <= ls for ls in by_prefix.values())
+    assert any({15, 16} <= ls for ls in by_prefix.values())
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_edge_chunks_cross_the_inline_id_count(toks, substrate):
+    """The edge chunks encode to 1, 2, 3, 4, 5 and more ids (the inline value holds 4)."""
+    tok = toks[substrate]
+    counts = {len(encode_reference(tok, c)) for c in set(_edge_chunks())}
+    assert {1, 2, 3, 4, 5} <= counts and max(counts) > 8
 
 
 @pytest.mark.parametrize("substrate", SUBSTRATES)
@@ -120,6 +131,31 @@ def test_model_ids_through_the_cache(toks):
         assert [g.tolist() for g in ours.encode_ordinary_batch(docs)] == expected
     ours.set_cache(entries=3, bytes=1 << 20)
     assert [g.tolist() for g in ours.encode_ordinary_batch(docs)] == expected
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_first_ids_past_24_bits_spill_and_agree(toks, docs_rows, substrate):
+    """An id map numbering every token past 2^24 (a slot holds a first id of 24 bits
+    inline): cold, warm and clearing caches give the map of the plain encoder's ids."""
+    from ube_stream import _encode
+    from ube_stream.pretokenizer import gpt2_class_table
+    from ube_stream.substrate import substrate_code
+
+    tok = toks[substrate]
+    args = (np.array(tok.merges, dtype=np.uint32).reshape(-1, 2), np.array(tok.merge_results, dtype=np.uint32),
+            tok.base_size, substrate_code(substrate), gpt2_class_table())
+    n = tok.base_size + len(tok.merges)
+    id_map = (np.arange(n, dtype=np.uint64)[::-1] + (1 << 24) + 7).astype(np.uint32)
+    plain = _encode.Encoder(*args)
+    mapped = _encode.Encoder(*args, id_map=id_map, cache_entries=50)
+    docs = _docs(5) + [r["text"] for r in docs_rows[:40]]
+    data = "".join(docs).encode()
+    offsets = np.cumsum([0] + [len(d.encode()) for d in docs]).astype(np.int64)
+    _, want, want_off = plain.encode_utf8(np.frombuffer(data, np.uint8), offsets)
+    for _ in range(3):
+        _, got, got_off = mapped.encode_utf8(np.frombuffer(data, np.uint8), offsets)
+        assert np.array_equal(got_off, want_off) and np.array_equal(got, id_map[want])
+    assert mapped.cache_stats()["clears"] > 0 and got.min() >= 1 << 24
 
 
 @pytest.mark.slow
