@@ -164,10 +164,11 @@ class LocalExecutor(Executor):
 def check_main_guarded() -> None:
     """Refuse to start workers from a process that is itself a spawn worker
     still importing the main script (a script without the ``__main__`` guard):
-    without this every worker would start workers of its own, forever."""
-    import multiprocessing
-
-    if getattr(multiprocessing.current_process(), "_inheriting", False):
+    without this every worker would start workers of its own, forever.  (A spawn
+    worker runs multiprocessing's bootstrap: a process that never imported
+    ``multiprocessing`` is none, and is spared the import.)"""
+    multiprocessing = sys.modules.get("multiprocessing")
+    if multiprocessing is not None and getattr(multiprocessing.current_process(), "_inheriting", False):
         raise RuntimeError("ube-stream was called while a worker process imported the main script. "
                            + _GUARD_HINT)
 
