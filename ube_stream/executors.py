@@ -46,7 +46,7 @@ def start_method(method: str):
     ``"spawn"`` (the default) or ``"fork"``.
 
     ``"fork"`` spares every worker the start-up a spawned one pays (Python and
-    numpy imports, loading the tokenizer and building its tables: about 0.7 CPU
+    numpy imports, loading the tokenizer and building its tables: about 0.5 CPU
     s a process): a forked worker starts with the driver's modules and its
     :func:`worker_state` (the tokenizer the driver seeded).  It is used only
     where it is safe: on Linux, and only while this process runs no other

@@ -385,7 +385,7 @@ _PROBES = ((CLASS_LETTER, r"\p{L}+"), (CLASS_NUMBER, r"\p{N}+"), (CLASS_SPACE, r
 @functools.lru_cache(maxsize=None)
 def gpt2_class_table() -> np.ndarray:
     """``uint8[0x110000]``: the GPT-2 class of every code point (0 other, 1 ``\\p{L}``,
-    2 ``\\p{N}``, 3 ``\\s``; surrogates 0).  Built on first use (~25 ms), read-only."""
+    2 ``\\p{N}``, 3 ``\\s``; surrogates 0).  Built on first use (~40 ms), read-only."""
     scalars, text = _assigned_text()
     table = np.zeros(_CODEPOINTS, dtype=np.uint8)
     for code, probe in _PROBES:
@@ -465,7 +465,7 @@ def tiktoken_class_table() -> np.ndarray:
     """``uint8[0x110000]``: the ``TT_*`` bits of every code point for the cl100k, llama3
     and o200k kernels (``\\p{L}``, ``\\p{N}``, ``\\s``, o200k's two letter classes,
     and in bits 5-7 the contraction letter it matches under ``(?i:)``), probed from
-    the installed ``regex``; surrogates 0.  Built on first use (~60 ms), read-only.
+    the installed ``regex``; surrogates 0.  Built on first use (~70 ms), read-only.
 
     Checks what the kernels take for granted: ``\\p{L}``, ``\\p{N}`` and ``\\s`` are
     disjoint, every letter is in one of o200k's classes, a code point folds to at
