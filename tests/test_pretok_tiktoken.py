@@ -186,6 +186,25 @@ def test_class_table_matches_regex():
     assert tiktoken_class_table() is table                          # cached
 
 
+@pytest.mark.slow
+def test_class_table_equals_a_probe_of_every_scalar_value():
+    # the straightforward probe: each of the 0x110000 code points alone against each
+    # class and contraction letter (regex.fullmatch), the unassigned and private-use
+    # ones included, which the table's build never scans after its first pass
+    table = tiktoken_class_table()
+    probes = [(TT_LETTER, r"\p{L}"), (TT_NUMBER, r"\p{N}"), (TT_SPACE, r"\s"),
+              (TT_HEAD, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"), (TT_TAIL, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]")]
+    probes += [(code << TT_CONTRACTION_SHIFT, f"(?i:[{group}])")
+               for code, group in [(TT_C_SDMT, "sdmt"), (TT_C_RV, "rv"), (TT_C_L, "l"), (TT_C_E, "e")]]
+    chars = scalar_values().astype("<u4").tobytes().decode("utf-32-le")
+    want = np.zeros(0x110000, dtype=np.uint8)
+    for bits, probe in probes:
+        fullmatch = regex.compile(probe).fullmatch
+        want[[ord(c) for c in chars if fullmatch(c)]] |= bits
+    mismatched = np.flatnonzero(table != want)
+    assert mismatched.size == 0, [f"U+{int(cp):04X}" for cp in mismatched[:10]]
+
+
 # --------------------------------------------------------------------------- (a) every scalar value
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n != "llama3"] + slow_after(["llama3"], keep=0))

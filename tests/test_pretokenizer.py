@@ -108,6 +108,19 @@ def test_class_table_matches_regex_per_character():
         assert table[cp] == _reference.char_class(chr(cp)), f"U+{cp:04X}"
 
 
+@pytest.mark.slow
+def test_class_table_equals_a_probe_of_every_scalar_value():
+    # the table is built from a few regex passes over the assigned characters; the
+    # straightforward probe asks the twin (regex.match, one character at a time) about
+    # every one of the 0x110000 code points, unassigned and private-use ones included
+    table = gpt2_class_table()
+    want = np.zeros(0x110000, dtype=np.uint8)
+    for cp in itertools.chain(range(0xD800), range(0xE000, 0x110000)):
+        want[cp] = _reference.char_class(chr(cp))
+    mismatched = np.flatnonzero(table != want)
+    assert mismatched.size == 0, [f"U+{int(cp):04X}" for cp in mismatched[:10]]
+
+
 # --------------------------------------------------------------------------- (a) every scalar value
 
 @pytest.mark.parametrize("separator", ["a", "1", "!", " "])

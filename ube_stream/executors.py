@@ -46,7 +46,7 @@ def start_method(method: str):
     ``"spawn"`` (the default) or ``"fork"``.
 
     ``"fork"`` spares every worker the start-up a spawned one pays (Python and
-    numpy imports, loading the tokenizer and building its tables: about 0.7 CPU
+    numpy imports, loading the tokenizer and building its tables: about 0.5 CPU
     s a process): a forked worker starts with the driver's modules and its
     :func:`worker_state` (the tokenizer the driver seeded).  It is used only
     where it is safe: on Linux, and only while this process runs no other
@@ -164,10 +164,11 @@ class LocalExecutor(Executor):
 def check_main_guarded() -> None:
     """Refuse to start workers from a process that is itself a spawn worker
     still importing the main script (a script without the ``__main__`` guard):
-    without this every worker would start workers of its own, forever."""
-    import multiprocessing
-
-    if getattr(multiprocessing.current_process(), "_inheriting", False):
+    without this every worker would start workers of its own, forever.  (A spawn
+    worker runs multiprocessing's bootstrap: a process that never imported
+    ``multiprocessing`` is none, and is spared the import.)"""
+    multiprocessing = sys.modules.get("multiprocessing")
+    if multiprocessing is not None and getattr(multiprocessing.current_process(), "_inheriting", False):
         raise RuntimeError("ube-stream was called while a worker process imported the main script. "
                            + _GUARD_HINT)
 

@@ -386,19 +386,16 @@ _PROBES = ((CLASS_LETTER, r"\p{L}+"), (CLASS_NUMBER, r"\p{N}+"), (CLASS_SPACE, r
 def gpt2_class_table() -> np.ndarray:
     """``uint8[0x110000]``: the GPT-2 class of every code point (0 other, 1 ``\\p{L}``,
     2 ``\\p{N}``, 3 ``\\s``; surrogates 0).  Built on first use (~40 ms), read-only."""
-    codepoints = np.arange(_CODEPOINTS, dtype=np.uint32)
-    scalars = codepoints[(codepoints < 0xD800) | (codepoints > 0xDFFF)]
-    text = scalars.astype("<u4").tobytes().decode("utf-32-le")
+    scalars, text = _assigned_text()
     table = np.zeros(_CODEPOINTS, dtype=np.uint8)
     for code, probe in _PROBES:
-        for match in regex.finditer(probe, text):
-            span = scalars[match.start():match.end()]
-            if table[span].any():
-                raise AssertionError(
-                    f"regex {regex.__version__}: code points in {probe!r} also belong to another "
-                    f"GPT-2 class (first U+{int(span[table[span] != 0][0]):04X}); the pattern's "
-                    "classes are expected to be disjoint")
-            table[span] = code
+        members = _probe(text, scalars, probe)
+        if table[members].any():
+            raise AssertionError(
+                f"regex {regex.__version__}: code points in {probe!r} also belong to another "
+                f"GPT-2 class (first U+{int(members[table[members] != 0][0]):04X}); the pattern's "
+                "classes are expected to be disjoint")
+        table[members] = code
     table.setflags(write=False)
     return table
 
@@ -426,16 +423,41 @@ _TT_CONTRACTIONS = ((TT_C_SDMT, (r"(?i:[sdmt])+", r"(?i:s|t|m|d)+")), (TT_C_RV, 
                     (TT_C_L, (r"(?i:l)+",)), (TT_C_E, (r"(?i:e)+",)))
 
 
-def _scalar_text():
-    codepoints = np.arange(_CODEPOINTS, dtype=np.uint32)
-    scalars = codepoints[(codepoints < 0xD800) | (codepoints > 0xDFFF)]
-    return scalars, scalars.astype("<u4").tobytes().decode("utf-32-le")
+@functools.lru_cache(maxsize=None)
+def _scalar_text() -> Tuple[np.ndarray, str]:
+    """Every scalar value (``uint32``, ascending) and the text of them all, in that order."""
+    scalars = np.concatenate((np.arange(0xD800, dtype=np.uint32), np.arange(0xE000, _CODEPOINTS, dtype=np.uint32)))
+    scalars.setflags(write=False)
+    return scalars, scalars.astype("<u4", copy=False).tobytes().decode("utf-32-le")
+
+
+@functools.lru_cache(maxsize=None)
+def _assigned_text() -> Tuple[np.ndarray, str]:
+    """The scalar values the installed ``regex`` calls neither unassigned (``\\p{Cn}``)
+    nor private use (``\\p{Co}``), and their text: ~160k of the 1.1M, all that the
+    GPT-2 and tiktoken classes can hold (general categories partition the code space,
+    and ``\\s`` (White_Space) and case folding name only assigned characters), so their
+    probes scan a seventh of the text (tests compare each table with a probe of every
+    scalar value one at a time)."""
+    scalars, text = _scalar_text()
+    for probe in (r"\P{Cn}+", r"\P{Co}+"):   # the second scans only what the first kept
+        spans = _spans(text, probe)
+        scalars = np.concatenate([scalars[start:end] for start, end in spans])
+        text = "".join([text[start:end] for start, end in spans])
+    scalars.setflags(write=False)
+    return scalars, text
+
+
+def _spans(text: str, probe: str) -> List[Tuple[int, int]]:
+    """The runs ``probe`` (a pattern ``X+``) finds in ``text``: one ``regex`` pass; they are few
+    (~700 for ``\\p{L}+`` over all scalar values)."""
+    return [m.span() for m in regex.finditer(probe, text)]
 
 
 def _probe(text: str, scalars: np.ndarray, probe: str) -> np.ndarray:
-    """The code points in the runs ``probe`` matches in the text of all scalar values."""
-    spans = [scalars[m.start():m.end()] for m in regex.finditer(probe, text)]
-    return np.concatenate(spans) if spans else np.zeros(0, np.uint32)
+    """The code points (ascending) in the runs ``probe`` matches in ``text``, the text of ``scalars``."""
+    parts = [scalars[start:end] for start, end in _spans(text, probe)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.uint32)
 
 
 @functools.lru_cache(maxsize=None)
@@ -443,13 +465,13 @@ def tiktoken_class_table() -> np.ndarray:
     """``uint8[0x110000]``: the ``TT_*`` bits of every code point for the cl100k, llama3
     and o200k kernels (``\\p{L}``, ``\\p{N}``, ``\\s``, o200k's two letter classes,
     and in bits 5-7 the contraction letter it matches under ``(?i:)``), probed from
-    the installed ``regex``; surrogates 0.  Built on first use (~0.3 s), read-only.
+    the installed ``regex``; surrogates 0.  Built on first use (~70 ms), read-only.
 
     Checks what the kernels take for granted: ``\\p{L}``, ``\\p{N}`` and ``\\s`` are
     disjoint, every letter is in one of o200k's classes, a code point folds to at
     most one contraction letter, only U+0027 matches ``(?i:')``, and no single code
     point matches two letters of a contraction (no full case folding)."""
-    scalars, text = _scalar_text()
+    scalars, text = _assigned_text()
     table = np.zeros(_CODEPOINTS, dtype=np.uint8)
     for bit, probe in _TT_PROBES:
         members = _probe(text, scalars, probe)
@@ -596,7 +618,7 @@ def span_class_table() -> np.ndarray:
     """``uint8[0x110000]``: :data:`SPAN_LETTER` for ``[\\p{L}\\p{M}]`` as the installed
     ``regex`` module classifies it, :data:`SPAN_GLUE` for U+0020 and the apostrophes
     U+0027, U+2019, else :data:`SPAN_OTHER` (surrogates too).  Read-only."""
-    scalars, text = _scalar_text()
+    scalars, text = _assigned_text()
     table = np.zeros(_CODEPOINTS, dtype=np.uint8)
     table[_probe(text, scalars, r"[\p{L}\p{M}]+")] = SPAN_LETTER
     if table[list(_SPAN_GLUE_CHARS)].any():

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
-import socket
-import tempfile
 import threading
 from typing import IO, Any, Iterator, Tuple
 
@@ -39,11 +38,22 @@ __all__ = ["TMP_SUFFIX", "storage_error", "atomic_open", "atomic_write_bytes", "
 TMP_SUFFIX = ".tmp"
 
 
+@functools.lru_cache(maxsize=None)
+def hostname() -> str:
+    """This machine's name, as ``socket.gethostname()`` gives it (on POSIX from
+    ``uname``, as glibc's ``gethostname`` does, without importing ``socket``)."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket
+
+    return socket.gethostname()
+
+
 def temp_name(path: str, *, unique: bool = False) -> str:
     """``path + ".tmp"``; with ``unique``, ``path + ".tmp.<host>.<pid>"``, for
     files that several processes (ranks, maybe on other hosts) may write at once."""
     tmp = path + TMP_SUFFIX
-    return f"{tmp}.{socket.gethostname()}.{os.getpid()}" if unique else tmp
+    return f"{tmp}.{hostname()}.{os.getpid()}" if unique else tmp
 
 
 # --------------------------------------------------------------------------- URLs and filesystems
@@ -135,6 +145,8 @@ def open_input(path: str) -> IO[bytes]:
 
 @contextlib.contextmanager
 def _remote_atomic_open(url: str, mode: str, encoding: str | None) -> Iterator[IO[Any]]:
+    import tempfile
+
     fs, inner = filesystem(url)
     fd, tmp = tempfile.mkstemp(prefix="ube-upload-", suffix=TMP_SUFFIX)
     os.close(fd)

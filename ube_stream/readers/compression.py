@@ -91,7 +91,11 @@ def open_bytes(path: str, compression: str | None):
     raise ValueError(f"unknown compression {compression!r}")
 
 
-def broken_errors() -> tuple:
+def broken_errors(compression: str | None) -> tuple:
+    """The exceptions a damaged stream of ``compression`` raises while it is read
+    (``zstandard``, imported only for a zstd stream, adds its own)."""
+    if compression != "zstd":
+        return (EOFError, OSError, zlib.error)
     import zstandard
     return (EOFError, OSError, zlib.error, zstandard.ZstdError)
 
@@ -127,7 +131,7 @@ def skip_if_broken(unit, reporter: Reporter) -> bool:
                 rows += block.count(b"\n")
                 pos += len(block)
                 last = block[-1:]
-    except broken_errors() as exc:
+    except broken_errors(compression) as exc:
         reason = "truncated_file" if isinstance(exc, EOFError) else "corrupt_file"
         what = "is truncated" if reason == "truncated_file" else "is corrupt"
         count = max(1, rows + (last != b"\n"))

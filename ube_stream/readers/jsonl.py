@@ -36,7 +36,7 @@ def read_jsonl(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterat
     start, stop = unit.row_start, unit.row_stop
     if skip_if_broken(unit, reporter):
         return
-    broken = broken_errors()
+    broken = broken_errors(source.compression)
     try:
         key = np.frombuffer(column.encode("utf-8"), np.uint8)
     except UnicodeEncodeError:   # a lone surrogate: no unescaped key (the kernel's) matches '"'

@@ -19,7 +19,7 @@ def read_text_lines(unit, reporter: Reporter, batch_rows: int) -> Iterator[TextB
     source = unit.source
     if skip_if_broken(unit, reporter):
         return
-    broken = broken_errors()
+    broken = broken_errors(source.compression)
     stop = unit.row_stop
     stream, row, pos = open_at(unit, source.compression)
     parts: list[bytes] = []
@@ -103,7 +103,7 @@ def read_text_file(unit, reporter: Reporter) -> Iterator[TextBatch]:
     with stream:
         try:
             raw = stream.read()
-        except broken_errors() as exc:
+        except broken_errors(source.compression) as exc:
             report_broken(reporter, exc, source.compression, 0, 0)
             return
     try:

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 
 from ..errors import LockError
+from ..storage import hostname
 
-_HOST = socket.gethostname()
+_HOST = hostname()
 
 
 def _proc_stat(pid: int) -> list[bytes] | None:

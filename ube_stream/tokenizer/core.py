@@ -201,6 +201,7 @@ class Tokenizer:
         way); ``None`` or the identity means model ids are the internal ids."""
         n_internal = len(self._expansions) + len(self._special_internal)
         self.__dict__.pop("_kernel_state", None)  # the encoder writes model ids
+        self.__dict__.pop("_fingerprint", None)   # the canonical content holds them
         self.__dict__.pop("_stage2_state", None)
         self._id_map: Optional[np.ndarray] = None
         self._inverse_map: Optional[np.ndarray] = None
@@ -242,8 +243,12 @@ class Tokenizer:
 
     @property
     def fingerprint(self) -> str:
-        """``sha256:<hex>`` of the canonical encoding-relevant content."""
-        return file_format.fingerprint(self._canonical())
+        """``sha256:<hex>`` of the canonical encoding-relevant content (computed once:
+        loading checks it and an encode run records it)."""
+        found = self.__dict__.get("_fingerprint")
+        if found is None:
+            found = self._fingerprint = file_format.fingerprint(self._canonical())
+        return found
 
     def to_json(self) -> str:
         """The tokenizer file's text; equal tokenizers give equal bytes."""
@@ -260,7 +265,12 @@ class Tokenizer:
         Loading is bounded by the vocabulary: a token may expand to at most
         :data:`MAX_TOKEN_SYMBOLS` base symbols.  A custom pattern runs under a
         time budget per document unless ``trust_pattern=True``."""
-        doc, kwargs = file_format.parse(text, source=source)
+        return cls._from_parsed(file_format.parse(text, source=source), source, trust_pattern)
+
+    @classmethod
+    def _from_parsed(cls, parsed: Tuple[dict, dict], source: str, trust_pattern: bool = False) -> "Tokenizer":
+        """:meth:`from_json` after :func:`file_format.parse` (or ``parse_doc``)."""
+        doc, kwargs = parsed
         try:
             tok = cls(**kwargs)
         except TokenizerFormatError as exc:
@@ -963,7 +973,7 @@ def as_tokenizer(source: "Tokenizer | str | os.PathLike[str]", *, pattern: Optio
                                        "tokenizer file") from None
         if isinstance(head, dict) and head.get("format") != file_format.FORMAT_NAME and "model" in head:
             return Tokenizer.from_hf(path)
-        return Tokenizer.from_json(text, source=path)
+        return Tokenizer._from_parsed(file_format.parse_doc(head, source=path), path)   # parsed once
     if _is_tiktoken_text(data[:512]):
         return _from_ranks(path, pretrained.parse_tiktoken_ranks(data, path),
                            pretrained.known_tiktoken_name(path), pattern, special_tokens)

@@ -58,7 +58,7 @@ from .._version import __version__
 from ..errors import TokenizerFormatError
 from ..storage import local_path, read_bytes
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "canonical", "fingerprint", "dumps", "parse",
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "canonical", "fingerprint", "dumps", "parse", "parse_doc",
            "check_recorded", "read_text"]
 
 FORMAT_NAME = "ube-stream-tokenizer"
@@ -81,7 +81,7 @@ def canonical(*, substrate: str, pattern_name: str, pattern: str, normalization:
         "pattern": {"name": pattern_name} if pattern_name in RULE_PATTERNS else {"name": pattern_name, "regex": pattern},
         "normalization": normalization,
         "base_size": base_size,
-        "merges": [list(m) for m in merges],
+        "merges": list(map(list, merges)),
         "special_tokens": [{"id": i, "text": t} for t, i in special_tokens.items()],
     }
     if char_integrity:
@@ -129,6 +129,12 @@ def parse(text: str, *, source: str = "<string>") -> Tuple[Dict[str, Any], Dict[
         raise TokenizerFormatError(f"{source}: JSON nested too deeply; not an ube-stream tokenizer file") from None
     except ValueError as exc:   # e.g. an integer of more than 4300 digits
         raise TokenizerFormatError(f"{source}: not a readable JSON file ({exc})") from None
+    return parse_doc(doc, source=source)
+
+
+def parse_doc(doc: Any, *, source: str = "<string>") -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """:func:`parse` of a file's text already read by ``json.loads`` (a caller that
+    looked inside it need not parse it twice)."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
         found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
         hint = (" It looks like a HF tokenizer.json: load it with Tokenizer.from_hf()."
