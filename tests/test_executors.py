@@ -132,11 +132,24 @@ def pid_and_state(task):
     return os.getpid(), worker_state(_counted_setup, log_dir)["pid"], x
 
 
+def _wait_for_other_threads(timeout=10.0):
+    """Let threads that earlier tests' pools leave behind finish (a process pool's
+    management thread ends shortly after its shutdown returns): will_fork() is
+    rightly False while any runs, which made this test depend on the files before it."""
+    import threading
+
+    for t in threading.enumerate():
+        if t is not threading.main_thread():
+            t.join(timeout)
+    assert threading.active_count() == 1, f"threads still alive: {threading.enumerate()}"
+
+
 def test_forked_workers_inherit_the_seeded_state(tmp_path):
     """Under start_method("fork") the workers start with the driver's worker_state:
     the seeded value is used there and setup never runs."""
     from ube_stream.executors import seed_worker_state, start_method, will_fork
 
+    _wait_for_other_threads()
     log_dir = str(tmp_path)
     seed_worker_state({"pid": os.getpid()}, _counted_setup, log_dir)
     assert not will_fork()   # spawn unless asked for
@@ -229,3 +242,21 @@ def test_workers_exit_when_the_driver_is_killed(tmp_path, method):
     for pid in leftover:
         os.kill(pid, signal.SIGKILL)
     assert not leftover, f"workers {leftover} outlived their driver"
+
+
+def test_a_progress_bar_leaves_no_thread_that_rules_out_forking():
+    """tqdm starts a monitor thread that outlives its bar; ours run without it, so a
+    run after one that showed progress in the same process still forks its workers."""
+    import threading
+
+    from ube_stream.executors import start_method, will_fork
+    from ube_stream.progress import progress_bar
+
+    _wait_for_other_threads()
+    bar = progress_bar(total=3, desc="test", enabled=True)
+    for _ in range(3):
+        bar.update(1)
+    assert threading.active_count() == 1
+    bar.close()
+    with start_method("fork"):
+        assert will_fork()

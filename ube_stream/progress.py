@@ -38,8 +38,13 @@ def progress_bar(*, total: int | None, desc: str, unit: str = "it", unit_scale: 
         return _NullBar()
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale, file=sys.stderr,
-                dynamic_ncols=True, mininterval=0.5, leave=False)
+    class Bar(tqdm):
+        # no monitor thread: tqdm's outlives the bar, and a live thread rules out forking
+        # the workers of any later run in this process (executors.will_fork)
+        monitor_interval = 0
+
+    return Bar(total=total, desc=desc, unit=unit, unit_scale=unit_scale, file=sys.stderr,
+               dynamic_ncols=True, mininterval=0.5, leave=False)
 
 
 class DocumentProgress:
