@@ -5,6 +5,8 @@ Python's codecs (utf-8 / utf-16-le with "replace"), and the stream decoder.
 """
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 import pytest
 from _helpers import openai_ranks, slow_after
@@ -237,26 +239,52 @@ def test_stream_decoder_agrees_with_decode_bytes(toks, sample_texts, substrate):
 def test_decode_kernels_return_status_and_write_err(toks):
     tok = toks["utf8"]
     tables = tok._decode_tables()
-    token_bytes, entries, symbols, offsets, id_map, special_bytes, special_offsets, code = tables
+    token_bytes, entries, symbols, offsets, id_map, special_bytes, special_offsets, code, fast = tables
     err = err_buffer()
     ids = tok.encode("hello world").tolist()
     ids.insert(2, 0xE4)  # a lone UTF-8 lead byte
     internal = np.asarray(ids, np.uint32)
-    assert _decode.decode_tokens(internal, token_bytes, entries, symbols, offsets, id_map, code, True, err) \
-        == (STATUS_INVALID_SYMBOLS, None)
+    assert _decode.decode_tokens(fast, internal, True, err) == (STATUS_INVALID_SYMBOLS, None)
     assert list(err) == [-1, -1]  # no position: decode_exact gives it
+    err[:] = array("q", [0, 0])
+    assert _decode.decode_sequence(fast, ids, True, err) == (STATUS_INVALID_SYMBOLS, None)
+    assert list(err) == [-1, -1]
     assert _decode.decode_exact(internal, symbols, offsets, special_bytes, special_offsets, code, err) \
         == (STATUS_INVALID_SYMBOLS, None)
     assert list(err) == [len(tok.token_expansion(ids[0])) + len(tok.token_expansion(ids[1])), 2]
     beyond = np.array([5, 1 << 30], np.uint32)
-    assert _decode.decode_tokens(beyond, token_bytes, entries, symbols, offsets, id_map, code, False, err) \
-        == (STATUS_BAD_ID, None) and list(err) == [-1, 1]
+    assert _decode.decode_tokens(fast, beyond, False, err) == (STATUS_BAD_ID, None) and list(err) == [-1, 1]
     assert _decode.decode_exact(beyond, symbols, offsets, special_bytes, special_offsets, code, err) \
         == (STATUS_BAD_ID, None) and list(err) == [-1, 1]
-    assert _decode.decode_tokens(internal[:2], token_bytes, entries, symbols, offsets, id_map, code, False) \
-        == (0, tok.decode(ids[:2]))
+    assert _decode.decode_tokens(fast, internal[:2], False) == (0, tok.decode(ids[:2]))
+    assert _decode.decode_sequence(fast, tuple(ids[:2]), False) == (0, tok.decode(ids[:2]))
     with pytest.raises(ValueError, match="padding"):
-        _decode.decode_tokens(internal, token_bytes[:3], entries, symbols, offsets, id_map, code, True)
+        _decode.DecodeTables(token_bytes[:3], entries, symbols, offsets, id_map, code)
+    with pytest.raises(ValueError, match="substrate"):
+        _decode.DecodeTables(token_bytes, entries, symbols, offsets, id_map, 99)
+    with pytest.raises(TypeError, match="list or tuple"):
+        _decode.decode_sequence(fast, 5, True)
+
+
+@pytest.mark.parametrize("length", [0, 1, 255, 256, 257, 600])
+def test_decode_sequence_reads_blocks_and_names_the_first_bad_item(toks, length):
+    """decode_sequence reads SEQ_BLOCK (256) ids at a time: lists around a block's
+    size decode as the array does, and the first item it cannot take (an id outside
+    the vocabulary, an item that is not an exact int below 2**30) is named wherever
+    it is, before or after a block boundary, also when a later one is bad too."""
+    tok = toks["ube"]
+    fast = tok._decode_tables()[8]
+    ids = tok.encode_ordinary(" ".join(["Grüße 世界 😀 text"] * 200)).tolist()[:length]
+    assert len(ids) == length
+    for as_bytes in (False, True):
+        assert _decode.decode_sequence(fast, ids, as_bytes) == \
+            _decode.decode_tokens(fast, np.asarray(ids, np.uint32), as_bytes)
+    err = err_buffer()
+    for where in sorted({0, length // 2, max(0, length - 1), 255, 256} & set(range(length))):
+        for item in (tok.vocab_size, 1 << 30, -1, True, _Id(3), np.uint32(3), 2.0):
+            bad = ids[:where] + [item] + ids[where + 1:] + [tok.vocab_size + 1]
+            assert _decode.decode_sequence(fast, bad, True, err) == (STATUS_BAD_ID, None)
+            assert list(err) == [-1, where]
 
 
 def test_ids_from_sequence_reads_ints_and_names_the_bad_item():
