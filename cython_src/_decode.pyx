@@ -471,13 +471,15 @@ def decode_sequence(DecodeTables tables not None, seq, bint as_bytes, int64_t[::
     cdef Reader r
     if _decode_begin(tables, &d, n) < 0:
         return fail(err, STATUS_NO_MEMORY, d.cap, -1), None
-    # the first block read alone, each next one while the one before decodes
+    # the first block read alone (its entries asked for), each next one while the one before decodes
     r.items, r.n, r.out, r.bad = items, min(<Py_ssize_t>SEQ_BLOCK, n), bufs[0], -1
     for i in range(r.n):
         ube_prefetch_item(items, i + 16, n)
         if not ube_small_int(items[i], &r.out[i]):
             r.bad = i
             break
+        if r.out[i] < <uint64_t>d.n_entries:
+            ube_prefetch(d.ep + r.out[i])
     while lo < n and status == STATUS_OK:
         buf = r.out
         nb = r.n
@@ -488,7 +490,7 @@ def decode_sequence(DecodeTables tables not None, seq, bint as_bytes, int64_t[::
         which ^= 1
         r.items, r.n, r.out, r.bad = items + lo + nb, min(<Py_ssize_t>SEQ_BLOCK, n - lo - nb), bufs[which], -1
         if status != STATUS_OK or r.n > nb:
-            r.n = 0  # (a short block is the last)
+            r.n = 0  # this block ends the decode (a block shorter than SEQ_BLOCK is the last)
         run_status = _decode_run(&d, buf, nb, 0, &r, &bad)
         if run_status != STATUS_OK:
             status = run_status
