@@ -294,6 +294,10 @@ def test_decode_bytes_equals_tiktoken(sample_texts):
         ids = enc.encode(text + "<|endoftext|>", allowed_special="all")
         assert tok.decode_bytes(ids) == enc.decode_bytes(ids) == (text + "<|endoftext|>").encode()
         assert tok.decode(np.asarray(ids, np.uint32)) == enc.decode(ids)
+    joined = enc.encode("".join(sample_texts))  # a list of many 256-id blocks (decode_sequence)
+    assert len(joined) > 2000
+    assert tok.decode_bytes(joined) == tok.decode_bytes(tuple(joined)) == enc.decode_bytes(joined)
+    assert tok.decode(joined) == enc.decode(joined)
     rng = np.random.default_rng(7)
     refused = 0
     for _ in range(300):
