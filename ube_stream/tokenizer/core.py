@@ -759,7 +759,11 @@ class Tokenizer:
         """Text of token ids: expand to base symbols and run the dual-buffer
         decode; a special token flushes both buffers and is written as its text.
 
-        ``ids``: a list, tuple, 1-D integer array or any iterable of ids.
+        ``ids``: a list, tuple, 1-D integer array or any iterable of ids (ints of
+        any kind: int subclasses and numpy ints by value, ``True`` / ``False`` as 1 /
+        0).  A list or tuple of exact ints is read in one pass, holding the GIL
+        (``_decode.decode_sequence``); anything else becomes a ``uint32`` array first
+        and decodes with the GIL released.
         ``errors="strict"`` raises :class:`~ube_stream.errors.SymbolDecodeError`
         naming the token position (``.position``) and base-symbol offset
         (``.offset``) of the first invalid byte sequence, or of an id outside the
