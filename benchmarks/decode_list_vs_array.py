@@ -4,10 +4,13 @@
 
 cl100k_base's real ranks (``bpe-openai``), about ``--mb`` MB of the real text in
 tests/data/docs_sample.jsonl.zst (repeated) encoded once; ``decode`` and ``decode_bytes`` from the array and from
-``array.tolist()``, plus ``ids_from_sequence`` alone (the list's conversion),
-timed round-robin (each round runs every row once; medians of CPU time,
-``time.process_time``).  ``--repo`` picks the checkout whose build is imported,
-to compare branches in one command line.
+``array.tolist()``, plus ``ids_from_sequence`` alone (the list's general
+conversion), timed round-robin (each round runs every row once; medians of CPU
+time, ``time.process_time``).  Then the cost of one short call (per-document
+decoding): ``decode_bytes`` of the first 1, 10, 100 and 1000 ids as a list and
+as an array, and tiktoken's ``decode_bytes`` of the list (the best of
+``--repeat`` timings of many calls).  ``--repo`` picks the checkout whose build
+is imported, to compare branches in one command line.
 """
 import argparse
 import os
@@ -66,6 +69,35 @@ def main(argv=None):
         arr_t, list_t = med[f"{what} (array -> {'str' if what == 'decode' else 'bytes'})"], \
             med[f"{what} (list -> {'str' if what == 'decode' else 'bytes'})"]
         print(f"  {what}: list speed / array speed = {arr_t / list_t:.2f}")
+    short_calls(tok, ids, args.repeat)
+
+
+def short_calls(tok, ids, repeat):
+    """Microseconds per ``decode_bytes`` call on a short list / array (and tiktoken's)."""
+    import timeit
+
+    import numpy as np
+
+    try:
+        import tiktoken
+
+        from ube_stream.pretokenizer import CL100K_PATTERN
+
+        enc = tiktoken.Encoding("cl100k", pat_str=CL100K_PATTERN, mergeable_ranks=cl100k_ranks(), special_tokens={})
+    except ImportError:
+        enc = None
+    print("  one short call, us (best of %d):" % repeat)
+    for n in (1, 10, 100, 1000):
+        short = ids[:n]
+        arr = np.asarray(short, np.uint32)
+        assert tok.decode_bytes(short) == tok.decode_bytes(arr)
+        calls = {"list": lambda: tok.decode_bytes(short), "array": lambda: tok.decode_bytes(arr)}
+        if enc is not None:
+            assert enc.decode_bytes(short) == tok.decode_bytes(short)
+            calls["tiktoken list"] = lambda: enc.decode_bytes(short)
+        number = max(200, 20_000 // n)
+        best = {k: min(timeit.repeat(f, number=number, repeat=repeat)) / number * 1e6 for k, f in calls.items()}
+        print(f"    {n:>5} ids: " + "  ".join(f"{k} {v:6.2f}" for k, v in best.items()))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ Python's codecs (utf-8 / utf-16-le with "replace"), and the stream decoder.
 """
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 import pytest
 from _helpers import openai_ranks, slow_after
@@ -180,6 +182,101 @@ def test_list_edges_decode_as_the_array_does(toks, substrate):
                 call(bad)
 
 
+# --------------------------------------------------------------------------- decode from a list
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_list_tuple_and_array_agree_on_real_text(toks, sample_texts, substrate):
+    """A list or tuple (decode_sequence, one pass) gives what the uint32 array gives
+    and what Python's codec gives for the text, for one long multilingual document
+    (many 256-id blocks) and each document alone; ``errors="replace"`` on ids that do
+    not decode gives the reference twin's text either way."""
+    tok = toks[substrate]
+    texts = sample_texts[:40]
+    whole = "<|pad|>".join(texts)
+    for text in [whole] + texts:
+        ids = tok.encode(text, allowed_special="all")
+        plain = ids.tolist()
+        want = text.encode("utf-8")  # the codec's bytes of the text: independent of the decoder
+        assert tok.decode_bytes(plain) == tok.decode_bytes(tuple(plain)) == tok.decode_bytes(ids) == want
+        assert tok.decode(plain) == tok.decode(tuple(plain)) == tok.decode(ids) == text
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        ids = rng.integers(0, tok.vocab_size, size=int(rng.integers(1, 600))).tolist()
+        truth = _reference_or_none(tok, ids, errors="replace")
+        assert tok.decode(ids, errors="replace") == tok.decode(np.asarray(ids, np.uint32), errors="replace") == truth
+        assert tok.decode_bytes(tuple(ids), errors="replace") == truth.encode("utf-8")
+
+
+@pytest.mark.parametrize("substrate", ["ube", "utf16"])
+def test_utf16_sequences_across_list_blocks(toks, substrate):
+    """A character spelt by several base-symbol tokens decodes the same wherever the
+    list's 256-id blocks cut it: the open UTF-16 sequence is carried from block to
+    block (hand-worked: U+1F600 is D83D DE00, U+4E16 is 4E16)."""
+    tok = toks[substrate]
+    high = 256 if substrate == "ube" else 0
+    ascii_a = tok.encode_ordinary("a").tolist()
+    assert len(ascii_a) == 1 and tok.decode(ascii_a) == "a"
+    emoji = [high + 0x3D, high + 0xD8, high + 0x00, high + 0xDE]  # UTF-16LE bytes of U+1F600
+    if substrate == "utf16":
+        ascii_a = [ord("a"), 0]  # utf16: the base symbols are the UTF-16LE bytes
+    for pad in range(250, 262):
+        ids = ascii_a * (pad // len(ascii_a)) + emoji + [high + 0x16, high + 0x4E] + ascii_a
+        text = "a" * (pad // len(ascii_a)) + "\U0001F600\u4e16a"
+        assert tok.decode(ids) == tok.decode(tuple(ids)) == tok.decode(np.asarray(ids, np.uint32)) == text
+        cut = ids[:len(ids) - len(ascii_a) - 4]  # ends after the high surrogate
+        with pytest.raises(SymbolDecodeError) as info:
+            tok.decode(cut)
+        with pytest.raises(SymbolDecodeError) as array_info:
+            tok.decode(np.asarray(cut, np.uint32))
+        assert str(info.value) == str(array_info.value)
+        assert (info.value.position, info.value.offset) == (array_info.value.position, array_info.value.offset)
+
+
+def _raised(call, ids):
+    try:
+        call(ids)
+    except Exception as exc:  # noqa: BLE001 (the exception is the result)
+        return type(exc), str(exc), getattr(exc, "position", None)
+    raise AssertionError(f"{ids[:3]}... decoded")
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_list_errors_name_what_the_array_path_names(toks, substrate):
+    """Every bad list (an id outside the vocabulary first / in the middle / last,
+    across 256-id blocks; negative; >= 2**32; a float, None, a str; an int subclass
+    outside the vocabulary) raises the exception of the general conversion + array
+    decode, with its message and position, whatever comes after it; the texts are
+    the documented ones (hand-written here).  Bools are ints (True is id 1), as for
+    numpy; int subclasses and numpy ints decode as their value."""
+    tok = toks[substrate]
+    limit = tok.vocab_size
+    plain = tok.encode_ordinary(" ".join(["Grüße, 世界! 😀 text"] * 60)).tolist()[:600]
+    assert len(plain) == 600
+
+    def via_array(ids):  # the general conversion, then the array decode
+        return tok.decode_bytes(as_id_array(ids, tok._outside_vocabulary, what="token ids"))
+
+    for call in (tok.decode, tok.decode_bytes):
+        for position in (0, 255, 256, 300, 599):
+            for value in (limit, limit + 7, -1, 2 ** 32, 2 ** 40, _Id(limit)):
+                bad = plain[:position] + [value] + plain[position + 1:]
+                want = (SymbolDecodeError, f"token id {int(value)} at position {position} is outside the "
+                                           f"vocabulary (0..{limit - 1})", position)
+                assert _raised(call, bad) == _raised(call, tuple(bad)) == _raised(via_array, bad) == want
+            for value in (2.5, None, "7"):
+                bad = plain[:position] + [value] + plain[position + 1:]
+                want = (TypeError, f"token ids must be integers; item {position} is {type(value).__name__} "
+                                   f"{value!r}", None)
+                assert _raised(call, bad) == _raised(call, tuple(bad)) == want
+        # the conversion's error comes first, as before: a float after an id outside the vocabulary
+        bad = plain[:5] + [limit] + plain[6:400] + [1.0] + plain[401:]
+        assert _raised(call, bad)[:2] == (TypeError, "token ids must be integers; item 400 is float 1.0")
+        ok = call(plain)
+        assert call([True] + plain, errors="replace") == call([1] + plain, errors="replace")
+        assert call(plain[:300] + [_Id(plain[300]), np.uint32(plain[301]), np.int64(plain[302])] + plain[303:]) == ok
+        assert call([]) == call(()) == ok[:0]
+
+
 # --------------------------------------------------------------------------- tiktoken
 
 def test_decode_bytes_equals_tiktoken(sample_texts):
@@ -197,6 +294,10 @@ def test_decode_bytes_equals_tiktoken(sample_texts):
         ids = enc.encode(text + "<|endoftext|>", allowed_special="all")
         assert tok.decode_bytes(ids) == enc.decode_bytes(ids) == (text + "<|endoftext|>").encode()
         assert tok.decode(np.asarray(ids, np.uint32)) == enc.decode(ids)
+    joined = enc.encode("".join(sample_texts))  # a list of many 256-id blocks (decode_sequence)
+    assert len(joined) > 2000
+    assert tok.decode_bytes(joined) == tok.decode_bytes(tuple(joined)) == enc.decode_bytes(joined)
+    assert tok.decode(joined) == enc.decode(joined)
     rng = np.random.default_rng(7)
     refused = 0
     for _ in range(300):
@@ -237,26 +338,52 @@ def test_stream_decoder_agrees_with_decode_bytes(toks, sample_texts, substrate):
 def test_decode_kernels_return_status_and_write_err(toks):
     tok = toks["utf8"]
     tables = tok._decode_tables()
-    token_bytes, entries, symbols, offsets, id_map, special_bytes, special_offsets, code = tables
+    token_bytes, entries, symbols, offsets, id_map, special_bytes, special_offsets, code, fast = tables
     err = err_buffer()
     ids = tok.encode("hello world").tolist()
     ids.insert(2, 0xE4)  # a lone UTF-8 lead byte
     internal = np.asarray(ids, np.uint32)
-    assert _decode.decode_tokens(internal, token_bytes, entries, symbols, offsets, id_map, code, True, err) \
-        == (STATUS_INVALID_SYMBOLS, None)
+    assert _decode.decode_tokens(fast, internal, True, err) == (STATUS_INVALID_SYMBOLS, None)
     assert list(err) == [-1, -1]  # no position: decode_exact gives it
+    err[:] = array("q", [0, 0])
+    assert _decode.decode_sequence(fast, ids, True, err) == (STATUS_INVALID_SYMBOLS, None)
+    assert list(err) == [-1, -1]
     assert _decode.decode_exact(internal, symbols, offsets, special_bytes, special_offsets, code, err) \
         == (STATUS_INVALID_SYMBOLS, None)
     assert list(err) == [len(tok.token_expansion(ids[0])) + len(tok.token_expansion(ids[1])), 2]
     beyond = np.array([5, 1 << 30], np.uint32)
-    assert _decode.decode_tokens(beyond, token_bytes, entries, symbols, offsets, id_map, code, False, err) \
-        == (STATUS_BAD_ID, None) and list(err) == [-1, 1]
+    assert _decode.decode_tokens(fast, beyond, False, err) == (STATUS_BAD_ID, None) and list(err) == [-1, 1]
     assert _decode.decode_exact(beyond, symbols, offsets, special_bytes, special_offsets, code, err) \
         == (STATUS_BAD_ID, None) and list(err) == [-1, 1]
-    assert _decode.decode_tokens(internal[:2], token_bytes, entries, symbols, offsets, id_map, code, False) \
-        == (0, tok.decode(ids[:2]))
+    assert _decode.decode_tokens(fast, internal[:2], False) == (0, tok.decode(ids[:2]))
+    assert _decode.decode_sequence(fast, tuple(ids[:2]), False) == (0, tok.decode(ids[:2]))
     with pytest.raises(ValueError, match="padding"):
-        _decode.decode_tokens(internal, token_bytes[:3], entries, symbols, offsets, id_map, code, True)
+        _decode.DecodeTables(token_bytes[:3], entries, symbols, offsets, id_map, code)
+    with pytest.raises(ValueError, match="substrate"):
+        _decode.DecodeTables(token_bytes, entries, symbols, offsets, id_map, 99)
+    with pytest.raises(TypeError, match="list or tuple"):
+        _decode.decode_sequence(fast, 5, True)
+
+
+@pytest.mark.parametrize("length", [0, 1, 255, 256, 257, 600])
+def test_decode_sequence_reads_blocks_and_names_the_first_bad_item(toks, length):
+    """decode_sequence reads SEQ_BLOCK (256) ids at a time: lists around a block's
+    size decode as the array does, and the first item it cannot take (an id outside
+    the vocabulary, an item that is not an exact int below 2**30) is named wherever
+    it is, before or after a block boundary, also when a later one is bad too."""
+    tok = toks["ube"]
+    fast = tok._decode_tables()[8]
+    ids = tok.encode_ordinary(" ".join(["Grüße 世界 😀 text"] * 200)).tolist()[:length]
+    assert len(ids) == length
+    for as_bytes in (False, True):
+        assert _decode.decode_sequence(fast, ids, as_bytes) == \
+            _decode.decode_tokens(fast, np.asarray(ids, np.uint32), as_bytes)
+    err = err_buffer()
+    for where in sorted({0, length // 2, max(0, length - 1), 255, 256} & set(range(length))):
+        for item in (tok.vocab_size, 1 << 30, -1, True, _Id(3), np.uint32(3), 2.0):
+            bad = ids[:where] + [item] + ids[where + 1:] + [tok.vocab_size + 1]
+            assert _decode.decode_sequence(fast, bad, True, err) == (STATUS_BAD_ID, None)
+            assert list(err) == [-1, where]
 
 
 def test_ids_from_sequence_reads_ints_and_names_the_bad_item():

@@ -21,19 +21,37 @@ def ids_from_sequence(
     err: _Err = None,
 ) -> int: ...  # status; STATUS_BAD_ID: err = (-1, position of the first item not an int in 0..2**32-1)
 
+class DecodeTables:
+    """A tokenizer's decode tables, checked once and held for decode_tokens / decode_sequence."""
+
+    def __init__(
+        self,
+        token_bytes: npt.NDArray[np.uint8],  # each token's UTF-8 bytes, + 16 bytes of padding
+        entries: npt.NDArray[np.uint64],  # by model id: offset | length << 32 | kind << 56
+        symbols: npt.NDArray[np.uint16],  # base symbols of every non-special token (internal ids)
+        symbol_offsets: npt.NDArray[np.int64],  # n_tokens + 1
+        id_map: npt.NDArray[np.int64],  # model id -> internal id (-1: none); empty: the same
+        substrate: int,
+    ) -> None: ...  # ValueError: no padding, no symbol offsets, an unknown substrate code
+
 def decode_tokens(
+    tables: DecodeTables,
     ids: npt.NDArray[np.uint32],  # model ids
-    token_bytes: npt.NDArray[np.uint8],  # each token's UTF-8 bytes, + 16 bytes of padding
-    entries: npt.NDArray[np.uint64],  # by model id: offset | length << 32 | kind << 56
-    symbols: npt.NDArray[np.uint16],  # base symbols of every non-special token (internal ids)
-    symbol_offsets: npt.NDArray[np.int64],  # n_tokens + 1
-    id_map: npt.NDArray[np.int64],  # model id -> internal id (-1: none); empty: the same
-    substrate: int,
     as_bytes: bool,
     err: _Err = None,
 ) -> Tuple[int, Optional[Union[str, bytes]]]: ...
 # (status, text or bytes); STATUS_BAD_ID: err = (-1, token position); STATUS_INVALID_SYMBOLS:
 # err = (-1, -1), use decode_exact for the position; STATUS_NO_MEMORY: err = (bytes, -1)
+
+def decode_sequence(
+    tables: DecodeTables,
+    seq: Sequence[int],  # a list or tuple of ints (TypeError otherwise)
+    as_bytes: bool,
+    err: _Err = None,
+) -> Tuple[int, Optional[Union[str, bytes]]]: ...
+# decode_tokens of the items, read straight from the int objects (the GIL held); STATUS_BAD_ID:
+# err = (-1, position of the first item that is not an exact int below 2**30 or has no token),
+# then convert with substrate.as_id_array and use decode_tokens, which names what is wrong
 
 def decode_exact(
     ids: npt.NDArray[np.uint32],  # internal ids

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Seque
 
 import numpy as np
 
-from .. import _encode, storage
+from .. import _decode, _encode, storage
 from ..errors import (
     STATUS_BAD_ID,
     STATUS_INVALID_SYMBOLS,
@@ -30,7 +30,7 @@ from ..errors import (
     err_buffer,
 )
 from ..storage import atomic_write_text
-from ..substrate import as_uint8, utf8_of
+from ..substrate import as_id_array, as_uint8, utf8_of
 from . import export, file_format
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -729,14 +729,15 @@ class Tokenizer:
 
     def _decode_tables(self) -> tuple:
         """``(token_bytes, entries, symbols, symbol_offsets, id_map, special_bytes,
-        special_offsets, substrate code)`` of the decode kernels, built once.
+        special_offsets, substrate code, _decode.DecodeTables)`` of the decode
+        kernels, built once.
 
         ``entries`` is indexed by model id (``_decode.decode_tokens`` packs offset,
         length and kind in one word: one memory access a token); ``id_map`` gives
-        the internal id of a model id (empty: the same)."""
+        the internal id of a model id (empty: the same).  The ``DecodeTables``
+        holds the first five, checked once, for the fast kernels."""
         tables = self.__dict__.get("_decode_state")
         if tables is None:
-            from .. import _decode
             from ..substrate import substrate_code
 
             symbols, offsets = self._internal_expansion_table()
@@ -758,15 +759,21 @@ class Tokenizer:
                 entries[self._id_map] = internal_entries
                 id_map = np.ascontiguousarray(self._inverse_map, dtype=np.int64)
             token_bytes = np.frombuffer(b"".join(pieces) + bytes(16), np.uint8)  # 16 bytes of padding
+            code = substrate_code(self.substrate)
+            fast = _decode.DecodeTables(token_bytes, entries, symbols, offsets, id_map, code)
             tables = self._decode_state = (token_bytes, entries, symbols, offsets, id_map, special_bytes,
-                                           special_offsets, substrate_code(self.substrate))
+                                           special_offsets, code, fast)
         return tables
 
     def decode(self, ids: Iterable[int], *, errors: str = "strict") -> str:
         """Text of token ids: expand to base symbols and run the dual-buffer
         decode; a special token flushes both buffers and is written as its text.
 
-        ``ids``: a list, tuple, 1-D integer array or any iterable of ids.
+        ``ids``: a list, tuple, 1-D integer array or any iterable of ids (ints of
+        any kind: int subclasses and numpy ints by value, ``True`` / ``False`` as 1 /
+        0).  A list or tuple of exact ints is read in one pass, holding the GIL
+        (``_decode.decode_sequence``); anything else becomes a ``uint32`` array first
+        and decodes with the GIL released.
         ``errors="strict"`` raises :class:`~ube_stream.errors.SymbolDecodeError`
         naming the token position (``.position``) and base-symbol offset
         (``.offset``) of the first invalid byte sequence, or of an id outside the
@@ -780,18 +787,21 @@ class Tokenizer:
         return self._decode(ids, errors, as_bytes=True)
 
     def _decode(self, ids, errors: str, as_bytes: bool):
-        from .. import _decode
-        from ..substrate import as_id_array
-
-        if errors not in ("strict", "replace"):
+        if errors != "strict" and errors != "replace":
             raise ValueError(f"errors must be 'strict' or 'replace', got {errors!r}")
+        tables = self.__dict__.get("_decode_state") or self._decode_tables()
+        err = err_buffer()
+        if isinstance(ids, (list, tuple)):
+            # read from the items in one pass; any failure (an item that is not an exact
+            # int, an id outside the vocabulary, ids that do not decode) goes the array
+            # way below, which names it exactly as for an array
+            status, out = _decode.decode_sequence(tables[8], ids, as_bytes, err)
+            if status == STATUS_OK:
+                return out
         arr = as_id_array(ids, self._outside_vocabulary, what="token ids")
         if arr.size == 0:
             return b"" if as_bytes else ""
-        tables = self.__dict__.get("_decode_state") or self._decode_tables()
-        err = err_buffer()
-        status, out = _decode.decode_tokens(arr, tables[0], tables[1], tables[2], tables[3], tables[4],
-                                            tables[7], as_bytes, err)
+        status, out = _decode.decode_tokens(tables[8], arr, as_bytes, err)
         if status == STATUS_OK:
             return out
         if status == STATUS_INVALID_SYMBOLS:  # where: the exact decoder, on the internal ids
