@@ -128,36 +128,41 @@ cdef extern from *:
     void ube_prefetch(const void* p) noexcept nogil
 
 
-cdef Py_ssize_t _read_ints(PyObject** items, Py_ssize_t n, uint32_t* out, Py_ssize_t* at) except -1:
-    """out[i] = items[i]: an exact int below 2**30 read straight from the object
-    (``ube_small_int``), anything else by Cython's int conversion (OverflowError
-    outside 0..2**32-1, TypeError for what is not an integer, ``operator.index``);
-    ``at`` is the item read when that raises."""
+cdef Py_ssize_t _read_small_ints(PyObject** items, Py_ssize_t n, uint32_t* out) noexcept:
+    """out[i] = items[i] while each is an exact int below 2**30 (``ube_small_int``,
+    read straight from the object, no Python code run); returns the first ``i``
+    that is not."""
     cdef Py_ssize_t i
-    cdef object item
     for i in range(n):
         ube_prefetch_item(items, i + 16, n)
-        if ube_small_int(items[i], &out[i]):
-            continue
-        at[0] = i
-        item = <object>items[i]
-        out[i] = item if PyLong_Check(item) else PyNumber_Index(item)  # no float truncated to an id
+        if not ube_small_int(items[i], &out[i]):
+            return i
     return n
 
 
 def ids_from_sequence(seq, uint32_t[::1] out, int64_t[::1] err=None):
     """Write the ints of a list or tuple ``seq`` to ``out`` (``len(seq)`` entries)
     as ``uint32``.  Returns the status: ``STATUS_BAD_ID`` with ``err`` = (-1,
-    position) for the first item that is not an integer in ``0..2**32-1``."""
+    position) for the first item that is not an integer in ``0..2**32-1``
+    (Cython's int conversion: OverflowError outside 0..2**32-1, TypeError for what
+    is not an integer, ``operator.index``; no float is truncated to an id)."""
     check_err(err)
     fast = PySequence_Fast(seq, "ids must be a sequence")
-    cdef Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), at = 0
+    cdef Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), at
+    cdef object item
     if out.shape[0] < n:
         raise ValueError(f"out has {out.shape[0]} entries; it needs {n}")
     if n == 0:
         return STATUS_OK
+    at = _read_small_ints(PySequence_Fast_ITEMS(fast), n, &out[0])
+    if at == n:
+        return STATUS_OK
+    # the rest as a tuple of its own: an item's __index__ may change the list, which
+    # would pull the item pointers from under a loop over the list's own array
     try:
-        _read_ints(PySequence_Fast_ITEMS(fast), n, &out[0], &at)
+        for item in tuple(fast[at:]):
+            out[at] = item if PyLong_Check(item) else PyNumber_Index(item)
+            at += 1
     except (TypeError, OverflowError):
         return fail(err, STATUS_BAD_ID, -1, at)
     return STATUS_OK

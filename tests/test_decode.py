@@ -397,6 +397,27 @@ def test_ids_from_sequence_reads_ints_and_names_the_bad_item():
         _decode.ids_from_sequence([1, 2, 3, 4, 5], out)
 
 
+def test_ids_from_sequence_survives_an_index_that_changes_the_list():
+    """An item whose __index__ empties the list and refills it (its item array is freed
+    and reallocated) while the ids are read: the rest of the ids are read as they
+    were when the first such item was met, never from freed memory."""
+    class Rewrites:
+        def __init__(self, value, target):
+            self.value, self.target = value, target
+
+        def __index__(self):
+            self.target.clear()
+            self.target.extend(range(5000, 105000))
+            return self.value
+
+    ids = [1, 2]
+    ids += [Rewrites(3, ids), 4, 5, Rewrites(6, ids), 7]
+    out = np.empty(7, np.uint32)
+    assert _decode.ids_from_sequence(ids, out, err_buffer()) == 0
+    assert out.tolist() == [1, 2, 3, 4, 5, 6, 7]
+    assert len(ids) == 100000
+
+
 def test_one_id_check_for_symbols_and_tokens():
     """substrate.decode_symbols and Tokenizer.decode share as_id_array."""
     def on_bad(ids, position):
