@@ -271,6 +271,9 @@ def end_to_end(path, mb, tok_path, tok, repeat, compare=None):
         def kernel():
             tok.encode_utf8_batch(data, offsets, num_threads=1)
 
+        def kernel_fresh():   # what a worker meets: the tokenizer loaded, its cache empty
+            Tokenizer.load(tok_path).encode_utf8_batch(data, offsets, num_threads=1)
+
         small = os.path.join(tmp, "small.jsonl")   # 20 documents: the start-up cost of a run
         with open(corpus, encoding="utf-8") as f, open(small, "w", encoding="utf-8") as g:
             g.writelines(next(f) for _ in range(min(20, len(texts))))
@@ -288,7 +291,7 @@ def end_to_end(path, mb, tok_path, tok, repeat, compare=None):
             return r.ru_utime + r.ru_stime
 
         encode(1)   # writes the .pyc files once, as an install would
-        runs = {"kernel": kernel, 1: lambda: encode(1), 2: lambda: encode(2), "start": lambda: encode(1, small)}
+        runs = {"kernel": kernel, "fresh": kernel_fresh, 1: lambda: encode(1), 2: lambda: encode(2), "start": lambda: encode(1, small)}
         if compare:
             encode(1, repo=compare)
             runs.update({"other 1": lambda: encode(1, repo=compare), "other 2": lambda: encode(2, repo=compare),
@@ -314,6 +317,9 @@ def end_to_end(path, mb, tok_path, tok, repeat, compare=None):
         print("|---|---:|---:|---:|---:|---:|")
         print(f"| kernel, encode_utf8_batch, 1 thread | {size / kw / 1e6:,.0f} | 1.00x | {kc:.2f} | "
               f"{size / kc / 1e6:,.0f} | 1.00x |")
+        fw, fc = (statistics.median(v) for v in times["fresh"])
+        print(f"| kernel, a freshly loaded tokenizer (load + cold cache), 1 thread | {size / fw / 1e6:,.0f} | "
+              f"{kw / fw:.2f}x | {fc:.2f} | {size / fc / 1e6:,.0f} | {kc / fc:.2f}x |")
         for workers in (1, 2):
             w, c = (statistics.median(v) for v in times[workers])
             print(f"| ube encode --workers {workers} | {size / w / 1e6:,.0f} | {kw / w / workers:.2f}x | {c:.2f} | "
