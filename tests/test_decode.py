@@ -434,3 +434,18 @@ def test_one_id_check_for_symbols_and_tokens():
     with pytest.raises(SymbolDecodeError, match="offset 2"):
         decode_symbols([65, 66, -1], "utf8")
     assert decode_symbols((72, 105), "utf8") == "Hi"
+
+
+@pytest.mark.parametrize("substrate", ["ube", "utf8"])
+def test_a_tokenizer_pickles_after_it_has_encoded_and_decoded(toks, sample_texts, substrate):
+    """Its compiled encode and decode tables stay behind (kernel objects do not pickle);
+    the copy rebuilds them and gives the same ids and text (a tokenizer sent to workers
+    after use, as Ray and process pools do)."""
+    import pickle
+
+    tok = toks[substrate]
+    ids = tok.encode(sample_texts[0])
+    assert tok.decode(ids.tolist()) == sample_texts[0]
+    copy = pickle.loads(pickle.dumps(tok))
+    assert copy.encode(sample_texts[0]).tolist() == ids.tolist()
+    assert copy.decode(ids.tolist()) == copy.decode(ids) == sample_texts[0]

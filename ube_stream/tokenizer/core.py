@@ -465,6 +465,7 @@ class Tokenizer:
         state = dict(self.__dict__)
         state.pop("_kernel_state", None)  # compiled tables are rebuilt in the receiving process
         state.pop("_stage2_state", None)
+        state.pop("_decode_state", None)  # its DecodeTables is a kernel object (no pickling)
         return state
 
     def _chunk_bounds(self, data: np.ndarray, offsets: np.ndarray, first_doc: int):
