@@ -811,7 +811,7 @@ cdef int chunk_slow(const Tables* t, ChunkCache* cache, Work* w, const uint8_t* 
         w.out_size += m
         return STATUS_OK
     m = cache.vals[s.v0 >> 32]
-    if out_reserve(w, m + INLINE_IDS * left) < 0:
+    if out_reserve(w, m + 8 + INLINE_IDS * left) < 0:   # copy_ids writes up to 7 ids past m
         return STATUS_NO_MEMORY
     copy_ids(w.out + w.out_size, cache.vals + (s.v0 >> 32) + 1, m)
     w.out_size += m
