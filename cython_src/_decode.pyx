@@ -128,15 +128,18 @@ cdef extern from *:
     void ube_prefetch(const void* p) noexcept nogil
 
 
-cdef Py_ssize_t _read_small_ints(PyObject** items, Py_ssize_t n, uint32_t* out) noexcept:
+cdef Py_ssize_t _read_small_ints(PyObject** items, Py_ssize_t n, uint32_t* out,
+                                 const uint64_t* entries=NULL, Py_ssize_t n_entries=0) noexcept:
     """out[i] = items[i] while each is an exact int below 2**30 (``ube_small_int``,
     read straight from the object, no Python code run); returns the first ``i``
-    that is not."""
+    that is not.  ``entries``: also ask for the decode entry of each id read."""
     cdef Py_ssize_t i
     for i in range(n):
         ube_prefetch_item(items, i + 16, n)
         if not ube_small_int(items[i], &out[i]):
             return i
+        if entries != NULL and out[i] < <uint64_t>n_entries:
+            ube_prefetch(entries + out[i])
     return n
 
 
@@ -477,14 +480,9 @@ def decode_sequence(DecodeTables tables not None, seq, bint as_bytes, int64_t[::
     if _decode_begin(tables, &d, n) < 0:
         return fail(err, STATUS_NO_MEMORY, d.cap, -1), None
     # the first block read alone (its entries asked for), each next one while the one before decodes
-    r.items, r.n, r.out, r.bad = items, min(<Py_ssize_t>SEQ_BLOCK, n), bufs[0], -1
-    for i in range(r.n):
-        ube_prefetch_item(items, i + 16, n)
-        if not ube_small_int(items[i], &r.out[i]):
-            r.bad = i
-            break
-        if r.out[i] < <uint64_t>d.n_entries:
-            ube_prefetch(d.ep + r.out[i])
+    r.items, r.n, r.out = items, min(<Py_ssize_t>SEQ_BLOCK, n), bufs[0]
+    i = _read_small_ints(items, r.n, r.out, d.ep, d.n_entries)
+    r.bad = i if i < r.n else -1
     while lo < n and status == STATUS_OK:
         buf = r.out
         nb = r.n

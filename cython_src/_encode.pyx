@@ -728,6 +728,15 @@ cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const
     return STATUS_OK
 
 
+cdef inline void store_lanes(uint32_t* o, uint64_t v0, uint64_t v1) noexcept nogil:
+    """The four id lanes of an inline slot value at ``o`` (whatever its count: the
+    output keeps INLINE_IDS ids of room per chunk left in the block)."""
+    o[0] = <uint32_t>((v0 >> 8) & ID24)
+    o[1] = <uint32_t>(v0 >> 32)
+    o[2] = <uint32_t>v1
+    o[3] = <uint32_t>(v1 >> 32)
+
+
 cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t* p,
                      const uint8_t* limit, Py_ssize_t first, const int64_t* ends, Py_ssize_t nchunks,
                      int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
@@ -749,7 +758,6 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
     cdef const Slot* pair
     cdef uint64_t k0, k1, v0, v1, count
     cdef bint hit0, hit1
-    cdef uint32_t* o
     cdef int status
     start = first
     b = 0
@@ -774,11 +782,7 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
             v0 = pair[0].v0 if hit0 else pair[1].v0
             v1 = pair[0].v1 if hit0 else pair[1].v1
             count = (v0 & 0xFF) if (hit0 | hit1) else 0   # 0: spilled, long, a miss, or an empty chunk
-            o = w.out + w.out_size
-            o[0] = <uint32_t>((v0 >> 8) & ID24)
-            o[1] = <uint32_t>(v0 >> 32)
-            o[2] = <uint32_t>v1
-            o[3] = <uint32_t>(v1 >> 32)
+            store_lanes(w.out + w.out_size, v0, v1)
             w.out_size += count
             cache.hits += count != 0
             if count == 0 and keys[j].n > 0:
@@ -803,12 +807,8 @@ cdef int chunk_slow(const Tables* t, ChunkCache* cache, Work* w, const uint8_t* 
         return encode_miss(t, cache, w, s, chunk, k, nxt, prv, node_rank, heap, batch, bad_byte)
     cache.hits += 1
     if s.v0 & 0xFF:     # inline ids in a slot past the home pair
-        m = <Py_ssize_t>(s.v0 & 0xFF)
-        w.out[w.out_size] = <uint32_t>((s.v0 >> 8) & ID24)
-        w.out[w.out_size + 1] = <uint32_t>(s.v0 >> 32)
-        w.out[w.out_size + 2] = <uint32_t>s.v1
-        w.out[w.out_size + 3] = <uint32_t>(s.v1 >> 32)
-        w.out_size += m
+        store_lanes(w.out + w.out_size, s.v0, s.v1)
+        w.out_size += <Py_ssize_t>(s.v0 & 0xFF)
         return STATUS_OK
     m = cache.vals[s.v0 >> 32]
     if out_reserve(w, m + 8 + INLINE_IDS * left) < 0:   # copy_ids writes up to 7 ids past m
