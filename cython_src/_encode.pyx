@@ -1170,23 +1170,27 @@ cdef class Encoder:
         return out[:m].copy()
 
     def encode_utf8(self, const uint8_t[::1] data, const int64_t[::1] offsets, int slot=0,
-                    int64_t[::1] err=None):
+                    int64_t[::1] err=None, int64_t bos=-1, int64_t eos=-1):
         """Encode documents ``data[offsets[d]:offsets[d+1]]`` (split inline by the
         pre-tokenizer given at construction, ``split``).
 
-        Returns ``(status, ids uint32, token_offsets int64[n+1])``; on
-        ``STATUS_INVALID_UTF8`` (``err``: absolute byte offset, document index)
-        or ``STATUS_NO_MEMORY`` the arrays are None.
+        ``bos`` / ``eos`` (>= 0): an id written before / after every document
+        (counted in its token range); -1: none.  Returns ``(status, ids uint32,
+        token_offsets int64[n+1])``; on ``STATUS_INVALID_UTF8`` (``err``:
+        absolute byte offset, document index) or ``STATUS_NO_MEMORY`` the arrays
+        are None.
         """
-        return self._encode(data, offsets, None, None, slot, err)
+        return self._encode(data, offsets, None, None, slot, err, NULL, bos, eos)
 
     def encode_chunks(self, const uint8_t[::1] data, const int64_t[::1] offsets,
                       const int64_t[::1] ends, const int64_t[::1] doc_chunk_offsets, int slot=0,
-                      int64_t[::1] err=None, int64_t[::1] chunk_tokens=None):
+                      int64_t[::1] err=None, int64_t[::1] chunk_tokens=None, int64_t bos=-1,
+                      int64_t eos=-1):
         """Like :meth:`encode_utf8` with chunk ends computed elsewhere
         (``chunk_bounds_batch``: absolute end offsets, ``doc_chunk_offsets[n+1]``).
         ``chunk_tokens`` (``len(ends) + 1`` entries, for SuperBPE's stage 2) receives
-        where each chunk's ids start in the output, and their total last."""
+        where each chunk's ids start in the output, and their total last; it
+        takes no ``bos``/``eos`` (stage 2 writes them)."""
         if doc_chunk_offsets.shape[0] != offsets.shape[0]:
             raise ValueError(f"doc_chunk_offsets has {doc_chunk_offsets.shape[0]} entries, "
                              f"offsets {offsets.shape[0]}: both need ndocs + 1")
@@ -1205,12 +1209,14 @@ cdef class Encoder:
                 raise ValueError(f"the chunks of document {d} end at {prev}, not at {offsets[d + 1]}")
         if chunk_tokens is not None and chunk_tokens.shape[0] < ends.shape[0] + 1:
             raise ValueError(f"chunk_tokens needs {ends.shape[0] + 1} entries, got {chunk_tokens.shape[0]}")
+        if chunk_tokens is not None and (bos >= 0 or eos >= 0):
+            raise ValueError("chunk_tokens takes no bos/eos (SuperBPE's stage 2 writes them)")
         return self._encode(data, offsets, ends, doc_chunk_offsets, slot, err,
-                            &chunk_tokens[0] if chunk_tokens is not None else NULL)
+                            &chunk_tokens[0] if chunk_tokens is not None else NULL, bos, eos)
 
     cdef _encode(self, const uint8_t[::1] data, const int64_t[::1] offsets,
                  const int64_t[::1] ends, const int64_t[::1] doc_chunk_offsets, int slot,
-                 int64_t[::1] err, int64_t* chunk_tokens=NULL):
+                 int64_t[::1] err, int64_t* chunk_tokens, int64_t bos, int64_t eos):
         cdef Py_ssize_t nd = offsets.shape[0] - 1, d, nchunks, win, cap = 0
         cdef int64_t start, stop, pos, wend
         cdef int status = STATUS_OK
@@ -1218,6 +1224,8 @@ cdef class Encoder:
         check_err(err)
         if nd < 0:
             raise ValueError("offsets needs ndocs + 1 entries")
+        if bos > 0xFFFFFFFF or eos > 0xFFFFFFFF or bos < -1 or eos < -1:
+            raise ValueError(f"bos/eos must be uint32 ids or -1, got {bos}, {eos}")
         if offsets[0] < 0 or offsets[nd] > data.shape[0]:
             raise ValueError(f"offsets span [{offsets[0]}, {offsets[nd]}] is outside data (0..{data.shape[0]})")
         for d in range(nd):
@@ -1245,6 +1253,12 @@ cdef class Encoder:
                 for d in range(nd):
                     if status != STATUS_OK:
                         break
+                    if bos >= 0:
+                        if out_reserve(&w, 1) < 0:
+                            status = STATUS_NO_MEMORY
+                            break
+                        w.out[w.out_size] = <uint32_t>bos
+                        w.out_size += 1
                     start = offsets[d]
                     stop = offsets[d + 1]
                     if inline_split:
@@ -1287,6 +1301,12 @@ cdef class Encoder:
                             if status != STATUS_OK:
                                 bad = bad_at
                                 bad_doc = d
+                    if eos >= 0 and status == STATUS_OK:
+                        if out_reserve(&w, 1) < 0:
+                            status = STATUS_NO_MEMORY
+                            break
+                        w.out[w.out_size] = <uint32_t>eos
+                        w.out_size += 1
                     tv[d + 1] = w.out_size
             if status == STATUS_NO_MEMORY:
                 return fail(err, STATUS_NO_MEMORY, -1, -1), None, None

@@ -377,7 +377,8 @@ cdef class Stage2:
 
     def encode_text_spans(self, const uint8_t[::1] data, const int64_t[::1] ends, const uint32_t[::1] ids,
                           const int64_t[::1] chunk_tokens, const int64_t[::1] doc_chunk_offsets,
-                          const int64_t[::1] offsets, const uint8_t[::1] classes, int64_t[::1] err=None):
+                          const int64_t[::1] offsets, const uint8_t[::1] classes, int64_t[::1] err=None,
+                          int64_t bos=-1, int64_t eos=-1):
         """Stage 2 of documents ``data[offsets[d]:offsets[d + 1]]`` with their spans found
         inline by the span rule of ``_spans.pxd`` (``classes``: span_class_table()).
 
@@ -386,6 +387,7 @@ cdef class Stage2:
         ``chunk_tokens`` as :meth:`encode_spans`.  Returns ``(status, ids uint32,
         token_offsets int64[ndocs + 1])``; STATUS_INVALID_UTF8: ``err`` = (absolute
         byte offset, document); STATUS_BAD_ID: ``err`` = (input position, document).
+        ``bos`` / ``eos`` (>= 0): an id written before / after every document; -1: none.
         """
         cdef Py_ssize_t nchunks = chunk_tokens.shape[0] - 1, nd = doc_chunk_offsets.shape[0] - 1
         cdef Py_ssize_t d, c0, c1
@@ -403,7 +405,9 @@ cdef class Stage2:
         for d in range(nd):
             if offsets[d] < 0 or offsets[d] > offsets[d + 1] or offsets[d + 1] > data.shape[0]:
                 raise ValueError(f"offsets[{d}:{d + 2}] is not a range of data")
-        out = np.empty(max(ids.shape[0], 1), dtype=np.uint32)
+        if bos > 0xFFFFFFFF or eos > 0xFFFFFFFF or bos < -1 or eos < -1:
+            raise ValueError(f"bos/eos must be uint32 ids or -1, got {bos}, {eos}")
+        out = np.empty(max(ids.shape[0] + nd * ((bos >= 0) + (eos >= 0)), 1), dtype=np.uint32)
         token_offsets = np.zeros(nd + 1, dtype=np.int64)
         cdef uint32_t[::1] ov = out
         cdef int64_t[::1] tv = token_offsets
@@ -413,6 +417,9 @@ cdef class Stage2:
         cdef const uint8_t* p = &data[0] if data.shape[0] > 0 else NULL
         with nogil:
             for d in range(nd):
+                if bos >= 0:
+                    ov[out_size] = <uint32_t>bos
+                    out_size += 1
                 c0 = doc_chunk_offsets[d]
                 while c0 < doc_chunk_offsets[d + 1]:
                     c1 = span_end(p, &ends[0], c0, doc_chunk_offsets[d + 1],
@@ -429,6 +436,9 @@ cdef class Stage2:
                 if status != STATUS_OK:
                     bad_doc = d
                     break
+                if eos >= 0:
+                    ov[out_size] = <uint32_t>eos
+                    out_size += 1
                 tv[d + 1] = out_size
         if status != STATUS_OK:
             return fail(err, status, bad, bad_doc), None, None

@@ -298,6 +298,48 @@ def test_threads_give_identical_results(utf8_tok, multilingual_lines):
     assert np.array_equal(ids1, np.concatenate(one))
 
 
+@pytest.mark.parametrize("path", ["inline split", "regex split", "superbpe"])
+@pytest.mark.parametrize("bos_id, eos_id", [(None, 1), (0, 1), (2, None), (None, None)])
+def test_kernel_writes_bos_and_eos_around_every_document(tokenizers_by_substrate, multilingual_lines, path,
+                                                         bos_id, eos_id):
+    """encode_utf8_batch(bos_id=, eos_id=) gives each document [BOS] + its ids + [EOS],
+    as a plain walk over encode_ordinary builds it, empty documents included, for the
+    inline split, the regex path (chunk ends from outside) and SuperBPE's stage 2, on 1
+    and 3 threads."""
+    from _helpers import superbpe_from_plain
+
+    from ube_stream import Tokenizer
+
+    plain = tokenizers_by_substrate["ube"]
+    lines = multilingual_lines[:300]
+    if path == "regex split":
+        tok = Tokenizer(substrate="ube", merges=plain.merges, special_tokens=SPECIALS,
+                        pattern=r"regex:\p{L}+|\s+|[^\p{L}\s]+")
+    elif path == "superbpe":
+        tok = superbpe_from_plain(plain, lines[:100])
+    else:
+        tok = plain
+    docs = [""] + lines[:40] + ["", ""] + lines[40:]
+    data = np.frombuffer("".join(docs).encode(), np.uint8)
+    offsets = np.cumsum([0] + [len(d.encode()) for d in docs])
+    want, want_offsets = [], [0]
+    for doc in docs:
+        want += [bos_id] * (bos_id is not None) + tok.encode_ordinary(doc).tolist() + [eos_id] * (eos_id is not None)
+        want_offsets.append(len(want))
+    for threads in (1, 3):
+        ids, token_offsets = tok.encode_utf8_batch(data, offsets, num_threads=threads, bos_id=bos_id, eos_id=eos_id)
+        assert ids.dtype == np.uint32 and ids.tolist() == want and token_offsets.tolist() == want_offsets
+
+
+@pytest.mark.parametrize("bad", [-1, 3000 + len(SPECIALS), 1 << 32, 1.0, True, "1"])
+def test_bos_and_eos_must_be_token_ids(utf8_tok, bad):
+    data = np.frombuffer(b"ab", np.uint8)
+    with pytest.raises(ValueError, match="eos_id must be a token id"):
+        utf8_tok.encode_utf8_batch(data, np.array([0, 2]), eos_id=bad)
+    with pytest.raises(ValueError, match="bos_id must be a token id"):
+        utf8_tok.encode_utf8_batch(data, np.array([0, 2]), bos_id=bad)
+
+
 def test_special_tokens_only_when_allowed(utf8_tok, tiktoken_encoding):
     """tiktoken's rules: allowed markers become special ids, disallowed ones (default:
     all) raise naming the offset, disallowed_special=() and encode_ordinary give text."""

@@ -675,27 +675,3 @@ def test_cli_errors_name_flags_where_the_library_names_parameters(corpus, tok_pa
     assert str(info.value) == "bos=True needs bos_token naming a special token"
     assert main(["encode", corpus[0][0], "--tokenizer", tok_path, "-o", out, "--bos", "-q"]) == 1
     assert capsys.readouterr().err == "ube encode: error: --bos needs --bos-token naming a special token\n"
-
-
-@pytest.mark.parametrize("bos_id, eos_id", [(None, 7), (5, 7), (5, None), (None, None)])
-@pytest.mark.parametrize("mean", [3, 2000])   # short documents: the mask; long ones: slice by slice
-def test_with_special_tokens_matches_a_plain_walk(bos_id, eos_id, mean):
-    """Every document's tokens with BOS before and EOS after, as a plain loop over the
-    documents builds them, for both ways with_special_tokens works (empty documents too)."""
-    import numpy as np
-
-    from ube_stream.shards.writer import LONG_DOCUMENT, with_special_tokens
-
-    rng = np.random.default_rng(mean)
-    lengths = rng.integers(0, 2 * mean, 40)
-    lengths[[0, 5]] = 0
-    offsets = np.zeros(41, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    ids = rng.integers(0, 1 << 32, offsets[-1], dtype=np.uint64).astype(np.uint32)
-    want, want_offsets = [], [0]
-    for a, b in zip(offsets[:-1], offsets[1:]):
-        want += ([bos_id] if bos_id is not None else []) + ids[a:b].tolist() + ([eos_id] if eos_id is not None else [])
-        want_offsets.append(len(want))
-    assert (ids.size >= LONG_DOCUMENT * 40) == (mean > LONG_DOCUMENT)   # both paths are taken
-    out, out_offsets = with_special_tokens(ids, offsets, bos_id, eos_id)
-    assert out.tolist() == want and out_offsets.tolist() == want_offsets

@@ -48,6 +48,8 @@ class Encoder:
         offsets: npt.NDArray[np.int64],  # ndocs + 1 byte offsets
         slot: int = 0,
         err: _Err = None,
+        bos: int = -1,  # an id before every document (-1: none)
+        eos: int = -1,  # an id after every document (-1: none)
     ) -> Tuple[int, Optional[npt.NDArray[np.uint32]], Optional[npt.NDArray[np.int64]]]: ...
     # (status, ids, token_offsets); STATUS_INVALID_UTF8: err = (absolute byte offset, document);
     # STATUS_NO_MEMORY: err = (-1, -1)
@@ -60,6 +62,8 @@ class Encoder:
         slot: int = 0,
         err: _Err = None,
         chunk_tokens: Optional[npt.NDArray[np.int64]] = None,  # len(ends) + 1: where each chunk's ids start, total last
+        bos: int = -1,  # as encode_utf8 (not with chunk_tokens)
+        eos: int = -1,
     ) -> Tuple[int, Optional[npt.NDArray[np.uint32]], Optional[npt.NDArray[np.int64]]]: ...
 
 def utf8_join(texts: List[str]) -> Tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:

@@ -43,5 +43,7 @@ class Stage2:
         offsets: npt.NDArray[np.int64],  # ndocs + 1 byte offsets
         classes: npt.NDArray[np.uint8],  # pretokenizer.span_class_table()
         err: _Err = None,
+        bos: int = -1,  # an id before every document (-1: none)
+        eos: int = -1,  # an id after every document (-1: none)
     ) -> _Result: ...
     # spans found inline by the rule of _spans.pxd; STATUS_INVALID_UTF8: err = (byte offset, document)

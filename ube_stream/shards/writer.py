@@ -34,7 +34,6 @@ from ..storage import atomic_write_json, storage_error
 from . import index_format as fmt
 from .locks import _HOST, FileLock, read_holder
 
-LONG_DOCUMENT = 1024  # tokens a document on average from which with_special_tokens copies slice by slice
 DISPATCHED_LOCK_WAIT_S = 60.0   # how long a dispatched unit waits for a live holder on its own host
 
 
@@ -138,42 +137,6 @@ class _UnitShards:
                 os.unlink(self.tokens_path + self.tmp_suffix)
             except OSError:
                 pass
-
-
-def with_special_tokens(ids: np.ndarray, token_offsets: np.ndarray, bos_id: Optional[int],
-                        eos_id: Optional[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Prepend ``bos_id`` / append ``eos_id`` to every document.
-
-    Documents of ``LONG_DOCUMENT`` tokens or more on average are copied one
-    slice each (a memory copy, a few hundred ns of Python a document); shorter
-    ones go through one boolean mask over the output (a pass over the tokens,
-    ~5-10 ns a token, but no per-document Python)."""
-    nb, ne = int(bos_id is not None), int(eos_id is not None)
-    if nb + ne == 0:
-        return ids, token_offsets
-    n = len(token_offsets) - 1
-    offsets = token_offsets + np.arange(n + 1, dtype=np.int64) * (nb + ne)
-    out = np.empty(int(offsets[-1]), dtype=np.uint32)
-    if n and len(ids) >= LONG_DOCUMENT * n:
-        starts, stops, firsts = token_offsets[:-1].tolist(), token_offsets[1:].tolist(), (offsets[:-1] + nb).tolist()
-        for a, b, c in zip(starts, stops, firsts):
-            out[c:c + b - a] = ids[a:b]
-        if bos_id is not None:
-            out[offsets[:-1]] = bos_id
-        if eos_id is not None:
-            out[offsets[1:] - 1] = eos_id
-        return out, offsets
-    special = np.zeros(len(out), dtype=bool)
-    if nb:
-        special[offsets[:-1]] = True
-    if ne:
-        special[offsets[1:] - 1] = True
-    out[~special] = ids
-    if bos_id is not None:   # nb
-        out[offsets[:-1]] = bos_id
-    if eos_id is not None:   # ne
-        out[offsets[1:] - 1] = eos_id
-    return out, offsets
 
 
 class SpecialTextCounter:
@@ -281,20 +244,22 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
         shards = _UnitShards(out_dir, unit_id, shard_tokens, fingerprint, tmp_suffix)
         documents = tokens = nbytes = 0
         path = unit.source.path
+
+        def encode(data, offsets):
+            return tokenizer.encode_utf8_batch(data, offsets, bos_id=bos_id, eos_id=eos_id)
+
         try:
             for batch in readers.read_unit(unit, column=column, text_mode=text_mode, on_error=on_error,
                                            skips=skips):
                 data, offsets = batch.utf8()
-                try:
-                    ids, token_offsets = tokenizer.encode_utf8_batch(data, offsets)
+                try:   # the kernel writes BOS/EOS around each document: no copy of the ids
+                    ids, token_offsets = encode(data, offsets)
                 except InvalidTextError as exc:
                     data, offsets, (ids, token_offsets) = drop_bad_documents(
-                        exc, batch, data, offsets, tokenizer.encode_utf8_batch, path, on_error, skips)
+                        exc, batch, data, offsets, encode, path, on_error, skips)
                 if len(token_offsets) <= 1:
                     continue
                 special_text.add(data, offsets)
-                ids, token_offsets = with_special_tokens(ids, np.asarray(token_offsets, dtype=np.int64),
-                                                         bos_id, eos_id)
                 shards.add(ids, token_offsets, batch.rows, unit.source.source_id)
                 kill_point(out_dir, unit_id)
                 documents += len(token_offsets) - 1

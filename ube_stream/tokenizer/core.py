@@ -486,28 +486,32 @@ class Tokenizer:
                 f"characters): it backtracks catastrophically. Fix the pattern, or, if you trust the "
                 f"file, load it with trust_pattern=True to run it without a limit") from None
 
-    def _encode_range(self, data: np.ndarray, offsets: np.ndarray, first_doc: int = 0):
+    def _encode_range(self, data: np.ndarray, offsets: np.ndarray, first_doc: int = 0, bos: int = -1,
+                      eos: int = -1):
         """Model ids of documents ``data[offsets[d]:offsets[d+1]]`` (one thread; the kernel
-        maps internal ids to the model's numbering)."""
+        maps internal ids to the model's numbering, and writes ``bos``/``eos`` (>= 0)
+        around each document)."""
         from ..pretokenizer import encoder_split
 
         if self.superbpe is not None:
-            return self._encode_range_superbpe(data, offsets, first_doc)
+            return self._encode_range_superbpe(data, offsets, first_doc, bos, eos)
         encoder, slots = self._kernel()
         slot = slots.get()
         err = err_buffer()
         try:
             if encoder_split(self.pattern) is not None:  # the encoder splits inline (encoder.split)
-                status, ids, token_offsets = encoder.encode_utf8(data, offsets, slot, err)
+                status, ids, token_offsets = encoder.encode_utf8(data, offsets, slot, err, bos, eos)
             else:
                 ends, doc_chunks = self._chunk_bounds(data, offsets, first_doc)
-                status, ids, token_offsets = encoder.encode_chunks(data, offsets, ends, doc_chunks, slot, err)
+                status, ids, token_offsets = encoder.encode_chunks(data, offsets, ends, doc_chunks, slot, err,
+                                                                   None, bos, eos)
         finally:
             slots.put(slot)
         check_status(status, err, what="encoding", data=data, offsets=offsets, first_item=first_doc)
         return ids, token_offsets
 
-    def _encode_range_superbpe(self, data: np.ndarray, offsets: np.ndarray, first_doc: int):
+    def _encode_range_superbpe(self, data: np.ndarray, offsets: np.ndarray, first_doc: int, bos: int,
+                               eos: int):
         """SuperBPE: chunk ends; stage 1 (merges[:k]) of each chunk, through the
         encoder's chunk cache, which also writes where each chunk's ids start; then
         stage 2 across the chunks of each span (``_superword``: spans found inline by
@@ -525,16 +529,17 @@ class Tokenizer:
             slots.put(slot)
         if status == STATUS_OK:
             status, ids, token_offsets = self._stage2().encode_text_spans(
-                data, ends, ids1, chunk_tokens, doc_chunks, offsets, span_class_table(), err)
+                data, ends, ids1, chunk_tokens, doc_chunks, offsets, span_class_table(), err, bos, eos)
         check_status(status, err, what="encoding", data=data, offsets=offsets, first_item=first_doc)
         return ids, token_offsets
 
-    def _encode_docs(self, data: np.ndarray, offsets: np.ndarray, num_threads: Optional[int]):
+    def _encode_docs(self, data: np.ndarray, offsets: np.ndarray, num_threads: Optional[int], bos: int = -1,
+                     eos: int = -1):
         """Model ids of a batch, split across ``num_threads`` threads by bytes."""
         ndocs = offsets.shape[0] - 1
         threads = max(1, min(int(num_threads or 1), ndocs))
         if threads == 1:
-            return self._encode_range(data, offsets)
+            return self._encode_range(data, offsets, 0, bos, eos)
         from concurrent.futures import ThreadPoolExecutor
 
         # contiguous groups of documents with about equal bytes
@@ -542,7 +547,8 @@ class Tokenizer:
         cuts = np.unique(np.concatenate(([0], np.searchsorted(offsets, targets), [ndocs])))
         groups = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
         with ThreadPoolExecutor(len(groups)) as pool:
-            parts = list(pool.map(lambda g: self._encode_range(data, offsets[g[0]:g[1] + 1], g[0]), groups))
+            parts = list(pool.map(lambda g: self._encode_range(data, offsets[g[0]:g[1] + 1], g[0], bos, eos),
+                                  groups))
         ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint32)
         token_offsets = np.zeros(ndocs + 1, dtype=np.int64)
         base = 0
@@ -709,11 +715,14 @@ class Tokenizer:
             out.append(np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32))
         return out
 
-    def encode_utf8_batch(self, data: np.ndarray, offsets: np.ndarray, *,
-                          num_threads: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
+    def encode_utf8_batch(self, data: np.ndarray, offsets: np.ndarray, *, num_threads: Optional[int] = None,
+                          bos_id: Optional[int] = None,
+                          eos_id: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
         """Hot-path entry: documents as one UTF-8 buffer with ``n+1`` byte offsets
         -> ``(ids uint32, token_offsets int64[n+1])``.  No special tokens are
-        recognised (documents are plain text).  Raises
+        recognised (documents are plain text).  ``bos_id`` / ``eos_id``: a token id
+        the kernel writes before / after every document, inside its token range
+        (``ube encode``'s EOS; no copy of the ids).  Raises
         :class:`~ube_stream.errors.InvalidTextError` naming the document and byte
         offset of invalid UTF-8."""
 
@@ -721,7 +730,15 @@ class Tokenizer:
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         if offsets.ndim != 1 or offsets.shape[0] < 1:
             raise ValueError(f"offsets must be 1-D with ndocs + 1 entries, got shape {offsets.shape}")
-        return self._encode_docs(data, offsets, num_threads)
+        marks = []
+        for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
+            if value is None:
+                marks.append(-1)
+            elif isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 0 <= value < self.vocab_size:
+                marks.append(int(value))
+            else:
+                raise ValueError(f"{name} must be a token id in [0, {self.vocab_size}) or None, got {value!r}")
+        return self._encode_docs(data, offsets, num_threads, *marks)
 
     # ------------------------------------------------------------------ decoding
     # The Cython decoder (ube_stream._decode) does the work: decode_tokens copies
