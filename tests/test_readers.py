@@ -119,6 +119,22 @@ FORMATS = ["parquet", "arrow_file", "arrow_stream", "feather", "jsonl", "jsonl.z
            "txt", "txt.zst", "txt.gz", "hf_dataset"]
 
 
+@pytest.mark.parametrize("name", ["jsonl", "jsonl.zst", "txt"])
+def test_line_file_batches_hold_one_block_of_text(corpus, docs, name, monkeypatch):
+    """A batch of a line file never joins blocks: its text is at most one block
+    plus the end of the line the block before cut, and at most batch_rows
+    documents; the batches in order are the documents."""
+    monkeypatch.setattr(_compression, "BLOCK_BYTES", 5000)
+    longest = max(len(json.dumps({"text": d}, ensure_ascii=False).encode()) for d in docs)
+    texts = []
+    for batch in iter_batches(corpus[name], batch_rows=300):
+        data, offsets = batch.utf8()
+        assert len(batch) <= 300
+        assert offsets[-1] - offsets[0] <= 5000 + longest
+        texts += batch.to_pylist()
+    assert texts == docs
+
+
 @pytest.mark.parametrize("name", FORMATS)
 @pytest.mark.parametrize("unit_rows", [None, 777])
 def test_every_format_gives_the_same_documents(corpus, docs, name, unit_rows, monkeypatch):
@@ -705,3 +721,34 @@ def test_jsonl_surrogate_escapes_as_json_loads(tmp_path, escaped, expected):
         assert _error(str(path)).reason == "invalid_text"
     else:
         assert list(iter_texts(str(path))) == [expected] == [json.loads(path.read_bytes())["text"]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=st.lists(st.integers(0, 300), min_size=0, max_size=60), unit_rows=st.integers(1, 30),
+       unit_bytes=st.one_of(st.none(), st.integers(1, 2000)), block=st.sampled_from([7, 64, 1000]),
+       final_newline=st.booleans())
+def test_scan_line_starts_equals_a_line_by_line_walk(tmp_path_factory, lengths, unit_rows, unit_bytes, block,
+                                                     final_newline):
+    """The unit cuts of a line file (a unit ends after unit_rows rows, or at the end of
+    the first line reaching unit_bytes from its start) as a walk over the lines finds
+    them, for any block size the scan reads with."""
+    content = b"\n".join(b"x" * n for n in lengths) + (b"\n" if final_newline and lengths else b"")
+    path = tmp_path_factory.mktemp("scan") / "f.txt"
+    path.write_bytes(content)
+    lines = content.split(b"\n")
+    if content.endswith(b"\n") or not content:
+        lines = lines[:-1]
+    want, row0, byte0, pos = [(0, 0)], 0, 0, 0
+    for i, line in enumerate(lines):
+        pos += len(line) + 1
+        if i + 1 < len(lines) or content.endswith(b"\n"):
+            if i + 1 - row0 >= unit_rows or (unit_bytes is not None and pos - byte0 >= unit_bytes):
+                row0, byte0 = i + 1, pos
+                if row0 < len(lines):
+                    want.append((row0, byte0))
+    old = _compression.BLOCK_BYTES
+    _compression.BLOCK_BYTES = block
+    try:
+        assert _compression.scan_line_starts(str(path), unit_rows, unit_bytes) == (len(lines), want)
+    finally:
+        _compression.BLOCK_BYTES = old

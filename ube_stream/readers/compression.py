@@ -155,6 +155,11 @@ def scan_line_starts(path: str, unit_rows: int, unit_bytes: int | None = None) -
             block = f.read(BLOCK_BYTES)
             if not block:
                 break
+            row0, byte0 = starts[-1]
+            count = block.count(b"\n")
+            if lines + count < row0 + unit_rows and (unit_bytes is None or pos + len(block) < byte0 + unit_bytes):
+                lines, pos, last = lines + count, pos + len(block), block[-1:]   # no cut in this block
+                continue
             ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10) + (pos + 1)   # byte after each \n
             while True:
                 row0, byte0 = starts[-1]
