@@ -675,3 +675,42 @@ def test_cli_errors_name_flags_where_the_library_names_parameters(corpus, tok_pa
     assert str(info.value) == "bos=True needs bos_token naming a special token"
     assert main(["encode", corpus[0][0], "--tokenizer", tok_path, "-o", out, "--bos", "-q"]) == 1
     assert capsys.readouterr().err == "ube encode: error: --bos needs --bos-token naming a special token\n"
+
+
+@pytest.mark.parametrize("texts", [[b"<|endoftext|>", b"<|pad|>"], [b"ab", b"b", b"<|x|>"], [b"\xe6\x80\xa7"]])
+def test_find_first_equals_its_twin(texts):
+    """_encode.find_first (memchr when the texts share a first byte, a byte table
+    otherwise) finds the leftmost occurrence bytes.find finds, in every range of
+    random text built from the texts' own bytes and pieces of them (near misses)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from ube_stream import _encode
+    from ube_stream._reference import find_first_reference
+
+    pieces = texts + [t[:-1] for t in texts if len(t) > 1] + [b"<", b"|", b"x", b"\n"]
+    table = np.frombuffer(b"".join(texts), np.uint8)
+    offsets = np.cumsum([0] + [len(t) for t in texts]).astype(np.int64)
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.sampled_from(pieces), max_size=30), st.data())
+    def check(parts, data):
+        buf = b"".join(parts)
+        start = data.draw(st.integers(0, len(buf)))
+        stop = data.draw(st.integers(start, len(buf)))
+        got = _encode.find_first(np.frombuffer(buf, np.uint8), start, stop, table, offsets)
+        assert got == find_first_reference(buf, start, stop, texts)
+
+    check()
+
+
+def test_find_first_rejects_bad_ranges_and_empty_texts():
+    from ube_stream import _encode
+
+    data, texts = np.frombuffer(b"abc", np.uint8), np.frombuffer(b"b", np.uint8)
+    assert _encode.find_first(data, 0, 3, texts, np.array([0, 1])) == 1
+    assert _encode.find_first(data, 0, 3, texts, np.array([0])) == -1   # no texts
+    with pytest.raises(ValueError, match="not a range"):
+        _encode.find_first(data, 2, 4, texts, np.array([0, 1]))
+    with pytest.raises(ValueError, match="empty"):
+        _encode.find_first(data, 0, 3, texts, np.array([0, 0, 1]))

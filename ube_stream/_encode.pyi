@@ -66,6 +66,10 @@ class Encoder:
         eos: int = -1,
     ) -> Tuple[int, Optional[npt.NDArray[np.uint32]], Optional[npt.NDArray[np.int64]]]: ...
 
+def find_first(
+    data: npt.NDArray[np.uint8], start: int, stop: int, texts: npt.NDArray[np.uint8], text_offsets: npt.NDArray[np.int64]
+) -> int: ...  # leftmost offset in data[start:stop] where one of the texts occurs, or -1
+
 def utf8_join(texts: List[str]) -> Tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
     """The UTF-8 of every text in one buffer, and ``n + 1`` byte offsets; raises
     UnicodeEncodeError (lone surrogate) or TypeError (not a str)."""

@@ -854,3 +854,13 @@ def jsonl_field(line: bytes, key: str) -> bytes | None:
         return value.encode("utf-8")
     except UnicodeEncodeError:   # a lone surrogate, from a \uD800-\uDFFF escape
         return None
+
+
+# ------------------------------------------------------------------ special-token text in a buffer
+
+def find_first_reference(data: bytes, start: int, stop: int, texts: Sequence[bytes]) -> int:
+    """Twin of ``_encode.find_first``: the leftmost offset in ``data[start:stop]``
+    where one of ``texts`` occurs, or -1."""
+    found = [data.find(t, start, stop) for t in texts]
+    found = [f for f in found if f >= 0]
+    return min(found) if found else -1

@@ -27,6 +27,7 @@ from typing import Any, BinaryIO, Dict, List, Optional
 
 import numpy as np
 
+from .. import _encode
 from .._faults import kill_point
 from ..errors import InvalidTextError, LockError, ShardFormatError
 from ..executors import worker_state
@@ -144,15 +145,17 @@ class SpecialTextCounter:
 
     The documents are encoded as plain text (``encode_utf8_batch``), so such text
     never becomes a special id and never splits a document; this says how often
-    it occurred.  One regex search over the buffer (leftmost, longest token
-    first, as ``Tokenizer.encode`` splits them) says whether any occurs; only
-    then are the matches counted, each lying inside one document."""
+    it occurred.  One scan of the buffer (``_encode.find_first``: ``memchr`` for
+    the texts' first byte) says whether any occurs; only then are the matches
+    counted (leftmost, longest token first, as ``Tokenizer.encode`` splits
+    them), each lying inside one document."""
 
     def __init__(self, special_tokens):
         import re
 
         texts = sorted((t.encode("utf-8") for t in special_tokens), key=len, reverse=True)
-        self.prefix = os.path.commonprefix(texts) if texts else b""
+        self.texts = np.frombuffer(b"".join(texts), np.uint8)
+        self.text_offsets = np.cumsum([0] + [len(t) for t in texts]).astype(np.int64)
         self.pattern = re.compile(b"|".join(re.escape(t) for t in texts)) if texts else None
         self.counts: Dict[str, int] = {}
 
@@ -160,9 +163,9 @@ class SpecialTextCounter:
         if self.pattern is None:
             return
         start, stop = int(offsets[0]), int(offsets[-1])
-        buf = np.ascontiguousarray(data[start:stop]).data   # re reads the buffer: no copy
-        if self.pattern.search(buf) is None:
+        if _encode.find_first(data, start, stop, self.texts, self.text_offsets) < 0:
             return
+        buf = np.ascontiguousarray(data[start:stop]).data   # re reads the buffer: no copy
         bounds = np.asarray(offsets, dtype=np.int64) - start
         for m in self.pattern.finditer(buf):
             if np.searchsorted(bounds, m.start(), "right") == np.searchsorted(bounds, m.end() - 1, "right"):
