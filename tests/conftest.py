@@ -1,5 +1,10 @@
 """Shared fixtures: real multilingual text from tests/data (see its README)."""
 
+import atexit
+import os
+import shutil
+import tempfile
+
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -10,6 +15,12 @@ collect_ignore_glob = ["faults/*"]
 # deadline, so a property test fails on a wrong answer, never on a slow one.
 settings.register_profile("ube", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ube")
+
+# the class-table cache of this run (pretokenizer._cached_table) lives in a temporary
+# directory, for this process and every process a test starts, not in ~/.cache
+_TABLE_CACHE = tempfile.mkdtemp(prefix="ube-table-cache-")
+os.environ["UBE_STREAM_CACHE"] = _TABLE_CACHE
+atexit.register(shutil.rmtree, _TABLE_CACHE, True)
 
 from _helpers import read_jsonl_zst  # noqa: E402  (the one reader of the fixtures)
 

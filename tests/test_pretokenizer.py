@@ -8,6 +8,7 @@ Python's own codecs; cl100k/o200k/custom patterns against ``regex``.
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 
 import numpy as np
@@ -113,7 +114,11 @@ def test_class_table_equals_a_probe_of_every_scalar_value():
     # the table is built from a few regex passes over the assigned characters; the
     # straightforward probe asks the twin (regex.match, one character at a time) about
     # every one of the 0x110000 code points, unassigned and private-use ones included
-    table = gpt2_class_table()
+    # (the probe itself: gpt2_class_table() may come from the table cache)
+    from ube_stream.pretokenizer import _probe_gpt2_classes
+
+    table = _probe_gpt2_classes()
+    assert np.array_equal(table, gpt2_class_table())
     want = np.zeros(0x110000, dtype=np.uint8)
     for cp in itertools.chain(range(0xD800), range(0xE000, 0x110000)):
         want[cp] = _reference.char_class(chr(cp))
@@ -415,3 +420,62 @@ def test_split_kernels_return_status_and_write_err():
     assert (status, total, doc_chunks[:3].tolist()) == (0, 2, [0, 1, 2])
     with pytest.raises(ValueError, match="err needs 2 int64 entries"):
         kernel.split(b"ab", table, ends, SPLIT_GPT2, np.zeros(1, np.int64))
+
+
+# --------------------------------------------------------------------------- the class-table cache
+
+CACHED = """
+import hashlib, sys
+from ube_stream import pretokenizer as p
+tables = (p.gpt2_class_table(), p.tiktoken_class_table())
+print("regex" in sys.modules, *[hashlib.sha256(t.tobytes()).hexdigest() for t in tables])
+"""
+
+
+def _run_cached(env):
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", CACHED], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, **env))
+    assert out.returncode == 0, out.stderr[-2000:]
+    regex_loaded, *hashes = out.stdout.split()
+    return regex_loaded == "True", hashes
+
+
+def test_class_tables_are_kept_in_the_cache_and_read_without_regex(tmp_path):
+    """The first process probes the installed regex and writes both tables; the next
+    one reads them (equal bytes) and never imports regex; "off" writes nothing."""
+    from ube_stream.pretokenizer import _probe_gpt2_classes, _probe_tiktoken_classes
+
+    cache = tmp_path / "cache"
+    loaded, first = _run_cached({"UBE_STREAM_CACHE": str(cache)})
+    files = sorted(p.name for p in cache.iterdir())
+    assert loaded and len(files) == 2 and files[0].startswith("classes-gpt2-") and files[1].startswith("classes-tik")
+    assert (cache / files[0]).read_bytes() == _probe_gpt2_classes().tobytes()
+    assert (cache / files[1]).read_bytes() == _probe_tiktoken_classes().tobytes()
+    loaded, second = _run_cached({"UBE_STREAM_CACHE": str(cache)})
+    assert not loaded and second == first
+    off = tmp_path / "off"
+    assert _run_cached({"UBE_STREAM_CACHE": "off", "XDG_CACHE_HOME": str(off)})[1] == first
+    assert not off.exists()
+
+
+def test_a_damaged_or_unwritable_cache_is_rebuilt_or_skipped(tmp_path, monkeypatch):
+    from ube_stream import pretokenizer as p
+
+    monkeypatch.setenv("UBE_STREAM_CACHE", str(tmp_path))
+    path = p._table_cache_path("gpt2")
+    assert path.startswith(str(tmp_path))
+    with open(path, "wb") as f:   # a partial write of another process, say
+        f.write(b"\x01" * 1000)
+    with open(os.path.join(tmp_path, "classes-gpt2-0123456789ab.u8"), "wb") as f:   # an older key's table
+        f.write(b"\x00")
+    table = p._cached_table("gpt2", p._probe_gpt2_classes)
+    assert np.array_equal(table, p._probe_gpt2_classes()) and not table.flags.writeable
+    assert os.listdir(tmp_path) == [os.path.basename(path)] and os.path.getsize(path) == 0x110000
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    monkeypatch.setenv("UBE_STREAM_CACHE", str(blocked))
+    assert np.array_equal(p._cached_table("gpt2", p._probe_gpt2_classes), table)

@@ -31,15 +31,20 @@ strings for humans and tests.
 from __future__ import annotations
 
 import functools
-from typing import List, Optional, Sequence, Tuple, Union
+import hashlib
+import importlib.util
+import os
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-import regex
 
 from . import _pretok
 from .errors import _invalid_utf8 as _utf8_error  # the regex path's error for invalid UTF-8
 from .errors import check_status, err_buffer
 from .substrate import as_uint8, utf8_of
+
+if TYPE_CHECKING:
+    import regex
 
 __all__ = [
     "GPT2_PATTERN",
@@ -259,6 +264,8 @@ def _resolved(pattern: str) -> Tuple[str, str]:
                          f"custom regular expression marked {REGEX_PREFIX!r} (e.g. {REGEX_PREFIX + pattern!r})")
     if not text:
         raise ValueError(f"pattern {pattern!r}: the custom regular expression after {REGEX_PREFIX!r} is empty")
+    import regex
+
     try:
         regex.compile(text)
     except regex.error as exc:
@@ -295,6 +302,8 @@ def encoder_split(pattern: str) -> Optional[int]:
 
 @functools.lru_cache(maxsize=64)
 def _compiled(pattern: str) -> "regex.Pattern":
+    import regex
+
     if not isinstance(pattern, str):
         raise TypeError(f"pattern must be a str (one of the names {list(PATTERN_NAMES)} or a custom regular "
                         f"expression marked {REGEX_PREFIX!r}), got {type(pattern).__name__}")
@@ -382,10 +391,81 @@ _CODEPOINTS = 0x110000
 _PROBES = ((CLASS_LETTER, r"\p{L}+"), (CLASS_NUMBER, r"\p{N}+"), (CLASS_SPACE, r"\s+"))
 
 
+# A class table is a pure function of the installed regex module and of this file's
+# probes: built once (~40-70 ms of probing, plus ~40 ms to import regex), it is kept in
+# the user's cache directory under a key of both, so a process that splits with a
+# compiled pattern loads 1.1 MB and never imports regex.
+TABLE_CACHE_ENV = "UBE_STREAM_CACHE"   # a directory, or "off"
+
+
+def _table_cache_path(name: str) -> Optional[str]:
+    """Where the table ``name`` of this regex module and this file is kept, or None
+    (caching off, or no regex module found: then the build raises its own error)."""
+    root = os.environ.get(TABLE_CACHE_ENV)
+    if root == "off":
+        return None
+    if not root:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                            "ube-stream")
+    spec = importlib.util.find_spec("regex")   # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    key = hashlib.sha256(name.encode())
+    for path in (os.path.abspath(__file__), *sorted(
+            os.path.join(folder, entry) for folder in spec.submodule_search_locations
+            for entry in os.listdir(folder) if entry.endswith((".so", ".pyd", ".py")))):
+        info = os.stat(path)
+        key.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
+    return os.path.join(root, f"classes-{name}-{key.hexdigest()[:24]}.u8")
+
+
+def _cached_table(name: str, build) -> np.ndarray:
+    """``build()`` (a uint8 table of every code point), read from the cache when it
+    is there and whole, else built and written there (atomically; an unwritable
+    cache is skipped).  Read-only."""
+    try:
+        path = _table_cache_path(name)
+    except OSError:
+        path = None
+    if path is not None:
+        try:
+            table = np.fromfile(path, dtype=np.uint8)
+            if table.shape[0] == _CODEPOINTS:
+                table.setflags(write=False)
+                return table
+        except (OSError, ValueError):
+            pass
+    table = build()
+    if path is not None:
+        tmp = f"{path}.tmp.{os.getpid()}"
+        folder, prefix = os.path.dirname(path), f"classes-{name}-"
+        try:
+            os.makedirs(folder, exist_ok=True)
+            table.tofile(tmp)
+            os.replace(tmp, path)
+            for old in os.listdir(folder):   # tables of an earlier regex or ube-stream
+                if old.startswith(prefix) and old.endswith(".u8") and old != os.path.basename(path):
+                    os.unlink(os.path.join(folder, old))
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    table.setflags(write=False)
+    return table
+
+
 @functools.lru_cache(maxsize=None)
 def gpt2_class_table() -> np.ndarray:
     """``uint8[0x110000]``: the GPT-2 class of every code point (0 other, 1 ``\\p{L}``,
-    2 ``\\p{N}``, 3 ``\\s``; surrogates 0).  Built on first use (~40 ms), read-only."""
+    2 ``\\p{N}``, 3 ``\\s``; surrogates 0), probed from the installed ``regex``
+    (``_probe_gpt2_classes``) or read from the table cache.  Read-only."""
+    return _cached_table("gpt2", _probe_gpt2_classes)
+
+
+def _probe_gpt2_classes() -> np.ndarray:
+    import regex
+
     scalars, text = _assigned_text()
     table = np.zeros(_CODEPOINTS, dtype=np.uint8)
     for code, probe in _PROBES:
@@ -451,6 +531,7 @@ def _assigned_text() -> Tuple[np.ndarray, str]:
 def _spans(text: str, probe: str) -> List[Tuple[int, int]]:
     """The runs ``probe`` (a pattern ``X+``) finds in ``text``: one ``regex`` pass; they are few
     (~700 for ``\\p{L}+`` over all scalar values)."""
+    import regex
     return [m.span() for m in regex.finditer(probe, text)]
 
 
@@ -465,12 +546,19 @@ def tiktoken_class_table() -> np.ndarray:
     """``uint8[0x110000]``: the ``TT_*`` bits of every code point for the cl100k, llama3
     and o200k kernels (``\\p{L}``, ``\\p{N}``, ``\\s``, o200k's two letter classes,
     and in bits 5-7 the contraction letter it matches under ``(?i:)``), probed from
-    the installed ``regex``; surrogates 0.  Built on first use (~70 ms), read-only.
+    the installed ``regex`` (``_probe_tiktoken_classes``, ~70 ms) or read from the
+    table cache; surrogates 0.  Read-only.
 
     Checks what the kernels take for granted: ``\\p{L}``, ``\\p{N}`` and ``\\s`` are
     disjoint, every letter is in one of o200k's classes, a code point folds to at
     most one contraction letter, only U+0027 matches ``(?i:')``, and no single code
     point matches two letters of a contraction (no full case folding)."""
+    return _cached_table("tiktoken", _probe_tiktoken_classes)
+
+
+def _probe_tiktoken_classes() -> np.ndarray:
+    import regex
+
     scalars, text = _assigned_text()
     table = np.zeros(_CODEPOINTS, dtype=np.uint8)
     for bit, probe in _TT_PROBES:
@@ -543,6 +631,7 @@ def script_names() -> Tuple[str, ...]:
 
 @functools.lru_cache(maxsize=None)
 def _script_names() -> Tuple[str, ...]:
+    import regex
     from regex import _regex_core  # the property tables the regex module parses \p{Script=...} with
 
     try:
@@ -579,6 +668,7 @@ def script_class_table() -> np.ndarray:
     :data:`SCRIPT_OVERRIDES`; surrogates 0.  Built on first use (~0.2 s), read-only.
 
     Every scalar value has exactly one script and one supercategory (checked)."""
+    import regex
     scalars, text = _scalar_text()
     names = script_names()
     scripts = np.full(_CODEPOINTS, -1, dtype=np.int32)
@@ -618,6 +708,7 @@ def span_class_table() -> np.ndarray:
     """``uint8[0x110000]``: :data:`SPAN_LETTER` for ``[\\p{L}\\p{M}]`` as the installed
     ``regex`` module classifies it, :data:`SPAN_GLUE` for U+0020 and the apostrophes
     U+0027, U+2019, else :data:`SPAN_OTHER` (surrogates too).  Read-only."""
+    import regex
     scalars, text = _assigned_text()
     table = np.zeros(_CODEPOINTS, dtype=np.uint8)
     table[_probe(text, scalars, r"[\p{L}\p{M}]+")] = SPAN_LETTER
