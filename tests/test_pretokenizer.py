@@ -446,7 +446,7 @@ def _run_cached(env):
 
 def test_class_tables_are_kept_in_the_cache_and_read_without_regex(tmp_path):
     """The first process probes the installed regex and writes both tables; the next
-    one reads them (equal bytes) and never imports regex; "off" writes nothing."""
+    one reads them (equal bytes) and never imports regex."""
     from ube_stream.pretokenizer import _probe_gpt2_classes, _probe_tiktoken_classes
 
     cache = tmp_path / "cache"
@@ -457,9 +457,6 @@ def test_class_tables_are_kept_in_the_cache_and_read_without_regex(tmp_path):
     assert (cache / files[1]).read_bytes() == _probe_tiktoken_classes().tobytes()
     loaded, second = _run_cached({"UBE_STREAM_CACHE": str(cache)})
     assert not loaded and second == first
-    off = tmp_path / "off"
-    assert _run_cached({"UBE_STREAM_CACHE": "off", "XDG_CACHE_HOME": str(off)})[1] == first
-    assert not off.exists()
 
 
 def test_a_damaged_or_unwritable_cache_is_rebuilt_or_skipped(tmp_path, monkeypatch):

@@ -393,20 +393,15 @@ _PROBES = ((CLASS_LETTER, r"\p{L}+"), (CLASS_NUMBER, r"\p{N}+"), (CLASS_SPACE, r
 
 # A class table is a pure function of the installed regex module and of this file's
 # probes: built once (~40-70 ms of probing, plus ~40 ms to import regex), it is kept in
-# the user's cache directory under a key of both, so a process that splits with a
-# compiled pattern loads 1.1 MB and never imports regex.
-TABLE_CACHE_ENV = "UBE_STREAM_CACHE"   # a directory, or "off"
-
-
+# ube-stream's cache directory (storage.cache_root()) under a key of both, so a process
+# that splits with a compiled pattern loads 1.1 MB and never imports regex.
 def _table_cache_path(name: str) -> Optional[str]:
-    """Where the table ``name`` of this regex module and this file is kept, or None
-    (caching off, or no regex module found: then the build raises its own error)."""
-    root = os.environ.get(TABLE_CACHE_ENV)
-    if root == "off":
-        return None
-    if not root:
-        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-                            "ube-stream")
+    """Where the table ``name`` of this regex module and this file is kept
+    (``storage.cache_root()``), or None (no regex module found: then the build
+    raises its own error)."""
+    from .storage import cache_root
+
+    root = cache_root()
     spec = importlib.util.find_spec("regex")   # finds the package without importing it
     if spec is None or not spec.submodule_search_locations:
         return None

@@ -33,9 +33,18 @@ from .errors import StorageError
 
 __all__ = ["TMP_SUFFIX", "storage_error", "atomic_open", "atomic_write_bytes", "atomic_write_text",
            "atomic_write_json", "create_exclusive", "dumps_json", "fsync_dir", "is_url", "local_path",
-           "filesystem", "join", "exists", "isfile", "isdir", "read_bytes", "open_input", "file_size"]
+           "filesystem", "join", "exists", "isfile", "isdir", "read_bytes", "open_input", "file_size",
+           "cache_root"]
 
 TMP_SUFFIX = ".tmp"
+
+
+def cache_root() -> str:
+    """ube-stream's cache directory on this machine (shard directories read from
+    URLs, class tables): ``$UBE_STREAM_CACHE``, else ``$XDG_CACHE_HOME/ube-stream``,
+    else ``~/.cache/ube-stream``."""
+    return os.environ.get("UBE_STREAM_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "ube-stream")
 
 
 @functools.lru_cache(maxsize=None)

@@ -43,12 +43,11 @@ from typing import Any, Dict, Iterable, List, Optional
 
 from .._faults import kill_point
 from ..errors import ShardFormatError
-from ..storage import atomic_write_bytes, atomic_write_json, filesystem, join
+from ..storage import atomic_write_bytes, atomic_write_json, cache_root, filesystem, join
 from . import index_format as fmt
 from .writer import encode_unit
 
-__all__ = ["encode_unit_remote", "remote_committed_records", "remote_entries", "cached_directory",
-           "cache_root"]
+__all__ = ["encode_unit_remote", "remote_committed_records", "remote_entries", "cached_directory"]
 
 
 def remote_entries(url: str) -> Optional[List[str]]:
@@ -121,12 +120,6 @@ def encode_unit_remote(task: Dict[str, Any]) -> Dict[str, Any]:
         kill_point(url, unit_id)
         atomic_write_json(join(url, fmt.UNITS_DIR, unit_id + ".json"), record)   # the commit point
     return record
-
-
-def cache_root() -> str:
-    """Where shard directories read from URLs are cached (``$UBE_STREAM_CACHE``
-    or ``~/.cache/ube-stream``)."""
-    return os.environ.get("UBE_STREAM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "ube-stream")
 
 
 def cached_directory(url: str) -> str:
