@@ -11,14 +11,16 @@ token in rank order and so recovers the merge list (the readable twin is
 ``ube_stream._reference.merges_from_ranks``).  Invalid data is reported by the
 status convention of ``_status.pxd``.
 """
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
-from libc.string cimport memcmp
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t
+from libc.string cimport memcmp, memcpy
 from libcpp.vector cimport vector
 
 import numpy as np
 
 from _hash cimport hash_bytes
-from _status cimport STATUS_NOT_BPE, STATUS_OK, check_err, fail
+from _status cimport STATUS_NOT_BPE, STATUS_OK, STATUS_TOO_LARGE, check_err, fail
 
 
 cdef struct Table:
@@ -125,3 +127,117 @@ def merges_from_ranks(const uint8_t[::1] data, const int64_t[::1] offsets, int64
     if failed >= 0:
         return fail(err, STATUS_NOT_BPE, failed_parts, failed), None
     return STATUS_OK, merges
+
+
+# --------------------------------------------------------------------------- merges -> tokens
+
+def expand_merges(const int64_t[:, ::1] merges, int64_t base_size, int64_t max_symbols, int64_t max_total,
+                  int64_t[::1] err=None):
+    """The result id of every merge and the base-symbol expansion of every token
+    (twin: ``_reference.derive_tokens_reference``).
+
+    Merge ``k`` joins the expansions of ``merges[k] = (left, right)``; it makes a new
+    token unless an earlier token has the same expansion (then its result is that
+    one).  Returns ``(status, results int64[n], symbols uint16, offsets int64[t + 1])``
+    with token ``i``'s symbols ``symbols[offsets[i]:offsets[i + 1]]`` (``i <
+    base_size``: the one symbol ``i``).  Failures (results None), in rank order:
+    ``STATUS_NOT_BPE`` when a merge joins an id not defined yet (``err``: the
+    tokens defined at that rank, the rank); ``STATUS_TOO_LARGE`` when a token would
+    exceed ``max_symbols`` symbols or all of them ``max_total`` (``err``: that size,
+    the rank), checked before anything is built."""
+    cdef Py_ssize_t n = merges.shape[0], k, cap = 1, slot
+    cdef int64_t left, right, length, total = base_size, ntok = base_size, a, b, found
+    cdef int status = STATUS_OK
+    cdef int64_t bad_size = -1, bad_rank = -1
+    if merges.shape[1] != 2 and n > 0:
+        raise ValueError(f"merges must be n x 2, got shape ({merges.shape[0]}, {merges.shape[1]})")
+    if not 0 < base_size <= 65536:
+        raise ValueError(f"base_size must be in 1..65536, got {base_size}")
+    check_err(err)
+    cdef vector[uint16_t] symbols
+    cdef vector[int64_t] offsets
+    cdef vector[int64_t] slots
+    cdef vector[int64_t] results
+    while cap < 2 * (base_size + n) + 16:
+        cap *= 2
+    cdef uint64_t mask = cap - 1
+    with nogil:
+        symbols.reserve(base_size + 8 * n)
+        offsets.reserve(base_size + n + 1)
+        results.reserve(n)
+        slots.assign(cap, -1)
+        for k in range(base_size):
+            symbols.push_back(<uint16_t>k)
+            offsets.push_back(k)
+        offsets.push_back(base_size)
+        for k in range(n):
+            left = merges[k, 0]
+            right = merges[k, 1]
+            if left < 0 or right < 0 or left >= ntok or right >= ntok:
+                status, bad_size, bad_rank = STATUS_NOT_BPE, ntok, k
+                break
+            length = (offsets[left + 1] - offsets[left]) + (offsets[right + 1] - offsets[right])
+            if length > max_symbols:
+                status, bad_size, bad_rank = STATUS_TOO_LARGE, length, k
+                break
+            total += length
+            if total > max_total:
+                status, bad_size, bad_rank = STATUS_TOO_LARGE, total, k
+                break
+            a = symbols.size()   # the candidate, appended; dropped again if an earlier token has it
+            symbols.resize(a + length)
+            b = offsets[left + 1] - offsets[left]
+            memcpy(&symbols[a], &symbols[offsets[left]], b * sizeof(uint16_t))
+            memcpy(&symbols[a + b], &symbols[offsets[right]], (length - b) * sizeof(uint16_t))
+            slot = hash_bytes(<const uint8_t*>&symbols[a], 2 * length) & mask
+            found = -1
+            while slots[slot] >= 0:
+                b = slots[slot]
+                if (offsets[b + 1] - offsets[b] == length
+                        and memcmp(&symbols[offsets[b]], &symbols[a], 2 * length) == 0):
+                    found = b
+                    break
+                slot = (slot + 1) & mask
+            if found >= 0:
+                symbols.resize(a)
+                results.push_back(found)
+            else:
+                slots[slot] = ntok
+                offsets.push_back(symbols.size())
+                results.push_back(ntok)
+                ntok += 1
+    if status != STATUS_OK:
+        return fail(err, status, bad_size, bad_rank), None, None, None
+    out_results = np.empty(n, dtype=np.int64)
+    out_symbols = np.empty(symbols.size(), dtype=np.uint16)
+    out_offsets = np.empty(offsets.size(), dtype=np.int64)
+    cdef int64_t[::1] rv = out_results
+    cdef uint16_t[::1] sv = out_symbols
+    cdef int64_t[::1] ov = out_offsets
+    if n:
+        memcpy(&rv[0], results.data(), n * sizeof(int64_t))
+    memcpy(&sv[0], symbols.data(), symbols.size() * sizeof(uint16_t))
+    memcpy(&ov[0], offsets.data(), offsets.size() * sizeof(int64_t))
+    return STATUS_OK, out_results, out_symbols, out_offsets
+
+
+def expansion_tuples(const uint16_t[::1] symbols, const int64_t[::1] offsets):
+    """``[tuple(symbols[offsets[i]:offsets[i + 1]]) for i in ...]`` in one pass (the
+    int objects of the symbols made once each)."""
+    cdef Py_ssize_t n = offsets.shape[0] - 1, i, j
+    if n < 0 or offsets[0] != 0 or offsets[n] > symbols.shape[0]:
+        raise ValueError("offsets must run from 0 within symbols")
+    for i in range(n):
+        if offsets[i + 1] < offsets[i]:
+            raise ValueError(f"offsets decrease at {i}")
+    ints = [j for j in range(65536)] if n > 512 else None
+    out = [None] * n
+    cdef tuple t
+    for i in range(n):
+        t = PyTuple_New(offsets[i + 1] - offsets[i])
+        for j in range(offsets[i + 1] - offsets[i]):
+            value = ints[symbols[offsets[i] + j]] if ints is not None else symbols[offsets[i] + j]
+            Py_INCREF(value)
+            PyTuple_SET_ITEM(t, j, value)
+        out[i] = t
+    return out

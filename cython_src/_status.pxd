@@ -21,7 +21,12 @@
 #                               outside the vocabulary, or -1
 #       STATUS_NOT_BPE          position: the parts that BPE with the lower
 #                               ranks leaves of a token (not 2); item: the
-#                               token's index in rank order
+#                               token's index in rank order.  A merge list
+#                               (_ranks.expand_merges): position: the tokens
+#                               defined at the rank of a merge joining an id
+#                               not defined yet; item: that rank
+#       STATUS_TOO_LARGE        position: the size over its limit (a token's or
+#                               all tokens' base symbols); item: the merge's rank
 #       STATUS_NO_MEMORY        position: the bytes that could not be allocated
 #                               (-1: unknown); item: -1
 # * Programmer errors are exceptions.  Arguments the caller got wrong (shapes,
@@ -44,6 +49,7 @@ cdef enum:
     STATUS_BAD_ID = -3
     STATUS_NO_MEMORY = -4
     STATUS_NOT_BPE = -5
+    STATUS_TOO_LARGE = -6
     ERR_SIZE = 2          # err[0] position, err[1] item
 
 

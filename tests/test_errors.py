@@ -35,7 +35,7 @@ def test_codes_mirror_the_kernel_header():
     header = dict(re.findall(r"^\s+((?:STATUS_\w+|ERR_SIZE)) = (-?\d+)", STATUS_HEADER.read_text(), re.M))
     assert header == {name: str(getattr(errors, name)) for name in header}
     assert set(header) == {"STATUS_OK", "STATUS_INVALID_UTF8", "STATUS_INVALID_SYMBOLS", "STATUS_BAD_ID",
-                           "STATUS_NO_MEMORY", "STATUS_NOT_BPE", "ERR_SIZE"}
+                           "STATUS_NO_MEMORY", "STATUS_NOT_BPE", "STATUS_TOO_LARGE", "ERR_SIZE"}
     assert STATUS_OK == 0 and all(getattr(errors, n) < 0 for n in header if n not in ("STATUS_OK", "ERR_SIZE"))
 
 

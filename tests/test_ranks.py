@@ -104,3 +104,71 @@ def test_real_rank_file_prefix_matches_twin():
     tokens = [t for t, _ in sorted(ranks.items(), key=lambda kv: kv[1]) if len(t) > 1][:20000]
     random.Random(0).shuffle(tokens[-50:])  # and a tail in a wrong order: same verdict both ways
     assert kernel(tokens) == twin(tokens)
+
+
+# --------------------------------------------------------------------------- merges -> tokens (expand_merges)
+
+@st.composite
+def merge_lists(draw):
+    """Merge lists over a small alphabet, valid up to an optional bad merge: repeated
+    expansions ((a, bc) after (ab, c)) and repeated pairs included."""
+    base = draw(st.integers(1, 6))
+    merges, ntok = [], base
+    for _ in range(draw(st.integers(0, 40))):
+        merges.append((draw(st.integers(0, ntok - 1)), draw(st.integers(0, ntok - 1))))
+        ntok += 1   # at most: a repeated expansion makes no token, so later ids may be undefined
+    return base, merges
+
+
+@settings(max_examples=300, deadline=None)
+@given(merge_lists())
+def test_expand_merges_equals_its_twin(case):
+    from ube_stream._reference import derive_tokens_reference
+    from ube_stream.tokenizer.core import MAX_TOKEN_SYMBOLS, MAX_TOTAL_SYMBOLS, derive_tokens
+
+    base, merges = case
+    want = derive_tokens_reference(merges, base)
+    pairs = np.array(merges, dtype=np.int64).reshape(-1, 2)
+    err = err_buffer()
+    status, results, symbols, offsets = _ranks.expand_merges(pairs, base, MAX_TOKEN_SYMBOLS, MAX_TOTAL_SYMBOLS, err)
+    if want is None:   # the first merge joining an id not defined at its rank, named with the count
+        assert status == STATUS_NOT_BPE and results is None
+        rank = int(err[1])
+        assert derive_tokens_reference(merges[:rank], base) is not None
+        assert derive_tokens_reference(merges[:rank + 1], base) is None
+        assert int(err[0]) == len(derive_tokens_reference(merges[:rank], base)[1])
+        with pytest.raises(TokenizerFormatError, match=f"merge {rank} joins ids .* only ids 0..{int(err[0]) - 1} "):
+            derive_tokens(merges, base)
+        return
+    assert status == STATUS_OK
+    assert results.tolist() == want[0]
+    assert _ranks.expansion_tuples(symbols, offsets) == want[1] == derive_tokens(merges, base)[1]
+    assert symbols.dtype == np.uint16 and offsets[-1] == len(symbols)
+
+
+def test_expand_merges_refuses_oversized_tokens_before_building_them():
+    from ube_stream.errors import STATUS_TOO_LARGE
+    from ube_stream.tokenizer.core import MAX_TOKEN_SYMBOLS, derive_tokens
+
+    bomb = np.array([[97, 97]] + [[512 + i, 512 + i] for i in range(39)], dtype=np.int64)
+    err = err_buffer()
+    status, *rest = _ranks.expand_merges(bomb, 512, MAX_TOKEN_SYMBOLS, 1 << 26, err)
+    assert status == STATUS_TOO_LARGE and rest == [None, None, None] and err.tolist() == [131072, 16]
+    status, *_ = _ranks.expand_merges(bomb[:12], 512, MAX_TOKEN_SYMBOLS, 3000, err)
+    assert status == STATUS_TOO_LARGE and err.tolist()[1] == 10   # 512 + 2 + 4 + ... + 1024 > 3000 at rank 10
+    with pytest.raises(TokenizerFormatError, match="merge 16 .* makes a token of 131072 base symbols"):
+        derive_tokens(bomb.tolist(), 512)
+    with pytest.raises(TokenizerFormatError, match=r"merge 0 joins ids \(-1, 3\)"):
+        derive_tokens([(-1, 3)], 512)
+    with pytest.raises(ValueError, match="n x 2"):
+        _ranks.expand_merges(np.zeros((2, 3), np.int64), 512, 10, 10)
+
+
+def test_expansion_tuples_checks_its_offsets():
+    symbols = np.array([1, 2, 3], np.uint16)
+    assert _ranks.expansion_tuples(symbols, np.array([0, 1, 3])) == [(1,), (2, 3)]
+    assert _ranks.expansion_tuples(symbols, np.array([0])) == []
+    with pytest.raises(ValueError):
+        _ranks.expansion_tuples(symbols, np.array([0, 4]))
+    with pytest.raises(ValueError):
+        _ranks.expansion_tuples(symbols, np.array([0, 2, 1]))

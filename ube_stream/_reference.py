@@ -864,3 +864,23 @@ def find_first_reference(data: bytes, start: int, stop: int, texts: Sequence[byt
     found = [data.find(t, start, stop) for t in texts]
     found = [f for f in found if f >= 0]
     return min(found) if found else -1
+
+
+# ------------------------------------------------------------------ merge list -> tokens
+
+def derive_tokens_reference(merges: Sequence[Sequence[int]], base_size: int) -> Tuple[List[int], List[tuple]]:
+    """Twin of ``_ranks.expand_merges``: ``(results, expansions)``, the id each merge
+    makes (an earlier token with the same expansion is reused) and every token's
+    base symbols; None for a merge joining an id not defined at its rank."""
+    expansions: List[tuple] = [(i,) for i in range(base_size)]
+    id_of: Dict[tuple, int] = {}
+    results: List[int] = []
+    for left, right in merges:
+        if not (0 <= left < len(expansions) and 0 <= right < len(expansions)):
+            return None   # type: ignore[return-value]
+        expansion = expansions[left] + expansions[right]
+        if expansion not in id_of:
+            id_of[expansion] = len(expansions)
+            expansions.append(expansion)
+        results.append(id_of[expansion])
+    return results, expansions

@@ -148,6 +148,7 @@ STATUS_INVALID_SYMBOLS = -2
 STATUS_BAD_ID = -3
 STATUS_NO_MEMORY = -4
 STATUS_NOT_BPE = -5
+STATUS_TOO_LARGE = -6
 #: entries of a kernel's ``err`` out-parameter: ``(position, item)``
 ERR_SIZE = 2
 
@@ -197,6 +198,12 @@ def check_status(status: int, err: Optional[Sequence[int]] = None, *, what: str,
     ``"converting ranks"``
         ``STATUS_NOT_BPE`` -> :class:`TokenizerFormatError` naming token
         ``data[item]`` and its rank ``ids[item]``.
+    ``"expanding merges"``
+        ``STATUS_NOT_BPE`` (a merge joins an id not defined at its rank, of
+        ``position`` tokens then) and ``STATUS_TOO_LARGE`` (a token of
+        ``position`` base symbols over ``limit``, or all of them over
+        ``2**26``) -> :class:`TokenizerFormatError` naming merge ``item``, the
+        pair ``ids[item]``.
 
     ``STATUS_NO_MEMORY`` is a ``MemoryError`` "out of memory while {what}" with
     the bytes that could not be allocated and ``hint``, whatever ``what``.
@@ -234,6 +241,19 @@ def check_status(status: int, err: Optional[Sequence[int]] = None, *, what: str,
             f"token {bytes(data[item])!r} (rank {int(ids[item])}) is not the merge of two lower-ranked "
             f"tokens (BPE with the ranks below it leaves {position} parts): these ranks are not a BPE "
             "vocabulary")
+    if status in (STATUS_NOT_BPE, STATUS_TOO_LARGE) and what == "expanding merges":
+        left, right = (int(v) for v in ids[item])
+        if status == STATUS_NOT_BPE:
+            raise TokenizerFormatError(
+                f"merge {item} joins ids ({left}, {right}) but only ids 0..{position - 1} exist "
+                "at that rank; the merge list is corrupt or out of order")
+        if position <= 2 * limit:   # a token's length (two tokens within the limit make at most 2x it)
+            raise TokenizerFormatError(
+                f"merge {item} ({left}, {right}) makes a token of {position} base symbols; tokens are "
+                f"limited to {limit} (MAX_TOKEN_SYMBOLS). The merge list is corrupt or hostile")
+        raise TokenizerFormatError(
+            f"merges up to {item} expand to more than {1 << 26} base symbols in all "
+            f"(MAX_TOTAL_SYMBOLS); the merge list is corrupt or hostile")
     if status == STATUS_BAD_ID:
         raise _out_of_alphabet(ids, position, substrate, limit)
     if status == STATUS_INVALID_SYMBOLS:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Seque
 
 import numpy as np
 
-from .. import _decode, _encode, storage
+from .. import _decode, _encode, _ranks, storage
 from ..errors import (
     STATUS_BAD_ID,
     STATUS_INVALID_SYMBOLS,
@@ -48,38 +48,27 @@ def derive_tokens(merges: Sequence[Tuple[int, int]], base_size: int) -> Tuple[Li
 
     Returns ``(results, expansions)``: ``results[k]`` is the id merge ``k``
     produces, ``expansions[i]`` the base ids of token ``i`` (merged tokens only
-    after the ``base_size`` base symbols).
+    after the ``base_size`` base symbols).  The kernel is ``_ranks.expand_merges``
+    (twin ``_reference.derive_tokens_reference``); see :func:`expand_merges`.
     """
-    expansions: List[Tuple[int, ...]] = [(i,) for i in range(base_size)]
-    id_of: Dict[Tuple[int, ...], int] = {}
-    results: List[int] = []
-    total = base_size
-    for rank, (left, right) in enumerate(merges):
-        if not (0 <= left < len(expansions) and 0 <= right < len(expansions)):
-            raise TokenizerFormatError(
-                f"merge {rank} joins ids ({left}, {right}) but only ids 0..{len(expansions) - 1} exist "
-                "at that rank; the merge list is corrupt or out of order"
-            )
-        # lengths are checked before the expansion is built: a few doubling merges
-        # ([97, 97], [512, 512], ...) would otherwise ask for 2**40 symbols
-        length = len(expansions[left]) + len(expansions[right])
-        if length > MAX_TOKEN_SYMBOLS:
-            raise TokenizerFormatError(
-                f"merge {rank} ({left}, {right}) makes a token of {length} base symbols; tokens are limited to "
-                f"{MAX_TOKEN_SYMBOLS} (MAX_TOKEN_SYMBOLS). The merge list is corrupt or hostile")
-        total += length
-        if total > MAX_TOTAL_SYMBOLS:
-            raise TokenizerFormatError(
-                f"merges up to {rank} expand to more than {MAX_TOTAL_SYMBOLS} base symbols in all "
-                f"(MAX_TOTAL_SYMBOLS); the merge list is corrupt or hostile")
-        expansion = expansions[left] + expansions[right]
-        token = id_of.get(expansion)
-        if token is None:
-            token = len(expansions)
-            expansions.append(expansion)
-            id_of[expansion] = token
-        results.append(token)
-    return results, expansions
+    results, symbols, offsets = expand_merges(merges, base_size)
+    return results.tolist(), _ranks.expansion_tuples(symbols, offsets)
+
+
+def expand_merges(merges: Sequence[Tuple[int, int]], base_size: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(results int64, symbols uint16, offsets int64)``: the result id of every
+    merge and every token's base symbols as one flat table.  A merge makes a new
+    token unless an earlier one has its expansion.  A corrupt or hostile merge list
+    (an id not defined at its rank; a token over ``MAX_TOKEN_SYMBOLS`` symbols, or
+    all of them over ``MAX_TOTAL_SYMBOLS``: checked before anything is built) is a
+    :class:`TokenizerFormatError` naming the merge."""
+    pairs = np.asarray(merges, dtype=np.int64).reshape(-1, 2) if len(merges) else np.zeros((0, 2), np.int64)
+    err = err_buffer()
+    status, results, symbols, offsets = _ranks.expand_merges(pairs, base_size, MAX_TOKEN_SYMBOLS,
+                                                              MAX_TOTAL_SYMBOLS, err)
+    check_status(status, err, what="expanding merges", ids=pairs, limit=MAX_TOKEN_SYMBOLS)
+    assert results is not None and symbols is not None and offsets is not None   # STATUS_OK carries them
+    return results, symbols, offsets
 
 
 def _utf8_keeps_characters(token: bytes) -> bool:
@@ -162,7 +151,12 @@ class Tokenizer:
         self.pattern_name, self.pattern = resolve_pattern(pattern)
         self.normalization = normalization
         self.merges: List[Tuple[int, int]] = [(int(a), int(b)) for a, b, *_ in merges]
-        self.merge_results, self._expansions = derive_tokens(self.merges, self.base_size)
+        results, symbols, offsets = expand_merges(self.merges, self.base_size)
+        self.merge_results: List[int] = results.tolist()
+        self._expansions = _ranks.expansion_tuples(symbols, offsets)
+        symbols.setflags(write=False)
+        offsets.setflags(write=False)
+        self._expansion_cache = (symbols, offsets)   # _internal_expansion_table
         #: no token holds part of one character and anything of another (training and encoding)
         self.char_integrity = bool(char_integrity)
         #: SuperBPE: ``{"stage1_merges": k, "max_words": w}`` (merges[:k] inside chunks, the rest across them)
@@ -360,15 +354,7 @@ class Tokenizer:
         return model_symbols.astype(np.uint16), model_offsets
 
     def _internal_expansion_table(self) -> Tuple[np.ndarray, np.ndarray]:
-        table = self.__dict__.get("_expansion_cache")
-        if table is None:
-            lengths = np.fromiter((len(e) for e in self._expansions), dtype=np.int64, count=len(self._expansions))
-            offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-            np.cumsum(lengths, out=offsets[1:])
-            symbols = np.fromiter((s for e in self._expansions for s in e), dtype=np.uint16,
-                                  count=int(offsets[-1]))
-            table = self._expansion_cache = (symbols, offsets)
-        return table
+        return self._expansion_cache   # expand_merges' flat table, made with the tokenizer
 
     # ------------------------------------------------------------------ encoding
     # The Cython encoder (ube_stream._encode) does the work; the pure-Python
