@@ -17,6 +17,8 @@ from ube_stream.tokenizer import Tokenizer
 from ube_stream.training.trainer import TrainSummary, train
 
 
+# slow: the whole demo (train, encode, verify, evaluate); each stage has default tests
+@pytest.mark.slow
 def test_demo_end_to_end(tmp_path):
     out = tmp_path / "demo"
     proc = subprocess.run([sys.executable, "-m", "ube_stream", "demo", "--out", str(out), "--vocab-size", "2000",

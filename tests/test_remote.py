@@ -165,6 +165,8 @@ def _markers(fs, prefix):
         return []
 
 
+# slow: the local SIGKILL tests (test_shards) run by default; this one repeats it on S3
+@pytest.mark.slow
 def test_encode_killed_then_rerun_on_s3_is_byte_identical(corpus, trained, local_shards, s3, tmp_path):
     from ube_stream.shards import EncodeSummary, encode_corpus
 
@@ -307,6 +309,8 @@ def test_dataset_dict_split_and_sniffing_on_s3(s3, tmp_path, multilingual_lines)
     assert list(iter_texts(f"s3://{BUCKET}/sniff")) == lines
 
 
+# slow: in-memory encode is tested locally by default; here it is repeated onto S3
+@pytest.mark.slow
 def test_encode_in_memory_data_to_s3_matches_local(s3, trained, tmp_path, multilingual_lines):
     from ube_stream.shards import TokenShards, encode_corpus
 
