@@ -337,8 +337,8 @@ cdef extern from *:
             /* the [\\r\\n]* (o200k: [\\r\\n/]*) right after punctuation: a carry from each \\n
                that follows punctuation runs through the rest of the tail */
             tail = kind == UBE_BS_O200K ? N | SL : N;
-            t = N & (P << 1);
-            t = ((tail + t) ^ tail) & tail;
+            t = N & (P << 1);                            /* o200k: more than one in a run */
+            t = (((tail + t) ^ tail) & tail) | t;        /* the later ones add no carry */
             P &= ~t;                                     /* a / of the tail starts nothing */
             W = (S | N) & ~t;                            /* whitespace runs of rule 5 */
             st = (L & ~((L | S) << 1) & ~((P << 1) & ~((P | S) << 2)))
