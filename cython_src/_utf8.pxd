@@ -226,10 +226,10 @@ cdef extern from *:
     #define UBE_BS_O200K 3
     /* per byte value for the portable path: 1 [A-Za-z], 2 [a-z], 4 [0-9], 8 U+0020, 16 \\n,
        32 for what the masks leave to the state machine: bytes >= 0x80, controls other than
-       \\n (\\t \\r ...), DEL and the apostrophe (contractions) */
+       \\n (\\t \\r ...) and DEL; 64 the apostrophe */
     static const uint8_t ube_block_kind[128] = {
         32,32,32,32,32,32,32,32,32,32,16,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,
-        8,0,0,0,0,0,0,32,0,0,0,0,0,0,0,0,4,4,4,4,4,4,4,4,4,4,0,0,0,0,0,0,
+        8,0,0,0,0,0,0,64,0,0,0,0,0,0,0,0,4,4,4,4,4,4,4,4,4,4,0,0,0,0,0,0,
         0,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,0,0,0,0,0,
         0,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,0,0,0,0,32,
     };
@@ -238,16 +238,16 @@ cdef extern from *:
        punctuation or a symbol, [^\\s\\p{L}\\p{N}] for all four patterns. */
     static UBE_ALWAYS_INLINE void ube_block_masks(const uint8_t* p, int o200k, uint64_t* letter,
                                                   uint64_t* lower, uint64_t* slash, uint64_t* digit,
-                                                  uint64_t* space, uint64_t* newline, uint64_t* bad) {
+                                                  uint64_t* space, uint64_t* newline, uint64_t* apos,
+                                                  uint64_t* bad) {
     #if UBE_SSE2_RUN
-        uint64_t l = 0, lo = 0, sl = 0, d = 0, s = 0, nl = 0, b = 0;
+        uint64_t l = 0, lo = 0, sl = 0, d = 0, s = 0, nl = 0, a = 0, b = 0;
         int k;
         for (k = 0; k < 4; k++) {
             __m128i v = _mm_loadu_si128((const __m128i*)(p + 16 * k));
             unsigned sh = 16u * (unsigned)k;
-            __m128i ok = _mm_andnot_si128(
-                _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(0x7F)), _mm_cmpeq_epi8(v, _mm_set1_epi8(0x27))),
-                _mm_cmpgt_epi8(v, _mm_set1_epi8(0x1F)));             /* signed: bytes >= 0x80 fail */
+            __m128i ok = _mm_andnot_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(0x7F)),
+                                          _mm_cmpgt_epi8(v, _mm_set1_epi8(0x1F)));   /* signed: >= 0x80 fail */
             __m128i n = _mm_cmpeq_epi8(v, _mm_set1_epi8(0x0A));
             l |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(
                 _mm_add_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8((char)(0x80 - 0x61))),
@@ -261,11 +261,12 @@ cdef extern from *:
                 _mm_add_epi8(v, _mm_set1_epi8((char)(0x80 - 0x30))), _mm_set1_epi8((char)(10 - 0x80)))) << sh;
             s |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(0x20))) << sh;
             nl |= (uint64_t)(unsigned)_mm_movemask_epi8(n) << sh;
+            a |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(0x27))) << sh;
             b |= (uint64_t)(unsigned)(~_mm_movemask_epi8(_mm_or_si128(ok, n)) & 0xFFFF) << sh;
         }
-        *letter = l; *lower = lo; *slash = sl; *digit = d; *space = s; *newline = nl; *bad = b;
+        *letter = l; *lower = lo; *slash = sl; *digit = d; *space = s; *newline = nl; *apos = a; *bad = b;
     #else
-        uint64_t l = 0, lo = 0, sl = 0, d = 0, s = 0, nl = 0, b = 0, bit;
+        uint64_t l = 0, lo = 0, sl = 0, d = 0, s = 0, nl = 0, a = 0, b = 0, bit;
         int i;
         uint8_t c, k;
         for (i = 0; i < UBE_BLOCK; i++) {
@@ -278,10 +279,11 @@ cdef extern from *:
             s |= (k & 8) ? bit : 0;
             nl |= (k & 16) ? bit : 0;
             b |= (k & 32) ? bit : 0;
+            a |= (k & 64) ? bit : 0;
             sl |= c == 0x2F ? bit : 0;
         }
         (void)o200k;
-        *letter = l; *lower = lo; *slash = sl; *digit = d; *space = s; *newline = nl; *bad = b;
+        *letter = l; *lower = lo; *slash = sl; *digit = d; *space = s; *newline = nl; *apos = a; *bad = b;
     #endif
     }
     static UBE_ALWAYS_INLINE int ube_ctz64(uint64_t x) {
@@ -323,10 +325,11 @@ cdef extern from *:
        o200k: also a capital after a lower-case letter ([A-Z]*[a-z]+ ends there). */
     static UBE_ALWAYS_INLINE Py_ssize_t ube_block_split(const uint8_t* data, Py_ssize_t pos, int kind,
                                                         int64_t* ends, Py_ssize_t* nchunks) {
-        uint64_t L, Lo, SL, D, S, N, B, P, W, st, dep, t, d3, rs, nx, tail;
+        uint64_t L, Lo, SL, D, S, N, A, B, P, W, st, dep, t, d3, rs, nx, tail;
         Py_ssize_t k;
-        int f, r, e;
-        ube_block_masks(data + pos, kind == UBE_BS_O200K, &L, &Lo, &SL, &D, &S, &N, &B);
+        int f, r, e, len, after = -1;
+        uint8_t c1, c2;
+        ube_block_masks(data + pos, kind == UBE_BS_O200K, &L, &Lo, &SL, &D, &S, &N, &A, &B);
         P = ~(L | D | S | N | B);
         if (kind == UBE_BS_GPT2) {
             W = S | N;
@@ -366,6 +369,42 @@ cdef extern from *:
             while ((t = (t << 3) & d3))
                 st |= t;
             dep = S & (S << 1);
+        }
+        /* contractions: at an apostrophe that starts a chunk (o200k: that ends a word, which
+           takes them), 's 't 'm 'd 're 've 'll (gpt2: lower case only) make one chunk or
+           join the word, and a chunk starts after them.  A byte >= 0x80 after it may fold to
+           one of their letters (ſ is s): the state machine decides.  o200k: an apostrophe right
+           after a contraction starts a chunk (as punctuation), it ends no word. */
+        t = kind == UBE_BS_O200K ? A & (L << 1) : A & ~((P | S) << 1);
+        while (t) {
+            r = ube_ctz64(t);
+            t &= t - 1;
+            if (kind == UBE_BS_O200K && r == after)
+                continue;
+            if (r + 2 >= UBE_BLOCK) {
+                B |= (uint64_t)1 << r;
+                continue;
+            }
+            c1 = data[pos + r + 1];
+            c2 = data[pos + r + 2];
+            if (kind != UBE_BS_GPT2) {
+                if (c1 >= 0x80 || (c2 >= 0x80 && ((c1 | 0x20) == 'r' || (c1 | 0x20) == 'v' || (c1 | 0x20) == 'l'))) {
+                    B |= (uint64_t)1 << r;
+                    continue;
+                }
+                c1 |= 0x20;                 /* (?i:...): an ASCII letter's lower case, else no letter */
+                c2 |= 0x20;
+            }
+            if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd')
+                len = 2;
+            else if (((c1 == 'r' || c1 == 'v') && c2 == 'e') || (c1 == 'l' && c2 == 'l'))
+                len = 3;
+            else
+                continue;                   /* an apostrophe as any punctuation */
+            st &= ~((((uint64_t)1 << len) - 1) << r) | (uint64_t)(kind != UBE_BS_O200K) << r;
+            after = r + len;
+            if (after < UBE_BLOCK)
+                st |= (uint64_t)1 << after;
         }
         if (!B) {
             f = UBE_BLOCK;
