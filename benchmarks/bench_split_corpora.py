@@ -4,6 +4,10 @@ documents >= 97% ASCII) and ``cjk``, ``--side-mb`` MB each.  One document buffer
 corpus, ``--repeat`` passes per pattern; prints MB/s of UTF-8 input from the median
 CPU time (``time.process_time``) of the passes.
 
+``--encode cl100k,o200k`` adds the warm encode (``encode_utf8_batch`` after one
+untimed pass, so every chunk is a cache hit) with bpe-openai's real ranks, the
+split's share of which is what the split kernels change.
+
 Run it on two builds in alternating processes to compare them (``--root`` is the
 checkout whose package is imported, built in place)::
 
@@ -31,6 +35,7 @@ def main(argv=None):
     parser.add_argument("--side-mb", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--patterns", default="gpt2,cl100k,llama3,o200k")
+    parser.add_argument("--encode", default="", help="vocabularies to time warm encode with: cl100k,o200k")
     parser.add_argument("--cache", default="", help="pickle of the corpora, written on first use")
     args = parser.parse_args(argv)
     sys.path.insert(0, os.path.abspath(args.root))
@@ -50,6 +55,18 @@ def main(argv=None):
             with open(args.cache, "wb") as f:
                 pickle.dump(texts_by_corpus, f)
     print(f"# ube_stream from {os.path.dirname(pretokenizer.__file__)}")
+    tokenizers = {}
+    if args.encode:
+        import tempfile
+
+        sys.path.insert(0, HERE)
+        from side_by_side_encode import rank_file
+
+        from ube_stream import Tokenizer
+
+        with tempfile.TemporaryDirectory() as tmp:
+            for vocab in args.encode.split(","):
+                tokenizers[vocab] = Tokenizer.from_tiktoken(rank_file(f"{vocab}_base", tmp)[1], vocab)
     for label, texts in texts_by_corpus.items():
         blobs = [t.encode("utf-8") for t in texts]
         data = np.frombuffer(b"".join(blobs), dtype=np.uint8)
@@ -63,6 +80,14 @@ def main(argv=None):
                 pretokenizer.chunk_bounds_batch(data, offsets, pattern)
                 times.append(time.process_time() - start)
             print(f"{label:8s} {pattern:7s} {len(data) / 1e6 / statistics.median(times):8.1f} MB/s", flush=True)
+        for vocab, tok in tokenizers.items():
+            tok.encode_utf8_batch(data, offsets)  # fills the chunk cache
+            times = []
+            for _ in range(args.repeat):
+                start = time.process_time()
+                tok.encode_utf8_batch(data, offsets)
+                times.append(time.process_time() - start)
+            print(f"{label:8s} enc-{vocab:7s} {len(data) / 1e6 / statistics.median(times):8.1f} MB/s", flush=True)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ cdef inline Py_ssize_t gpt2_split(const uint8_t* data, Py_ssize_t n, const uint8
     cdef uint8_t cls, b1, b2
     cdef int length
     while pos < n:
-        if pos + 64 <= n and data[pos] < 0x80:     # ASCII: the chunks 64 bytes decide at once
+        if pos + 64 <= n and (data[pos] | data[pos + 1]) < 0x80:   # ASCII: 64 bytes at once
             s = block_split(data, pos, 0, ends, &nchunks)
             if s > pos:
                 pos = s

@@ -198,7 +198,7 @@ cdef inline Py_ssize_t cl100k_split(const uint8_t* data, Py_ssize_t n, const uin
     cdef uint32_t c0, c1
     cdef int l0, l1
     while pos < n:
-        if pos + 64 <= n and data[pos] < 0x80:     # ASCII: the chunks 64 bytes decide at once
+        if pos + 64 <= n and (data[pos] | data[pos + 1]) < 0x80:   # ASCII: 64 bytes at once
             end = block_split(data, pos, SPLIT_CL100K, ends, &nchunks)
             if end > pos:
                 pos = end
@@ -306,7 +306,7 @@ cdef inline Py_ssize_t o200k_split(const uint8_t* data, Py_ssize_t n, const uint
     cdef uint32_t c0, c1, c
     cdef int l0, l1, length
     while pos < n:
-        if pos + 64 <= n and data[pos] < 0x80:     # ASCII: the chunks 64 bytes decide at once
+        if pos + 64 <= n and (data[pos] | data[pos + 1]) < 0x80:   # ASCII: 64 bytes at once
             end = block_split(data, pos, SPLIT_O200K, ends, &nchunks)
             if end > pos:
                 pos = end

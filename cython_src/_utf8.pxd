@@ -67,7 +67,9 @@ cdef extern from *:
     #define UBE_SWAR_RUN 0
     #endif
     /* SSE2 is part of x86-64 itself: no -m flag, and the wheels run on every x86-64 CPU. */
-    #if (defined(__GNUC__) || defined(__clang__)) && (defined(__SSE2__) || defined(__x86_64__))
+    /* -DUBE_NO_SSE2 builds the portable paths on x86-64 too (to test them there) */
+    #if (defined(__GNUC__) || defined(__clang__)) && (defined(__SSE2__) || defined(__x86_64__)) \\
+        && !defined(UBE_NO_SSE2)
     #include <emmintrin.h>
     #define UBE_SSE2_RUN 1
     #else
