@@ -14,7 +14,7 @@
 from libc.stdint cimport int64_t, uint8_t, uint32_t
 
 from _types cimport CLASS_LETTER, CLASS_NUMBER, CLASS_OTHER, CLASS_SPACE
-from _utf8 cimport ascii_run, utf8_decode, word_end
+from _utf8 cimport ascii_run, block_split, utf8_decode, word_end
 
 
 cdef inline int _pretok_next(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
@@ -58,6 +58,11 @@ cdef inline Py_ssize_t gpt2_split(const uint8_t* data, Py_ssize_t n, const uint8
     cdef uint8_t cls, b1, b2
     cdef int length
     while pos < n:
+        if pos + 64 <= n and (data[pos] | data[pos + 1]) < 0x80:   # ASCII: 64 bytes at once
+            s = block_split(data, pos, 0, ends, &nchunks)
+            if s > pos:
+                pos = s
+                continue
         start = pos
         # rule 1: contractions ('s 't 'm 'd 're 've 'll), ASCII only
         if data[pos] == 39 and pos + 1 < n:

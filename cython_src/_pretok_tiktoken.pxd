@@ -48,7 +48,7 @@
 # rules 3-5 above (llama3's whitespace, and [\r\n/]* after an "other" run).
 from libc.stdint cimport int64_t, uint8_t, uint32_t
 
-from _utf8 cimport ascii_run, case_word_end, utf8_decode, word_end
+from _utf8 cimport ascii_run, block_split, case_word_end, utf8_decode, word_end
 
 
 cdef enum:
@@ -198,6 +198,11 @@ cdef inline Py_ssize_t cl100k_split(const uint8_t* data, Py_ssize_t n, const uin
     cdef uint32_t c0, c1
     cdef int l0, l1
     while pos < n:
+        if pos + 64 <= n and (data[pos] | data[pos + 1]) < 0x80:   # ASCII: 64 bytes at once
+            end = block_split(data, pos, SPLIT_CL100K, ends, &nchunks)
+            if end > pos:
+                pos = end
+                continue
         # 1. '(?i:[sdmt]|ll|ve|re)
         if data[pos] == 39:
             end = _tt_contraction(data, n, pos, classes)
@@ -301,6 +306,11 @@ cdef inline Py_ssize_t o200k_split(const uint8_t* data, Py_ssize_t n, const uint
     cdef uint32_t c0, c1, c
     cdef int l0, l1, length
     while pos < n:
+        if pos + 64 <= n and (data[pos] | data[pos + 1]) < 0x80:   # ASCII: 64 bytes at once
+            end = block_split(data, pos, SPLIT_O200K, ends, &nchunks)
+            if end > pos:
+                pos = end
+                continue
         end = _o200k_ascii_word(data, n, pos, classes)
         if end >= 0:
             ends[nchunks] = end
