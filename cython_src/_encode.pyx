@@ -35,7 +35,7 @@ from libc.string cimport memcmp, memcpy, memset
 from libcpp.vector cimport vector
 from cython.view cimport array as cvarray
 
-from _hash cimport hash_bytes, mix64, prefetch
+from _hash cimport P1, P2, fold_mul, hash_bytes, mix64, prefetch
 from _heap cimport heap_pop, heap_push
 from _pretok_core cimport gpt2_split
 from _pretok_tiktoken cimport (SPLIT_CL100K, SPLIT_GPT2, SPLIT_LLAMA3, SPLIT_O200K, TT_HEAD, TT_LETTER,
@@ -403,8 +403,11 @@ cdef inline void key_of(const uint8_t* p, Py_ssize_t n, const uint8_t* limit, Ke
 
 
 cdef inline uint64_t inline_hash(uint64_t k0, uint64_t k1) noexcept nogil:
-    """Hash of a short chunk's slot key (odd)."""
-    return mix64(k0 ^ mix64(k1 * 0x9E3779B97F4A7C15ull)) | 1
+    """Hash of a short chunk's slot key (odd): one folded 128-bit multiply of its two
+    words, each xored with a constant first so that neither factor is ever zero
+    (P2's top byte 0xC2 is no length byte; k0 would have to be P1's bytes, which
+    start with a UTF-8 continuation byte, no chunk's first byte)."""
+    return fold_mul(k0 ^ P1, k1 ^ P2) | 1
 
 
 cdef inline Slot* cache_find(ChunkCache* c, const uint8_t* p, const Key* k) noexcept nogil:
@@ -737,6 +740,56 @@ cdef inline void store_lanes(uint32_t* o, uint64_t v0, uint64_t v1) noexcept nog
     o[3] = <uint32_t>(v1 >> 32)
 
 
+cdef inline void hash_block(const uint8_t* p, const uint8_t* limit, Py_ssize_t start, const int64_t* ends,
+                            Py_ssize_t cnt, const Slot* slots, uint64_t mask, Key* keys) noexcept nogil:
+    """Keys of the ``cnt`` chunks ``p[ends[j-1]:ends[j]]`` (``ends[-1]`` is ``start``),
+    the cache line of each one's slot pair prefetched.  A function of its own, so
+    that its few loop values stay in registers (in encode_span's frame they were
+    spilled to the stack)."""
+    cdef Py_ssize_t j, end
+    for j in range(cnt):
+        end = ends[j]
+        keys[j].start = start
+        key_of(p + start, end - start, limit, &keys[j])
+        prefetch(&slots[keys[j].h & mask & PAIR])
+        start = end
+
+
+cdef inline Py_ssize_t hit_block(const Key* keys, Py_ssize_t j, Py_ssize_t cnt, const Slot* slots,
+                                 uint64_t mask, uint32_t* out, Py_ssize_t* out_size,
+                                 int64_t* chunk_tokens, int64_t* hits) noexcept nogil:
+    """The branch-free hits of chunks ``keys[j:cnt]``: appends their ids at
+    ``out + out_size[0]`` until a chunk it does not take; returns that chunk's index
+    (``cnt``: none).  ``chunk_tokens`` (NULL: none) gets the output size before
+    each chunk, the returned one's included.  Output size and hit count stay in
+    registers and are stored once."""
+    cdef Py_ssize_t n = out_size[0]
+    cdef int64_t found = 0
+    cdef const Slot* pair
+    cdef uint64_t k0, k1, v0, v1, count
+    cdef bint hit0, hit1
+    while j < cnt:
+        if chunk_tokens != NULL:
+            chunk_tokens[j] = n
+        pair = &slots[keys[j].h & mask & PAIR]
+        k0 = keys[j].k0
+        k1 = keys[j].k1
+        hit0 = (pair[0].k0 == k0) & (pair[0].k1 == k1)
+        hit1 = (pair[1].k0 == k0) & (pair[1].k1 == k1)
+        v0 = pair[0].v0 if hit0 else pair[1].v0
+        v1 = pair[0].v1 if hit0 else pair[1].v1
+        count = (v0 & 0xFF) if (hit0 | hit1) else 0   # 0: spilled, long, a miss, or an empty chunk
+        if count == 0:
+            break
+        store_lanes(out + n, v0, v1)
+        n += <Py_ssize_t>count
+        found += 1
+        j += 1
+    out_size[0] = n
+    hits[0] += found
+    return j
+
+
 cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t* p,
                      const uint8_t* limit, Py_ssize_t first, const int64_t* ends, Py_ssize_t nchunks,
                      int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
@@ -745,54 +798,51 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
     """Append the ids of chunks ``p[ends[k-1]:ends[k]]`` (``ends[-1]`` is ``first``).
 
     Chunks go in blocks of BLOCK: first every chunk of the block is hashed and the
-    cache line of its slot pair prefetched, then the block is looked up, so the slot
-    loads of a block overlap instead of waiting one after another.  A chunk found in
-    its slot pair with its ids inline (most chunks) takes no branch of its own: both
-    slots are compared, the four id lanes are stored whatever the count and the
-    output advances by the count (the output keeps INLINE_IDS ids of room per chunk
-    left in the block).  Everything else (a slot further on, spilled ids, long keys,
-    misses, empty chunks) goes to ``chunk_slow``.  Returns a status; ``bad_at``:
-    offset from ``p`` of invalid UTF-8."""
+    cache line of its slot pair prefetched (hash_block), then the block is looked
+    up (hit_block), so the slot loads of a block overlap instead of waiting one
+    after another.  A chunk found in its slot pair with its ids inline (most
+    chunks) takes no branch of its own: both slots are compared, the four id lanes
+    are stored whatever the count and the output advances by the count (the output
+    keeps INLINE_IDS ids of room per chunk left in the block).  Everything else (a
+    slot further on, spilled ids, long keys, misses, empty chunks) goes to
+    ``chunk_slow``.  Returns a status; ``bad_at``: offset from ``p`` of invalid UTF-8."""
     cdef Key keys[BLOCK]
-    cdef Py_ssize_t b, j, cnt, start, bad_byte = 0
-    cdef const Slot* pair
-    cdef uint64_t k0, k1, v0, v1, count
-    cdef bint hit0, hit1
-    cdef int status
-    start = first
-    b = 0
+    cdef Py_ssize_t b = 0, j, cnt, start = first, bad_byte = 0
+    cdef int64_t hits = 0
+    cdef int64_t* ct
+    cdef int status = STATUS_OK
     while b < nchunks:
         cnt = min(<Py_ssize_t>BLOCK, nchunks - b)
         if out_reserve(w, INLINE_IDS * cnt) < 0:
-            return STATUS_NO_MEMORY
-        for j in range(cnt):
-            keys[j].start = start
-            key_of(p + start, ends[b + j] - start, limit, &keys[j])
-            prefetch(&cache.slots[keys[j].h & cache.mask & PAIR])
-            start = ends[b + j]
-        for j in range(cnt):
-            if w.chunk_tokens != NULL:
-                w.chunk_tokens[w.chunk_n] = w.out_size
-                w.chunk_n += 1
-            pair = &cache.slots[keys[j].h & cache.mask & PAIR]
-            k0 = keys[j].k0
-            k1 = keys[j].k1
-            hit0 = (pair[0].k0 == k0) & (pair[0].k1 == k1)
-            hit1 = (pair[1].k0 == k0) & (pair[1].k1 == k1)
-            v0 = pair[0].v0 if hit0 else pair[1].v0
-            v1 = pair[0].v1 if hit0 else pair[1].v1
-            count = (v0 & 0xFF) if (hit0 | hit1) else 0   # 0: spilled, long, a miss, or an empty chunk
-            store_lanes(w.out + w.out_size, v0, v1)
-            w.out_size += count
-            cache.hits += count != 0
-            if count == 0 and keys[j].n > 0:
+            status = STATUS_NO_MEMORY
+            break
+        hash_block(p, limit, start, ends + b, cnt, cache.slots, cache.mask, keys)
+        start = ends[b + cnt - 1]
+        ct = w.chunk_tokens + w.chunk_n if w.chunk_tokens != NULL else NULL
+        j = 0
+        while True:
+            # the table and the output are read again after each slow chunk: a miss may
+            # grow or clear the one and move the other
+            if ct == NULL:
+                j = hit_block(keys, j, cnt, cache.slots, cache.mask, w.out, &w.out_size, NULL, &hits)
+            else:
+                j = hit_block(keys, j, cnt, cache.slots, cache.mask, w.out, &w.out_size, ct, &hits)
+            if j == cnt:
+                break
+            if keys[j].n > 0:
                 status = chunk_slow(t, cache, w, p + keys[j].start, &keys[j], cnt - j, nxt, prv,
                                     node_rank, heap, batch, &bad_byte)
                 if status != STATUS_OK:
                     bad_at[0] = keys[j].start + bad_byte
-                    return status
+                    break
+            j += 1
+        if status != STATUS_OK:
+            break
+        if ct != NULL:
+            w.chunk_n += cnt
         b += cnt
-    return STATUS_OK
+    cache.hits += hits
+    return status
 
 
 cdef int chunk_slow(const Tables* t, ChunkCache* cache, Work* w, const uint8_t* chunk, const Key* k,
