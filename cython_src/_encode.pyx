@@ -6,8 +6,9 @@ Encoding one chunk (base symbol ids) follows the rank-ordered rule of
 rank, replace all its non-overlapping occurrences left to right by the merge's
 result, repeat until no adjacent pair has a rank.
 
-* Pair table: pairs of two base symbols in a dense ``base x base`` rank array,
-  every other pair in an open-addressing hash table, behind a one-bit-per-pair
+* Pair table: pairs of two ids below ``dense`` (the base symbols and the first
+  merges' results, DENSE_IDS in all when the base is smaller) in a dense
+  ``dense x dense`` rank array, every other pair in an open-addressing hash table, behind a one-bit-per-pair
   filter (16 bits per pair, at most 256 KiB) that answers most "no merge" lookups without touching the
   table.  A slot packs ``left << 42 | right << 21 | rank`` into 8 bytes while
   every id and rank fits 21 bits (16-byte slots otherwise).  A rank gives its
@@ -35,7 +36,7 @@ from libc.string cimport memcmp, memcpy, memset
 from libcpp.vector cimport vector
 from cython.view cimport array as cvarray
 
-from _hash cimport P1, P2, fold_mul, hash_bytes, mix64, prefetch
+from _hash cimport P1, P2, P3, fold_mul, hash_bytes, prefetch
 from _heap cimport heap_pop, heap_push
 from _pretok_core cimport gpt2_split
 from _pretok_tiktoken cimport (SPLIT_CL100K, SPLIT_GPT2, SPLIT_LLAMA3, SPLIT_O200K, TT_HEAD, TT_LETTER,
@@ -99,27 +100,36 @@ cdef struct PairSlot:
 
 cdef enum:
     BLOOM_MAX_BITS = 21          # the pair filter: 16 bits per pair, a power of two from 2^12 bits
-    BLOOM_MIN_BITS = 12          # (512 bytes) to 2^21 (256 KiB); a pair's bit is mix64(key) >> bloom_shift
+    BLOOM_MIN_BITS = 12          # (512 bytes) to 2^21 (256 KiB); a pair's bit is pair_hash(key) >> bloom_shift
     PACK_BITS = 21               # packed pair slots: left, right and rank of 21 bits each
+    DENSE_IDS = 512              # the dense pair table covers ids below this (1 MiB of ranks): pairs of
+                                 # the base symbols and the first merges are most lookups of a fresh encode
 
 
 cdef uint64_t PACK_MASK = (1 << PACK_BITS) - 1
 
 
 cdef struct Tables:
-    uint32_t base                # number of base symbols (dense pair table side)
-    const uint32_t* base_ranks   # base * base ranks (NO_RANK: no merge)
+    uint32_t base                # number of base symbols
+    uint32_t dense               # side of the dense pair table: max(base, DENSE_IDS) (fewer for few merges)
+    const uint32_t* base_ranks   # dense * dense ranks (NO_RANK: no merge)
     const PairSlot* pairs        # open addressing over the other pairs (key and rank on one line)
     const uint64_t* packed       # the same table packed ``left << 42 | right << 21 | rank`` when every
                                  # id and rank is below 2^21 (pairs is NULL then): 8 bytes a slot
     uint64_t mask
     const uint64_t* bloom        # one bit per hashed pair of ``pairs``: clear means no merge
-    int bloom_shift              # a pair's bit: mix64(key) >> bloom_shift (the filter has 2^(64 - shift))
+    int bloom_shift              # a pair's bit: pair_hash(key) >> bloom_shift (the filter has 2^(64 - shift))
     const uint32_t* results      # result id of each rank
     int substrate
     const uint32_t* model_ids    # the id encode writes for each internal id (NULL: the same)
     bint char_integrity          # merge only where characters stay whole (merge_short_ci, merge_long with flags)
     bint check_utf8              # char integrity: also check chunks of UTF-8 symbols only
+
+
+cdef inline uint64_t pair_hash(uint64_t key) noexcept nogil:
+    """Hash of a packed pair ``left << 32 | right``: its low bits pick the home slot,
+    its top bits the filter bit.  One folded 128-bit multiply."""
+    return fold_mul(key ^ P3, P1)
 
 
 cdef inline uint32_t rank_of(const Tables* t, uint32_t left, uint32_t right) noexcept nogil:
@@ -129,10 +139,10 @@ cdef inline uint32_t rank_of(const Tables* t, uint32_t left, uint32_t right) noe
     touching the table; the rest probe it, key and rank on one cache line."""
     cdef uint64_t key, h, i, bit, v
     cdef const PairSlot* s
-    if left < t.base and right < t.base:
-        return t.base_ranks[left * t.base + right]
+    if left < t.dense and right < t.dense:
+        return t.base_ranks[left * t.dense + right]
     key = (<uint64_t>left << 32) | right
-    h = mix64(key)
+    h = pair_hash(key)
     bit = h >> t.bloom_shift
     if not (t.bloom[bit >> 6] >> (bit & 63)) & 1:
         return NO_RANK
@@ -408,6 +418,16 @@ cdef inline uint64_t inline_hash(uint64_t k0, uint64_t k1) noexcept nogil:
     (P2's top byte 0xC2 is no length byte; k0 would have to be P1's bytes, which
     start with a UTF-8 continuation byte, no chunk's first byte)."""
     return fold_mul(k0 ^ P1, k1 ^ P2) | 1
+
+
+def chunk_key_hash(const uint8_t[::1] chunk):
+    """The chunk cache's hash of ``chunk`` (its home slot pair in a table of ``2^k``
+    slots: ``hash & (2^k - 1) & ~1``), for tests that build colliding chunks."""
+    cdef Key k
+    if chunk.shape[0] == 0:
+        return 0
+    key_of(&chunk[0], chunk.shape[0], &chunk[0] + chunk.shape[0], &k)
+    return k.h
 
 
 cdef inline Slot* cache_find(ChunkCache* c, const uint8_t* p, const Key* k) noexcept nogil:
@@ -1027,7 +1047,8 @@ cdef class Encoder:
         if results_arr.shape[0] != merges_arr.shape[0]:
             raise ValueError(f"{merges_arr.shape[0]} merges but {results_arr.shape[0]} results")
         n = merges_arr.shape[0]
-        base_ranks = np.full(base * base, NO_RANK, dtype=np.uint32)
+        cdef uint32_t dense = max(base, min(<Py_ssize_t>DENSE_IDS, base + n))
+        base_ranks = np.full(<Py_ssize_t>dense * dense, NO_RANK, dtype=np.uint32)
         cap = 16
         while cap < 2 * n:
             cap *= 2
@@ -1065,12 +1086,12 @@ cdef class Encoder:
         for r in range(n):
             left = mv[r, 0]
             right = mv[r, 1]
-            if left < <uint32_t>base and right < <uint32_t>base:
-                if br[left * base + right] == NO_RANK:
-                    br[left * base + right] = <uint32_t>r
+            if left < dense and right < dense:
+                if br[left * dense + right] == NO_RANK:
+                    br[left * dense + right] = <uint32_t>r
                 continue
             key = (<uint64_t>left << 32) | right
-            h = mix64(key)
+            h = pair_hash(key)
             bv[(h >> bloom_shift) >> 6] |= (<uint64_t>1) << ((h >> bloom_shift) & 63)
             i = h & mask
             if pack:
@@ -1097,6 +1118,7 @@ cdef class Encoder:
         cdef const uint32_t[::1] resv = results_arr
         cdef const uint8_t[::1] clv = classes_arr
         self.tables.base = base
+        self.tables.dense = dense
         self.tables.base_ranks = &br[0]
         self.tables.pairs = ps
         self.tables.packed = pk
