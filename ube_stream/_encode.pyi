@@ -62,8 +62,8 @@ class Encoder:
         chunk_tokens: Optional[npt.NDArray[np.int64]] = None,  # len(ends) + 1: where each chunk's ids start, total last
     ) -> Tuple[int, Optional[npt.NDArray[np.uint32]], Optional[npt.NDArray[np.int64]]]: ...
 
-def chunk_key_hash(chunk: npt.NDArray[np.uint8]) -> int: ...  # the chunk cache hash (tests)
 def utf8_join(texts: List[str]) -> Tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
     """The UTF-8 of every text in one buffer, and ``n + 1`` byte offsets; raises
     UnicodeEncodeError (lone surrogate) or TypeError (not a str)."""
     ...
+def chunk_key_hash(chunk: npt.NDArray[np.uint8]) -> int: ...  # the chunk cache hash (tests)
