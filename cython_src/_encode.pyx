@@ -6,8 +6,9 @@ Encoding one chunk (base symbol ids) follows the rank-ordered rule of
 rank, replace all its non-overlapping occurrences left to right by the merge's
 result, repeat until no adjacent pair has a rank.
 
-* Pair table: pairs of two base symbols in a dense ``base x base`` rank array,
-  every other pair in an open-addressing hash table, behind a one-bit-per-pair
+* Pair table: pairs of two ids below ``dense`` (the base symbols and the first
+  merges' results, DENSE_IDS in all when the base is smaller) in a dense
+  ``dense x dense`` rank array, every other pair in an open-addressing hash table, behind a one-bit-per-pair
   filter (16 bits per pair, at most 256 KiB) that answers most "no merge" lookups without touching the
   table.  A slot packs ``left << 42 | right << 21 | rank`` into 8 bytes while
   every id and rank fits 21 bits (16-byte slots otherwise).  A rank gives its
@@ -35,7 +36,7 @@ from libc.string cimport memcmp, memcpy, memset
 from libcpp.vector cimport vector
 from cython.view cimport array as cvarray
 
-from _hash cimport hash_bytes, mix64, prefetch
+from _hash cimport P1, P2, P3, fold_mul, hash_bytes, prefetch
 from _heap cimport heap_pop, heap_push
 from _pretok_core cimport gpt2_split
 from _pretok_tiktoken cimport (SPLIT_CL100K, SPLIT_GPT2, SPLIT_LLAMA3, SPLIT_O200K, TT_HEAD, TT_LETTER,
@@ -99,27 +100,36 @@ cdef struct PairSlot:
 
 cdef enum:
     BLOOM_MAX_BITS = 21          # the pair filter: 16 bits per pair, a power of two from 2^12 bits
-    BLOOM_MIN_BITS = 12          # (512 bytes) to 2^21 (256 KiB); a pair's bit is mix64(key) >> bloom_shift
+    BLOOM_MIN_BITS = 12          # (512 bytes) to 2^21 (256 KiB); a pair's bit is pair_hash(key) >> bloom_shift
     PACK_BITS = 21               # packed pair slots: left, right and rank of 21 bits each
+    DENSE_IDS = 512              # the dense pair table covers ids below this (1 MiB of ranks): pairs of
+                                 # the base symbols and the first merges are most lookups of a fresh encode
 
 
 cdef uint64_t PACK_MASK = (1 << PACK_BITS) - 1
 
 
 cdef struct Tables:
-    uint32_t base                # number of base symbols (dense pair table side)
-    const uint32_t* base_ranks   # base * base ranks (NO_RANK: no merge)
+    uint32_t base                # number of base symbols
+    uint32_t dense               # side of the dense pair table: max(base, DENSE_IDS) (fewer for few merges)
+    const uint32_t* base_ranks   # dense * dense ranks (NO_RANK: no merge)
     const PairSlot* pairs        # open addressing over the other pairs (key and rank on one line)
     const uint64_t* packed       # the same table packed ``left << 42 | right << 21 | rank`` when every
                                  # id and rank is below 2^21 (pairs is NULL then): 8 bytes a slot
     uint64_t mask
     const uint64_t* bloom        # one bit per hashed pair of ``pairs``: clear means no merge
-    int bloom_shift              # a pair's bit: mix64(key) >> bloom_shift (the filter has 2^(64 - shift))
+    int bloom_shift              # a pair's bit: pair_hash(key) >> bloom_shift (the filter has 2^(64 - shift))
     const uint32_t* results      # result id of each rank
     int substrate
     const uint32_t* model_ids    # the id encode writes for each internal id (NULL: the same)
     bint char_integrity          # merge only where characters stay whole (merge_short_ci, merge_long with flags)
     bint check_utf8              # char integrity: also check chunks of UTF-8 symbols only
+
+
+cdef inline uint64_t pair_hash(uint64_t key) noexcept nogil:
+    """Hash of a packed pair ``left << 32 | right``: its low bits pick the home slot,
+    its top bits the filter bit.  One folded 128-bit multiply."""
+    return fold_mul(key ^ P3, P1)
 
 
 cdef inline uint32_t rank_of(const Tables* t, uint32_t left, uint32_t right) noexcept nogil:
@@ -129,10 +139,10 @@ cdef inline uint32_t rank_of(const Tables* t, uint32_t left, uint32_t right) noe
     touching the table; the rest probe it, key and rank on one cache line."""
     cdef uint64_t key, h, i, bit, v
     cdef const PairSlot* s
-    if left < t.base and right < t.base:
-        return t.base_ranks[left * t.base + right]
+    if left < t.dense and right < t.dense:
+        return t.base_ranks[left * t.dense + right]
     key = (<uint64_t>left << 32) | right
-    h = mix64(key)
+    h = pair_hash(key)
     bit = h >> t.bloom_shift
     if not (t.bloom[bit >> 6] >> (bit & 63)) & 1:
         return NO_RANK
@@ -403,8 +413,21 @@ cdef inline void key_of(const uint8_t* p, Py_ssize_t n, const uint8_t* limit, Ke
 
 
 cdef inline uint64_t inline_hash(uint64_t k0, uint64_t k1) noexcept nogil:
-    """Hash of a short chunk's slot key (odd)."""
-    return mix64(k0 ^ mix64(k1 * 0x9E3779B97F4A7C15ull)) | 1
+    """Hash of a short chunk's slot key (odd): one folded 128-bit multiply of its two
+    words, each xored with a constant first so that neither factor is ever zero
+    (P2's top byte 0xC2 is no length byte; k0 would have to be P1's bytes, which
+    start with a UTF-8 continuation byte, no chunk's first byte)."""
+    return fold_mul(k0 ^ P1, k1 ^ P2) | 1
+
+
+def chunk_key_hash(const uint8_t[::1] chunk):
+    """The chunk cache's hash of ``chunk`` (its home slot pair in a table of ``2^k``
+    slots: ``hash & (2^k - 1) & ~1``), for tests that build colliding chunks."""
+    cdef Key k
+    if chunk.shape[0] == 0:
+        return 0
+    key_of(&chunk[0], chunk.shape[0], &chunk[0] + chunk.shape[0], &k)
+    return k.h
 
 
 cdef inline Slot* cache_find(ChunkCache* c, const uint8_t* p, const Key* k) noexcept nogil:
@@ -737,6 +760,56 @@ cdef inline void store_lanes(uint32_t* o, uint64_t v0, uint64_t v1) noexcept nog
     o[3] = <uint32_t>(v1 >> 32)
 
 
+cdef inline void hash_block(const uint8_t* p, const uint8_t* limit, Py_ssize_t start, const int64_t* ends,
+                            Py_ssize_t cnt, const Slot* slots, uint64_t mask, Key* keys) noexcept nogil:
+    """Keys of the ``cnt`` chunks ``p[ends[j-1]:ends[j]]`` (``ends[-1]`` is ``start``),
+    the cache line of each one's slot pair prefetched.  A function of its own, so
+    that its few loop values stay in registers (in encode_span's frame they were
+    spilled to the stack)."""
+    cdef Py_ssize_t j, end
+    for j in range(cnt):
+        end = ends[j]
+        keys[j].start = start
+        key_of(p + start, end - start, limit, &keys[j])
+        prefetch(&slots[keys[j].h & mask & PAIR])
+        start = end
+
+
+cdef inline Py_ssize_t hit_block(const Key* keys, Py_ssize_t j, Py_ssize_t cnt, const Slot* slots,
+                                 uint64_t mask, uint32_t* out, Py_ssize_t* out_size,
+                                 int64_t* chunk_tokens, int64_t* hits) noexcept nogil:
+    """The branch-free hits of chunks ``keys[j:cnt]``: appends their ids at
+    ``out + out_size[0]`` until a chunk it does not take; returns that chunk's index
+    (``cnt``: none).  ``chunk_tokens`` (NULL: none) gets the output size before
+    each chunk, the returned one's included.  Output size and hit count stay in
+    registers and are stored once."""
+    cdef Py_ssize_t n = out_size[0]
+    cdef int64_t found = 0
+    cdef const Slot* pair
+    cdef uint64_t k0, k1, v0, v1, count
+    cdef bint hit0, hit1
+    while j < cnt:
+        if chunk_tokens != NULL:
+            chunk_tokens[j] = n
+        pair = &slots[keys[j].h & mask & PAIR]
+        k0 = keys[j].k0
+        k1 = keys[j].k1
+        hit0 = (pair[0].k0 == k0) & (pair[0].k1 == k1)
+        hit1 = (pair[1].k0 == k0) & (pair[1].k1 == k1)
+        v0 = pair[0].v0 if hit0 else pair[1].v0
+        v1 = pair[0].v1 if hit0 else pair[1].v1
+        count = (v0 & 0xFF) if (hit0 | hit1) else 0   # 0: spilled, long, a miss, or an empty chunk
+        if count == 0:
+            break
+        store_lanes(out + n, v0, v1)
+        n += <Py_ssize_t>count
+        found += 1
+        j += 1
+    out_size[0] = n
+    hits[0] += found
+    return j
+
+
 cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t* p,
                      const uint8_t* limit, Py_ssize_t first, const int64_t* ends, Py_ssize_t nchunks,
                      int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
@@ -745,54 +818,51 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
     """Append the ids of chunks ``p[ends[k-1]:ends[k]]`` (``ends[-1]`` is ``first``).
 
     Chunks go in blocks of BLOCK: first every chunk of the block is hashed and the
-    cache line of its slot pair prefetched, then the block is looked up, so the slot
-    loads of a block overlap instead of waiting one after another.  A chunk found in
-    its slot pair with its ids inline (most chunks) takes no branch of its own: both
-    slots are compared, the four id lanes are stored whatever the count and the
-    output advances by the count (the output keeps INLINE_IDS ids of room per chunk
-    left in the block).  Everything else (a slot further on, spilled ids, long keys,
-    misses, empty chunks) goes to ``chunk_slow``.  Returns a status; ``bad_at``:
-    offset from ``p`` of invalid UTF-8."""
+    cache line of its slot pair prefetched (hash_block), then the block is looked
+    up (hit_block), so the slot loads of a block overlap instead of waiting one
+    after another.  A chunk found in its slot pair with its ids inline (most
+    chunks) takes no branch of its own: both slots are compared, the four id lanes
+    are stored whatever the count and the output advances by the count (the output
+    keeps INLINE_IDS ids of room per chunk left in the block).  Everything else (a
+    slot further on, spilled ids, long keys, misses, empty chunks) goes to
+    ``chunk_slow``.  Returns a status; ``bad_at``: offset from ``p`` of invalid UTF-8."""
     cdef Key keys[BLOCK]
-    cdef Py_ssize_t b, j, cnt, start, bad_byte = 0
-    cdef const Slot* pair
-    cdef uint64_t k0, k1, v0, v1, count
-    cdef bint hit0, hit1
-    cdef int status
-    start = first
-    b = 0
+    cdef Py_ssize_t b = 0, j, cnt, start = first, bad_byte = 0
+    cdef int64_t hits = 0
+    cdef int64_t* ct
+    cdef int status = STATUS_OK
     while b < nchunks:
         cnt = min(<Py_ssize_t>BLOCK, nchunks - b)
         if out_reserve(w, INLINE_IDS * cnt) < 0:
-            return STATUS_NO_MEMORY
-        for j in range(cnt):
-            keys[j].start = start
-            key_of(p + start, ends[b + j] - start, limit, &keys[j])
-            prefetch(&cache.slots[keys[j].h & cache.mask & PAIR])
-            start = ends[b + j]
-        for j in range(cnt):
-            if w.chunk_tokens != NULL:
-                w.chunk_tokens[w.chunk_n] = w.out_size
-                w.chunk_n += 1
-            pair = &cache.slots[keys[j].h & cache.mask & PAIR]
-            k0 = keys[j].k0
-            k1 = keys[j].k1
-            hit0 = (pair[0].k0 == k0) & (pair[0].k1 == k1)
-            hit1 = (pair[1].k0 == k0) & (pair[1].k1 == k1)
-            v0 = pair[0].v0 if hit0 else pair[1].v0
-            v1 = pair[0].v1 if hit0 else pair[1].v1
-            count = (v0 & 0xFF) if (hit0 | hit1) else 0   # 0: spilled, long, a miss, or an empty chunk
-            store_lanes(w.out + w.out_size, v0, v1)
-            w.out_size += count
-            cache.hits += count != 0
-            if count == 0 and keys[j].n > 0:
+            status = STATUS_NO_MEMORY
+            break
+        hash_block(p, limit, start, ends + b, cnt, cache.slots, cache.mask, keys)
+        start = ends[b + cnt - 1]
+        ct = w.chunk_tokens + w.chunk_n if w.chunk_tokens != NULL else NULL
+        j = 0
+        while True:
+            # the table and the output are read again after each slow chunk: a miss may
+            # grow or clear the one and move the other
+            if ct == NULL:
+                j = hit_block(keys, j, cnt, cache.slots, cache.mask, w.out, &w.out_size, NULL, &hits)
+            else:
+                j = hit_block(keys, j, cnt, cache.slots, cache.mask, w.out, &w.out_size, ct, &hits)
+            if j == cnt:
+                break
+            if keys[j].n > 0:
                 status = chunk_slow(t, cache, w, p + keys[j].start, &keys[j], cnt - j, nxt, prv,
                                     node_rank, heap, batch, &bad_byte)
                 if status != STATUS_OK:
                     bad_at[0] = keys[j].start + bad_byte
-                    return status
+                    break
+            j += 1
+        if status != STATUS_OK:
+            break
+        if ct != NULL:
+            w.chunk_n += cnt
         b += cnt
-    return STATUS_OK
+    cache.hits += hits
+    return status
 
 
 cdef int chunk_slow(const Tables* t, ChunkCache* cache, Work* w, const uint8_t* chunk, const Key* k,
@@ -1029,7 +1099,8 @@ cdef class Encoder:
         if results_arr.shape[0] != merges_arr.shape[0]:
             raise ValueError(f"{merges_arr.shape[0]} merges but {results_arr.shape[0]} results")
         n = merges_arr.shape[0]
-        base_ranks = np.full(base * base, NO_RANK, dtype=np.uint32)
+        cdef uint32_t dense = max(base, min(<Py_ssize_t>DENSE_IDS, base + n))
+        base_ranks = np.full(<Py_ssize_t>dense * dense, NO_RANK, dtype=np.uint32)
         cap = 16
         while cap < 2 * n:
             cap *= 2
@@ -1067,12 +1138,12 @@ cdef class Encoder:
         for r in range(n):
             left = mv[r, 0]
             right = mv[r, 1]
-            if left < <uint32_t>base and right < <uint32_t>base:
-                if br[left * base + right] == NO_RANK:
-                    br[left * base + right] = <uint32_t>r
+            if left < dense and right < dense:
+                if br[left * dense + right] == NO_RANK:
+                    br[left * dense + right] = <uint32_t>r
                 continue
             key = (<uint64_t>left << 32) | right
-            h = mix64(key)
+            h = pair_hash(key)
             bv[(h >> bloom_shift) >> 6] |= (<uint64_t>1) << ((h >> bloom_shift) & 63)
             i = h & mask
             if pack:
@@ -1099,6 +1170,7 @@ cdef class Encoder:
         cdef const uint32_t[::1] resv = results_arr
         cdef const uint8_t[::1] clv = classes_arr
         self.tables.base = base
+        self.tables.dense = dense
         self.tables.base_ranks = &br[0]
         self.tables.pairs = ps
         self.tables.packed = pk

@@ -16,6 +16,22 @@ cdef extern from *:
     #define UBE_XXH_P3 0x165667B19E3779F9ULL
     #define UBE_XXH_P4 0x85EBCA77C2B2AE63ULL
     #define UBE_XXH_P5 0x27D4EB2F165667C5ULL
+    /* The 128-bit product of a and b folded to 64 bits (low half ^ high half): every
+       output bit, the low ones included, depends on every bit of both inputs; one
+       multiply instruction where __int128 exists (wyhash's "mum"). */
+    static inline unsigned long long ube_fold_mul(unsigned long long a, unsigned long long b) {
+    #if defined(__SIZEOF_INT128__)
+        unsigned __int128 r = (unsigned __int128)a * b;
+        return (unsigned long long)r ^ (unsigned long long)(r >> 64);
+    #else
+        unsigned long long al = a & 0xFFFFFFFFULL, ah = a >> 32, bl = b & 0xFFFFFFFFULL, bh = b >> 32;
+        unsigned long long ll = al * bl, lh = al * bh, hl = ah * bl, hh = ah * bh;
+        unsigned long long mid = (ll >> 32) + (lh & 0xFFFFFFFFULL) + (hl & 0xFFFFFFFFULL);
+        unsigned long long lo = (ll & 0xFFFFFFFFULL) | (mid << 32);
+        unsigned long long hi = hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
+        return lo ^ hi;
+    #endif
+    }
     """
     void prefetch "UBE_PREFETCH"(const void* p) noexcept nogil
     const uint64_t P1 "UBE_XXH_P1"
@@ -23,6 +39,7 @@ cdef extern from *:
     const uint64_t P3 "UBE_XXH_P3"
     const uint64_t P4 "UBE_XXH_P4"
     const uint64_t P5 "UBE_XXH_P5"
+    uint64_t fold_mul "ube_fold_mul"(uint64_t a, uint64_t b) noexcept nogil
 
 
 cdef inline uint64_t _rotl(uint64_t x, int r) noexcept nogil:

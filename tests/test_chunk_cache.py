@@ -180,3 +180,102 @@ def test_many_distinct_chunks_across_table_growth():
     assert max(encoder.cache_stats(s)["entries"] for s in range(encoder.num_slots)) > 2 * 4096  # grown 3 times
     assert np.array_equal(np.concatenate(tok.encode_ordinary_batch(docs[::-1])),
                           np.concatenate([np.array(e, np.uint32) for e in expected[::-1]]))
+
+
+M64 = (1 << 64) - 1
+
+
+def _inline_hash_twin(chunk: bytes) -> int:
+    """The hash of a chunk of 1..15 bytes, written out: the slot key is two
+    little-endian words (bytes 0..7; bytes 8..14 and the length in the top byte),
+    each xored with a constant, multiplied to 128 bits and the halves xored; odd."""
+    k0 = int.from_bytes(chunk[:8].ljust(8, b"\0"), "little")
+    k1 = int.from_bytes(chunk[8:].ljust(8, b"\0"), "little") | (len(chunk) << 56)
+    r = (k0 ^ 0x9E3779B185EBCA87) * (k1 ^ 0xC2B2AE3D27D4EB4F)
+    return ((r & M64) ^ (r >> 64)) | 1
+
+
+def test_chunk_hash_is_its_twin():
+    from ube_stream import _encode
+
+    rng = random.Random(3)
+    chunks = [bytes(rng.randrange(256) for _ in range(n)) for n in range(1, 16) for _ in range(20)]
+    chunks += [c.encode() for c in _edge_chunks() if len(c.encode()) <= 15]
+    for c in chunks:
+        assert _encode.chunk_key_hash(np.frombuffer(c, np.uint8)) == _inline_hash_twin(c), c
+
+
+def _colliding_words(want_pair, mask, count, seed=0):
+    """``count`` GPT-2 chunks (" " + lower-case letters, 3..14 bytes) whose home slot
+    pair in a table of ``mask + 1`` slots is ``want_pair`` (by the kernel's hash)."""
+    from ube_stream import _encode
+
+    rng = random.Random(seed)
+    out = set()
+    while len(out) < count:
+        word = " " + "".join(rng.choice(LETTERS) for _ in range(rng.randrange(2, 14)))
+        if _encode.chunk_key_hash(np.frombuffer(word.encode(), np.uint8)) & mask & ~1 == want_pair:
+            out.add(word)
+    return sorted(out)
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+@pytest.mark.parametrize("entries", [8, 1 << 16])
+def test_chunks_of_one_slot_pair_probe_past_it_and_wrap(toks, substrate, entries):
+    """Twelve chunks whose home is the table's last slot pair (slots 4094/4095 of the
+    first 4096-slot table, and 14/15 of the 16-slot table of an 8-entry cache, which
+    is then full and clears): all but two sit past their pair, wrapped round to the
+    table's start, and cold, warm and clearing passes give the reference ids."""
+    words = _colliding_words(4094, 4095, 12)
+    tok = pickle.loads(pickle.dumps(toks[substrate]))
+    tok.set_cache(entries=entries, bytes=1 << 20)
+    rng = random.Random(1)
+    docs = ["".join(rng.choice(words) for _ in range(40)) for _ in range(6)] + ["".join(words)]
+    expected = [encode_reference(tok, d) for d in docs]
+    for _ in range(3):
+        assert [g.tolist() for g in tok.encode_ordinary_batch(docs)] == expected
+    for d, want in zip(docs, expected):
+        assert tok.encode_ordinary(d).tolist() == want
+
+
+def _expansion(merges, base, i):
+    if i < base:
+        return [i]
+    left, right = merges[i - base]
+    return _expansion(merges, base, left) + _expansion(merges, base, right)
+
+
+@pytest.mark.parametrize("n_merges", [100, 256, 255, 600])
+def test_dense_pair_table_edges(n_merges):
+    """The dense rank table covers pairs of ids below min(DENSE_IDS = 512, base +
+    merges); the hash table the rest.  Random merges over 256 base symbols, pairs of
+    the ids either side of that edge among them, encoded from the symbols of
+    token pairs (short and heap paths): the reference rule's ids."""
+    from ube_stream import _encode
+    from ube_stream._reference import encode_chunk_reference
+    from ube_stream.pretokenizer import gpt2_class_table
+
+    base = 256
+    rng = random.Random(n_merges)
+    dense = min(512, base + n_merges)
+    edge = [i for i in (dense - 2, dense - 1, dense, dense + 1, base - 1, base) if i < base + n_merges]
+    merges = []
+    for r in range(n_merges):
+        top = base + r          # ids available before merge r
+        near = [i for i in edge if i < top]
+        if near and rng.random() < 0.4:
+            pair = (rng.choice(near), rng.choice(near + [rng.randrange(top)]))
+            pair = pair if rng.random() < 0.5 else pair[::-1]
+        else:
+            pair = (rng.randrange(top), rng.randrange(top))
+        merges.append(pair)
+    results = [base + r for r in range(n_merges)]
+    enc = _encode.Encoder(np.array(merges, np.uint32).reshape(-1, 2), np.array(results, np.uint32), base, 1,
+                          gpt2_class_table())
+    ranked = [(a, b, r) for (a, b), r in zip(merges, results)]
+    cases = [_expansion(merges, base, a) + _expansion(merges, base, b) for a in edge for b in edge]
+    cases += [sum((_expansion(merges, base, rng.choice(edge)) for _ in range(70)), []) for _ in range(5)]
+    assert any(len(c) > 64 for c in cases)  # the heap path too
+    for symbols in cases:
+        got = enc.encode_chunk_symbols(np.array(symbols, np.uint16)).tolist()
+        assert got == encode_chunk_reference(symbols, ranked), symbols[:20]

@@ -74,3 +74,4 @@ def utf8_join(texts: List[str]) -> Tuple[npt.NDArray[np.uint8], npt.NDArray[np.i
     """The UTF-8 of every text in one buffer, and ``n + 1`` byte offsets; raises
     UnicodeEncodeError (lone surrogate) or TypeError (not a str)."""
     ...
+def chunk_key_hash(chunk: npt.NDArray[np.uint8]) -> int: ...  # the chunk cache hash (tests)

@@ -1,0 +1,119 @@
+"""A/B of two builds of the encoder, in alternating processes: warm and fresh CPU time.
+
+    python benchmarks/ab_encode.py prep [--mb 2 --side-mb 1 --train-mb 2]   # once: corpora + trained-32k
+    python benchmarks/ab_encode.py ab BEFORE_ROOT AFTER_ROOT [--rounds 5] [--only cl100k,trained-32k]
+
+``prep`` writes the corpora (``mixed``, ``english``, ``cjk`` as side_by_side_encode.py
+takes them) and a utf8 tokenizer trained on the mixed text (GPT-2 pattern) to
+``--dir``.  ``ab`` then runs ``--rounds`` pairs of processes, before and after
+alternating, each importing ``ube_stream`` from its own built checkout and timing,
+per vocabulary and corpus, one *fresh* call (an unpickled tokenizer: empty caches,
+tables built untimed by a first call on one short text) and the median of
+``--warm`` warm calls, all ``time.process_time`` (CPU time, one thread).  Prints the
+median over rounds of each figure (MB/s) and the after/before ratio.
+"""
+import argparse
+import json
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VOCABS = ("cl100k", "o200k", "trained-32k")
+
+
+def prep(args):
+    sys.path.insert(0, os.path.dirname(HERE))
+    import side_by_side_encode as sbs
+
+    from ube_stream import train
+
+    os.makedirs(args.dir, exist_ok=True)
+    corpora = sbs.corpora(args.corpus, args.shared, args.mb, args.side_mb)
+    with open(os.path.join(args.dir, "corpora.pkl"), "wb") as f:
+        pickle.dump(corpora, f)
+    tok = train(iter(sbs.take(iter(corpora["mixed"]), args.train_mb)), vocab_size=32000, substrate="utf8",
+                workers=1, show_progress=False)
+    with open(os.path.join(args.dir, "trained.pkl"), "wb") as f:
+        pickle.dump(tok, f)
+    print({k: round(sbs.mb_of(v), 2) for k, v in corpora.items()})
+
+
+def one(args):
+    sys.path.insert(0, args.root)
+    sys.path.insert(0, HERE)
+    from side_by_side_encode import rank_file
+
+    from ube_stream import Tokenizer
+
+    with open(os.path.join(args.dir, "corpora.pkl"), "rb") as f:
+        corpora = pickle.load(f)
+    out = {}
+    for vocab in args.only.split(","):
+        if vocab == "trained-32k":
+            with open(os.path.join(args.dir, "trained.pkl"), "rb") as f:
+                tok = pickle.load(f)
+        else:
+            _, ranks = rank_file(f"{vocab}_base", args.dir)
+            tok = Tokenizer.from_tiktoken(ranks, vocab)
+        for label, texts in corpora.items():
+            mb = sum(len(t.encode()) for t in texts) / 1e6
+            fresh = pickle.loads(pickle.dumps(tok))
+            fresh.encode_ordinary_batch(["x"], num_threads=1)  # tables built; cache nearly empty
+            t0 = time.process_time()
+            fresh.encode_ordinary_batch(texts, num_threads=1)
+            out[f"{vocab}/{label}/fresh"] = mb / (time.process_time() - t0)
+            runs = []
+            for _ in range(args.warm):
+                t0 = time.process_time()
+                fresh.encode_ordinary_batch(texts, num_threads=1)
+                runs.append(mb / (time.process_time() - t0))
+            out[f"{vocab}/{label}/warm"] = statistics.median(runs)
+    print(json.dumps(out))
+
+
+def ab(args):
+    res = {"before": [], "after": []}
+    for r in range(args.rounds):
+        for side, root in (("before", args.before), ("after", args.after)) if r % 2 == 0 else \
+                (("after", args.after), ("before", args.before)):
+            cmd = [sys.executable, __file__, "one", root, "--dir", args.dir, "--only", args.only,
+                   "--warm", str(args.warm)]
+            line = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+            res[side].append(json.loads(line))
+    print(f"{'MB/s (CPU time)':28s} {'before':>8s} {'after':>8s} {'ratio':>6s}   (medians of {args.rounds})")
+    for key in res["before"][0]:
+        b = statistics.median(x[key] for x in res["before"])
+        a = statistics.median(x[key] for x in res["after"])
+        print(f"{key:28s} {b:8.2f} {a:8.2f} {a / b:6.3f}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode", choices=("prep", "ab", "one"))
+    p.add_argument("before", nargs="?")
+    p.add_argument("after", nargs="?")
+    p.add_argument("--dir", default="/tmp/ube_ab")
+    p.add_argument("--corpus", default=os.path.join(HERE, "data", "mixed.jsonl"))
+    p.add_argument("--shared", default=os.path.join(HERE, "..", "..", "shared", "data"))
+    p.add_argument("--mb", type=float, default=2.0)
+    p.add_argument("--side-mb", type=float, default=1.0)
+    p.add_argument("--train-mb", type=float, default=2.0)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--warm", type=int, default=3)
+    p.add_argument("--only", default=",".join(VOCABS))
+    args = p.parse_args()
+    if args.mode == "prep":
+        prep(args)
+    elif args.mode == "one":
+        args.root = args.before
+        one(args)
+    else:
+        ab(args)
+
+
+if __name__ == "__main__":
+    main()
