@@ -131,3 +131,39 @@ def write_jsonl(path, texts):
         for t in texts:
             f.write(json.dumps({"text": t}, ensure_ascii=False) + "\n")
     return str(path)
+
+
+#: the patterns the compiled split kernels run
+SPLIT_PATTERN_NAMES = ("gpt2", "cl100k", "llama3", "o200k")
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_split_pattern(name):
+    """``regex.compile`` of the pattern text of ``name`` (one of SPLIT_PATTERN_NAMES)."""
+    import regex
+
+    from ube_stream.pretokenizer import PATTERNS, resolve_pattern
+
+    return regex.compile(PATTERNS.get(name) or resolve_pattern(name)[1])
+
+
+def assert_split_matches_regex(texts, name):
+    """Split ``texts`` in one ``chunk_bounds_batch`` call (each a document) with the
+    compiled ``name`` pattern and compare every document's chunks with
+    ``regex.findall`` of the pattern's text."""
+    import numpy as np
+    import pytest
+
+    from ube_stream.pretokenizer import chunk_bounds_batch
+
+    compiled = compiled_split_pattern(name)
+    encoded = [text.encode("utf-8") for text in texts]
+    offsets = np.concatenate([[0], np.cumsum([len(e) for e in encoded])]).astype(np.int64)
+    ends, doc_chunk_offsets = chunk_bounds_batch(b"".join(encoded), offsets, name)
+    for d, (text, start) in enumerate(zip(texts, offsets[:-1].tolist())):
+        expected = start + np.cumsum([len(c.encode("utf-8")) for c in compiled.findall(text)], dtype=np.int64)
+        ours = ends[doc_chunk_offsets[d]:doc_chunk_offsets[d + 1]]
+        if not np.array_equal(ours, expected):
+            data = b"".join(encoded)
+            got = [data[a:b].decode() for a, b in zip([start] + ours[:-1].tolist(), ours)]
+            pytest.fail(f"{name} {text!r}: kernel {got!r} != regex {compiled.findall(text)!r}")

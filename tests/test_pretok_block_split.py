@@ -16,25 +16,15 @@ codec finds it.  A hypothesis property checks ASCII-heavy text of many shapes.
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
-import regex
-from _helpers import slow_after
+from _helpers import SPLIT_PATTERN_NAMES, assert_split_matches_regex, slow_after
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ube_stream.errors import InvalidTextError
-from ube_stream.pretokenizer import (
-    CL100K_PATTERN,
-    GPT2_PATTERN,
-    LLAMA3_PATTERN,
-    O200K_PATTERN,
-    chunk_bounds,
-    chunk_bounds_batch,
-)
+from ube_stream.pretokenizer import chunk_bounds
 
-PATTERNS = {"gpt2": GPT2_PATTERN, "cl100k": CL100K_PATTERN, "llama3": LLAMA3_PATTERN, "o200k": O200K_PATTERN}
-COMPILED = {name: regex.compile(text) for name, text in PATTERNS.items()}
+PATTERNS = SPLIT_PATTERN_NAMES
 
 BASES = [
     "the quick brown fox jumps over the lazy dog, " * 4,
@@ -55,21 +45,6 @@ POSITIONS = range(80)
 INVALID = [b"\xff", b"\x80", b"\xc3", b"\xe4\xb8", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf"]
 
 
-def assert_matches_regex(texts: list[str], name: str) -> None:
-    """Split ``texts`` in one batch call (each a document) and compare with findall."""
-    encoded = [text.encode("utf-8") for text in texts]
-    offsets = np.concatenate([[0], np.cumsum([len(e) for e in encoded])]).astype(np.int64)
-    ends, doc_chunk_offsets = chunk_bounds_batch(b"".join(encoded), offsets, name)
-    for d, (text, start) in enumerate(zip(texts, offsets[:-1].tolist())):
-        expected = start + np.cumsum([len(c.encode("utf-8")) for c in COMPILED[name].findall(text)],
-                                     dtype=np.int64)
-        ours = ends[doc_chunk_offsets[d]:doc_chunk_offsets[d + 1]]
-        if not np.array_equal(ours, expected):
-            data = b"".join(encoded)
-            got = [data[a:b].decode() for a, b in zip([start] + ours[:-1].tolist(), ours)]
-            pytest.fail(f"{name} {text!r}: kernel {got!r} != regex {COMPILED[name].findall(text)!r}")
-
-
 @pytest.mark.parametrize("name", PATTERNS)
 @pytest.mark.parametrize("base", slow_after(BASES, keep=4), ids=lambda b: repr(b[:12]))
 def test_probe_at_every_offset(name, base):
@@ -78,7 +53,7 @@ def test_probe_at_every_offset(name, base):
         for p in POSITIONS:
             texts.append(base[:p] + probe + base[p:])   # the text goes on after it
             texts.append(base[:p] + probe)              # the buffer ends right after it
-    assert_matches_regex(texts, name)
+    assert_split_matches_regex(texts, name)
 
 
 @pytest.mark.parametrize("name", PATTERNS)
@@ -90,7 +65,7 @@ def test_runs_ending_at_every_offset(name):
         for length in range(1, 141):
             for follower in ["", "x", " x", "  x", ".", "1", "\n", "'s", "é", "\t"]:
                 texts.append(run * length + follower)
-    assert_matches_regex(texts, name)
+    assert_split_matches_regex(texts, name)
 
 
 @pytest.mark.parametrize("name", PATTERNS)
@@ -120,4 +95,4 @@ PIECES = ["the", "a", "I", "Word", "HTTP", "camelCase", "x" * 70, "don", "'t", "
 @settings(max_examples=150, deadline=None)
 @given(pieces=st.lists(st.sampled_from(PIECES), min_size=10, max_size=120))
 def test_ascii_heavy_text_matches_regex(name, pieces):
-    assert_matches_regex(["".join(pieces)], name)
+    assert_split_matches_regex(["".join(pieces)], name)

@@ -18,20 +18,12 @@ import itertools
 
 import numpy as np
 import pytest
-import regex
+from _helpers import SPLIT_PATTERN_NAMES, assert_split_matches_regex, compiled_split_pattern
 
 from ube_stream.errors import InvalidTextError
-from ube_stream.pretokenizer import (
-    CL100K_PATTERN,
-    GPT2_PATTERN,
-    LLAMA3_PATTERN,
-    O200K_PATTERN,
-    chunk_bounds,
-    chunk_bounds_batch,
-)
+from ube_stream.pretokenizer import chunk_bounds
 
-PATTERNS = {"gpt2": GPT2_PATTERN, "cl100k": CL100K_PATTERN, "llama3": LLAMA3_PATTERN, "o200k": O200K_PATTERN}
-COMPILED = {name: regex.compile(text) for name, text in PATTERNS.items()}
+PATTERNS = SPLIT_PATTERN_NAMES
 
 PREFIXES = ["", " ", "(", "'", "\t", "\n", "\r", "é", "1", "\x00", "\x7f"]
 FOLLOWERS = ["", " ", ".", ",x", "'s", "'S", "'ll", "'x", "1", "\n", "\r\n", "  x", "A", "a",
@@ -49,18 +41,6 @@ def words(length: int) -> list[str]:
     return sorted(shapes)
 
 
-def assert_batch_matches_regex(texts: list[str], name: str) -> None:
-    encoded = [text.encode("utf-8") for text in texts]
-    offsets = np.concatenate([[0], np.cumsum([len(e) for e in encoded])]).astype(np.int64)
-    ends, doc_chunk_offsets = chunk_bounds_batch(b"".join(encoded), offsets, name)
-    for d, (text, start) in enumerate(zip(texts, offsets[:-1].tolist())):
-        expected = start + np.cumsum([len(c.encode("utf-8")) for c in COMPILED[name].findall(text)], dtype=np.int64)
-        ours = ends[doc_chunk_offsets[d]:doc_chunk_offsets[d + 1]]
-        if not np.array_equal(ours, expected):
-            ours_chunks = [b"".join(encoded)[a:b].decode() for a, b in zip([start] + ours[:-1].tolist(), ours)]
-            pytest.fail(f"{name} {text!r}: kernel {ours_chunks!r} != regex {COMPILED[name].findall(text)!r}")
-
-
 @pytest.mark.parametrize("name", list(PATTERNS))
 def test_word_runs_at_every_length_and_follower(name):
     # every (length, shape, follower) with three of the prefixes and one tail, in rotation
@@ -71,7 +51,7 @@ def test_word_runs_at_every_length_and_follower(name):
             for i in range(3):
                 prefix = PREFIXES[(k + 3 * j + i) % len(PREFIXES)]
                 texts.append(prefix + word + follower + TAILS[(k + j + i) % len(TAILS)])
-    assert_batch_matches_regex(texts, name)
+    assert_split_matches_regex(texts, name)
 
 
 @pytest.mark.parametrize("name", list(PATTERNS))
@@ -82,9 +62,9 @@ def test_word_runs_near_the_end_of_the_buffer(name):
              for lead in ["", "x.", "  ", "ab cd "]
              for length in range(1, 21) for word in words(length)
              for prefix in ["", " ", "(", "'"] for tail in ["", "é", "'s", ".", " "]]
-    assert_batch_matches_regex(texts, name)
+    assert_split_matches_regex(texts, name)
     for text in texts[:: 37]:          # and alone, through chunk_bounds
-        expected = np.cumsum([len(c.encode("utf-8")) for c in COMPILED[name].findall(text)], dtype=np.int64)
+        expected = np.cumsum([len(c.encode("utf-8")) for c in compiled_split_pattern(name).findall(text)], dtype=np.int64)
         assert np.array_equal(chunk_bounds(text.encode("utf-8"), name), expected), text
 
 
@@ -95,7 +75,7 @@ def test_space_runs_at_every_length(name):
              for before in ["", "\n", "x", "\t", "\r\n", "\u3000", "."]
              for after in ["", "x", "\n", "\t", "é", "\u3000", ".", "\r\n", "1", "\xa0", " \n"]
              for tail in ["", " ", "y" * 17]]
-    assert_batch_matches_regex(texts, name)
+    assert_split_matches_regex(texts, name)
 
 
 INVALID = [b"\xff", b"\x80", b"\xc0\x80", b"\xc3", b"\xe4\xb8", b"\xed\xa0\x80", b"\xf4\x90\x80\x80",
