@@ -416,8 +416,10 @@ def _table_cache_path(name: str) -> Optional[str]:
 
 def _cached_table(name: str, build) -> np.ndarray:
     """``build()`` (a uint8 table of every code point), read from the cache when it
-    is there and whole, else built and written there (atomically; an unwritable
-    cache is skipped).  Read-only."""
+    is there and whole, else built and written there (``storage.atomic_write_bytes``;
+    an unwritable cache is skipped).  Read-only."""
+    from .storage import atomic_write_bytes
+
     try:
         path = _table_cache_path(name)
     except OSError:
@@ -432,20 +434,14 @@ def _cached_table(name: str, build) -> np.ndarray:
             pass
     table = build()
     if path is not None:
-        tmp = f"{path}.tmp.{os.getpid()}"
         folder, prefix = os.path.dirname(path), f"classes-{name}-"
-        try:
-            os.makedirs(folder, exist_ok=True)
-            table.tofile(tmp)
-            os.replace(tmp, path)
+        try:   # unique: other processes may build the same table at the same moment
+            atomic_write_bytes(path, table.tobytes(), unique=True)
             for old in os.listdir(folder):   # tables of an earlier regex or ube-stream
                 if old.startswith(prefix) and old.endswith(".u8") and old != os.path.basename(path):
                     os.unlink(os.path.join(folder, old))
-        except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        except OSError:   # StorageError included
+            pass
     table.setflags(write=False)
     return table
 
