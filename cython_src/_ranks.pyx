@@ -225,18 +225,21 @@ def expansion_tuples(const uint16_t[::1] symbols, const int64_t[::1] offsets):
     """``[tuple(symbols[offsets[i]:offsets[i + 1]]) for i in ...]`` in one pass (the
     int objects of the symbols made once each)."""
     cdef Py_ssize_t n = offsets.shape[0] - 1, i, j
+    cdef uint16_t top = 0
     if n < 0 or offsets[0] != 0 or offsets[n] > symbols.shape[0]:
         raise ValueError("offsets must run from 0 within symbols")
     for i in range(n):
         if offsets[i + 1] < offsets[i]:
             raise ValueError(f"offsets decrease at {i}")
-    ints = [j for j in range(65536)] if n > 512 else None
+    for i in range(offsets[n]):
+        top = max(top, symbols[i])
+    cdef list ints = list(range(top + 1))   # one int object per symbol value
     out = [None] * n
     cdef tuple t
     for i in range(n):
         t = PyTuple_New(offsets[i + 1] - offsets[i])
         for j in range(offsets[i + 1] - offsets[i]):
-            value = ints[symbols[offsets[i] + j]] if ints is not None else symbols[offsets[i] + j]
+            value = ints[symbols[offsets[i] + j]]
             Py_INCREF(value)
             PyTuple_SET_ITEM(t, j, value)
         out[i] = t
