@@ -72,7 +72,7 @@ cdef extern from *:
        2 MiB aligned and, on Linux, advised as huge pages: a probe then rarely
        misses the TLB (with 4 KiB pages nearly every probe of a 16 MiB table did,
        and the prefetch of a slot stalled on it). */
-    static void* ube_table_alloc(size_t bytes) {
+    static void* ube_big_alloc(size_t bytes) {
         void* p = NULL;
         const size_t huge = (size_t)2 << 20;
         size_t align = bytes < huge ? 64 : huge;
@@ -83,11 +83,17 @@ cdef extern from *:
         if (align == huge)
             madvise(p, bytes, MADV_HUGEPAGE);
     #endif
-        memset(p, 0, bytes);
+        return p;
+    }
+    static void* ube_table_alloc(size_t bytes) {
+        void* p = ube_big_alloc(bytes);
+        if (p != NULL)
+            memset(p, 0, bytes ? bytes : 64);
         return p;
     }
     """
     void* table_alloc "ube_table_alloc"(size_t bytes) noexcept nogil
+    void* big_alloc "ube_big_alloc"(size_t bytes) noexcept nogil
 
 
 # --------------------------------------------------------------------------- pair table
@@ -578,7 +584,10 @@ cdef inline int out_reserve(Work* w, Py_ssize_t extra) noexcept nogil:
     if need <= w.out_cap:
         return 0
     need = max(need, w.out_cap + w.out_cap // 2 + 1024)
-    grown = <uint32_t*>realloc(w.out, need * sizeof(uint32_t))
+    if w.out == NULL:   # a call's first reservation (its size): 2 MiB and more as huge pages
+        grown = <uint32_t*>big_alloc(need * sizeof(uint32_t))
+    else:
+        grown = <uint32_t*>realloc(w.out, need * sizeof(uint32_t))
     if grown == NULL:
         return -1
     w.out = grown
@@ -594,6 +603,45 @@ cdef void work_free(Work* w) noexcept nogil:
     free(w.flags)
     free(w.starts)
     memset(w, 0, sizeof(Work))
+
+
+cdef enum:
+    KEEP_SYMBOLS = 1 << 16      # a slot keeps chunk buffers up to this many symbols between calls
+
+
+cdef struct Scratch:
+    # One slot's buffers that never leave the kernel, kept from call to call: a warm
+    # call then touches no fresh pages for them (each first touch of a page is a
+    # fault, ~20% of a warm encode when every call allocated its own)
+    Work work                   # the merge buffers (its ``out`` is the call's own: numpy takes it)
+    int64_t* split_ends         # chunk ends of one slice of a document
+    Py_ssize_t split_cap
+
+
+cdef void scratch_end_call(Scratch* s) noexcept nogil:
+    """After a call: drop its output (unless numpy took it) and any chunk buffers a
+    huge chunk made large, keep the rest for the slot's next call."""
+    cdef Work* w = &s.work
+    free(w.out)
+    w.out = NULL
+    w.out_size = 0
+    w.out_cap = 0
+    w.chunk_tokens = NULL
+    w.chunk_n = 0
+    if w.cap > KEEP_SYMBOLS:
+        free(w.symbols)
+        free(w.ids)
+        free(w.ranks)
+        w.symbols = NULL
+        w.ids = NULL
+        w.ranks = NULL
+        w.cap = 0
+    if w.ci_cap > KEEP_SYMBOLS:
+        free(w.flags)
+        free(w.starts)
+        w.flags = NULL
+        w.starts = NULL
+        w.ci_cap = 0
 
 
 # --------------------------------------------------------------------------- character integrity
@@ -955,33 +1003,41 @@ cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
 
 
-def utf8_join(list texts):
-    """``(data uint8, offsets int64[n+1])``: the UTF-8 of every ``str`` of ``texts``,
-    one after another, in one buffer, copied once.  CPython hands out the UTF-8 of an
-    ASCII ``str`` without encoding it (and keeps the UTF-8 of any other ``str`` it
-    made for the string's lifetime), so there is no ``bytes`` object per document
-    and no second copy to join them.  Raises ``UnicodeEncodeError`` (a lone
-    surrogate) or ``TypeError`` (not a ``str``) without naming the document: the
-    caller encodes the batch again its own way to say which one."""
+def utf8_offsets(list texts):
+    """``int64[n+1]``: where the UTF-8 of each ``str`` of ``texts`` would start and end
+    in one buffer (a running sum of their UTF-8 sizes).  Asking CPython for the UTF-8
+    makes it keep it for the string's lifetime (an ASCII ``str`` is its own UTF-8), so
+    the encoders that read texts in place (:meth:`Encoder.encode_texts`) or
+    ``utf8_join`` find it ready.  Raises ``UnicodeEncodeError`` (a lone surrogate) or
+    ``TypeError`` (not a ``str``) without naming the document: the caller encodes the
+    batch again its own way to say which one."""
     cdef Py_ssize_t n = len(texts), d, size, total = 0
-    cdef vector[const char*] ptrs
     cdef object text
     offsets = np.empty(n + 1, dtype=np.int64)
     cdef int64_t[::1] ov = offsets
     ov[0] = 0
-    ptrs.resize(n)
     for d in range(n):
         text = texts[d]
         if not isinstance(text, str):
             raise TypeError(f"document {d} is a {type(text).__name__}, not a str")
-        ptrs[d] = PyUnicode_AsUTF8AndSize(text, &size)
+        PyUnicode_AsUTF8AndSize(text, &size)
         total += size
         ov[d + 1] = total
-    data = np.empty(total, dtype=np.uint8)
+    return offsets
+
+
+def utf8_join(list texts):
+    """``(data uint8, offsets int64[n+1])``: the UTF-8 of every ``str`` of ``texts``,
+    one after another, in one buffer, copied once (no ``bytes`` object per document);
+    errors as :func:`utf8_offsets`."""
+    offsets = utf8_offsets(texts)
+    cdef const int64_t[::1] ov = offsets
+    cdef Py_ssize_t n = len(texts), d, size
+    data = np.empty(ov[n], dtype=np.uint8)
     cdef uint8_t[::1] dv = data
-    if total:
+    if ov[n]:
         for d in range(n):
-            memcpy(&dv[ov[d]], ptrs[d], ov[d + 1] - ov[d])
+            memcpy(&dv[ov[d]], PyUnicode_AsUTF8AndSize(texts[d], &size), ov[d + 1] - ov[d])
     return data, offsets
 
 
@@ -1063,6 +1119,7 @@ cdef class Encoder:
     cdef const uint8_t* classes
     cdef readonly int split    # the SPLIT_* code of encode_utf8's pre-tokenizer
     cdef ChunkCache* caches
+    cdef Scratch* scratch       # one per slot, kept across calls
     cdef int _num_slots
     cdef readonly Py_ssize_t cache_entries
     cdef readonly Py_ssize_t cache_bytes
@@ -1073,6 +1130,7 @@ cdef class Encoder:
                   Py_ssize_t slice_bytes=1 << 20, id_map=None, bint char_integrity=False,
                   bint check_utf8=True):
         self.caches = NULL
+        self.scratch = NULL
         self._pairs = NULL
         self._num_slots = 0
         if substrate not in (SUBSTRATE_UBE, SUBSTRATE_UTF8, SUBSTRATE_UTF16):
@@ -1188,7 +1246,8 @@ cdef class Encoder:
         # cache-line aligned (ChunkCache is 128 bytes): the hit counters one thread bumps every
         # chunk never share a line with another thread's slot
         self.caches = <ChunkCache*>table_alloc(num_slots * sizeof(ChunkCache))
-        if self.caches == NULL:
+        self.scratch = <Scratch*>calloc(num_slots, sizeof(Scratch))
+        if self.caches == NULL or self.scratch == NULL:
             raise MemoryError()
         self._num_slots = num_slots
         # the caches themselves are allocated on first use of each slot (_enter)
@@ -1204,6 +1263,12 @@ cdef class Encoder:
                 free(self.caches[s].vals)
             free(self.caches)
             self.caches = NULL
+        if self.scratch != NULL:
+            for s in range(self._num_slots):
+                work_free(&self.scratch[s].work)
+                free(self.scratch[s].split_ends)
+            free(self.scratch)
+            self.scratch = NULL
 
     @property
     def num_slots(self):
@@ -1338,78 +1403,132 @@ cdef class Encoder:
         return self._encode(data, offsets, ends, doc_chunk_offsets, slot, err,
                             &chunk_tokens[0] if chunk_tokens is not None else NULL, bos, eos)
 
+    def encode_texts(self, list texts, Py_ssize_t first=0, Py_ssize_t stop=-1, int slot=0,
+                     int64_t[::1] err=None, int64_t bos=-1, int64_t eos=-1):
+        """Like :meth:`encode_utf8` over ``texts[first:stop]`` (``str`` objects, ``stop``
+        -1: to the end), each read in place from the UTF-8 CPython keeps for it (no
+        joined copy of the batch).  Raises ``TypeError`` (not a ``str``) or
+        ``UnicodeEncodeError`` (a lone surrogate) without naming the document: the
+        caller says which one."""
+        cdef Py_ssize_t n = len(texts), d, size
+        if stop < 0 or stop > n:
+            stop = n
+        if first < 0 or first > stop:
+            raise ValueError(f"texts[{first}:{stop}] is not a range of the {n} texts")
+        cdef vector[const uint8_t*] ptrs
+        cdef vector[int64_t] lens
+        ptrs.resize(stop - first)
+        lens.resize(stop - first)
+        cdef object text
+        for d in range(first, stop):
+            text = texts[d]
+            if not isinstance(text, str):
+                raise TypeError(f"document {d} is a {type(text).__name__}, not a str")
+            ptrs[d - first] = <const uint8_t*>PyUnicode_AsUTF8AndSize(text, &size)
+            lens[d - first] = size
+        return self._run(stop - first, ptrs.data(), lens.data(), NULL, NULL, NULL, NULL, slot, err,
+                         NULL, bos, eos)
+
     cdef _encode(self, const uint8_t[::1] data, const int64_t[::1] offsets,
                  const int64_t[::1] ends, const int64_t[::1] doc_chunk_offsets, int slot,
                  int64_t[::1] err, int64_t* chunk_tokens, int64_t bos, int64_t eos):
-        cdef Py_ssize_t nd = offsets.shape[0] - 1, d, nchunks, win, cap = 0
-        cdef int64_t start, stop, pos, wend
-        cdef int status = STATUS_OK
-        cdef Py_ssize_t bad = -1, bad_doc = -1, bad_at = 0
-        check_err(err)
+        cdef Py_ssize_t nd = offsets.shape[0] - 1, d
         if nd < 0:
             raise ValueError("offsets needs ndocs + 1 entries")
-        if bos > 0xFFFFFFFF or eos > 0xFFFFFFFF or bos < -1 or eos < -1:
-            raise ValueError(f"bos/eos must be uint32 ids or -1, got {bos}, {eos}")
         if offsets[0] < 0 or offsets[nd] > data.shape[0]:
             raise ValueError(f"offsets span [{offsets[0]}, {offsets[nd]}] is outside data (0..{data.shape[0]})")
         for d in range(nd):
             if offsets[d + 1] < offsets[d]:
                 raise ValueError(f"offsets must be non-decreasing; offsets[{d + 1}] < offsets[{d}]")
+        cdef const uint8_t* base_ptr = &data[0] if data.shape[0] > 0 else NULL
+        return self._run(nd, NULL, NULL, base_ptr, &offsets[0],
+                         &ends[0] if ends is not None and ends.shape[0] > 0 else NULL,
+                         &doc_chunk_offsets[0] if doc_chunk_offsets is not None else NULL,
+                         slot, err, chunk_tokens, bos, eos, ends is None,
+                         base_ptr + data.shape[0] if base_ptr != NULL else NULL)
+
+    cdef _run(self, Py_ssize_t nd, const uint8_t** doc_ptrs, const int64_t* doc_lens,
+              const uint8_t* data, const int64_t* offsets, const int64_t* ends,
+              const int64_t* doc_chunk_offsets, int slot, int64_t[::1] err, int64_t* chunk_tokens,
+              int64_t bos, int64_t eos, bint inline_split=True, const uint8_t* data_end=NULL):
+        """The encode loop over ``nd`` documents: ``doc_ptrs[d][0:doc_lens[d]]`` (texts
+        read in place), or ``data[offsets[d]:offsets[d + 1]]`` (one buffer, ``data_end``
+        its end), split inline or by ``ends`` / ``doc_chunk_offsets``."""
+        cdef Py_ssize_t d, nchunks, win, total = 0
+        cdef int64_t start, stop, pos, wend
+        cdef int status = STATUS_OK
+        cdef Py_ssize_t bad = -1, bad_doc = -1, bad_at = 0
+        check_err(err)
+        if bos > 0xFFFFFFFF or eos > 0xFFFFFFFF or bos < -1 or eos < -1:
+            raise ValueError(f"bos/eos must be uint32 ids or -1, got {bos}, {eos}")
+        if doc_ptrs != NULL:
+            for d in range(nd):
+                total += doc_lens[d]
+        elif nd > 0:
+            total = offsets[nd] - offsets[0]
         token_offsets = np.zeros(nd + 1, dtype=np.int64)
         cdef int64_t[::1] tv = token_offsets
-        cdef bint inline_split = ends is None
-        cdef int64_t* split_ends = NULL     # chunk ends of one slice of a document
         cdef vector[int32_t] nxt, prv
         cdef vector[uint32_t] node_rank, batch
         cdef vector[uint64_t] heap
-        cdef Work w
-        memset(&w, 0, sizeof(Work))
-        w.chunk_tokens = chunk_tokens
-        cdef const uint8_t* base_ptr = &data[0] if data.shape[0] > 0 else NULL
-        cdef const uint8_t* limit = base_ptr + data.shape[0] if data.shape[0] > 0 else NULL
+        cdef const uint8_t* base_ptr = data
+        cdef const uint8_t* limit = data_end
         cdef Py_ssize_t target = self.slice_bytes
         cdef ChunkCache* cache = self._enter(slot)
+        cdef Scratch* sc = &self.scratch[slot]
+        cdef Work* w = &sc.work
+        w.chunk_tokens = chunk_tokens
         try:
             with nogil:
-                cache_presize(cache, offsets[nd] - offsets[0])
-                if out_reserve(&w, (offsets[nd] - offsets[0]) // 4 + 16) < 0:
+                cache_presize(cache, total)
+                if out_reserve(w, total // 4 + 16) < 0:
                     status = STATUS_NO_MEMORY
                 for d in range(nd):
                     if status != STATUS_OK:
                         break
                     if bos >= 0:
-                        if out_reserve(&w, 1) < 0:
+                        if out_reserve(w, 1) < 0:
                             status = STATUS_NO_MEMORY
                             break
                         w.out[w.out_size] = <uint32_t>bos
                         w.out_size += 1
-                    start = offsets[d]
-                    stop = offsets[d + 1]
+                    if doc_ptrs != NULL:
+                        base_ptr = doc_ptrs[d]
+                        start = 0
+                        stop = doc_lens[d]
+                        limit = base_ptr + stop
+                    else:
+                        start = offsets[d]
+                        stop = offsets[d + 1]
                     if inline_split:
                         # one slice of chunks at a time: memory stays bounded on huge documents
                         pos = start
                         while pos < stop:
                             wend = window_end(base_ptr, pos, stop, target)
                             win = wend - pos
-                            if win > cap:
-                                cap = max(win, min(2 * cap, 2 * target))
-                                free(split_ends)
-                                split_ends = <int64_t*>malloc((cap + 1) * sizeof(int64_t))
-                                if split_ends == NULL:
+                            if win > sc.split_cap:
+                                # the slot keeps it: at most 2 * slice_bytes + 1 ends
+                                win = max(win, min(2 * sc.split_cap, 2 * target))
+                                free(sc.split_ends)
+                                sc.split_ends = <int64_t*>malloc((win + 1) * sizeof(int64_t))
+                                if sc.split_ends == NULL:
+                                    sc.split_cap = 0
                                     status = STATUS_NO_MEMORY
                                     break
+                                sc.split_cap = win
+                                win = wend - pos
                             if self.split == SPLIT_GPT2:
-                                nchunks = gpt2_split(base_ptr + pos, win, self.classes, split_ends)
+                                nchunks = gpt2_split(base_ptr + pos, win, self.classes, sc.split_ends)
                             else:
-                                nchunks = tiktoken_split(base_ptr + pos, win, self.classes, split_ends,
+                                nchunks = tiktoken_split(base_ptr + pos, win, self.classes, sc.split_ends,
                                                          self.split)
                             if nchunks < 0:
                                 status = STATUS_INVALID_UTF8
                                 bad = pos + (-nchunks - 1)
                                 bad_doc = d
                                 break
-                            status = encode_span(&self.tables, cache, &w, base_ptr + pos, limit, 0,
-                                                 split_ends, nchunks, nxt, prv, node_rank, heap, batch,
+                            status = encode_span(&self.tables, cache, w, base_ptr + pos, limit, 0,
+                                                 sc.split_ends, nchunks, nxt, prv, node_rank, heap, batch,
                                                  &bad_at)
                             if status != STATUS_OK:
                                 bad = pos + bad_at
@@ -1419,14 +1538,14 @@ cdef class Encoder:
                     else:
                         nchunks = doc_chunk_offsets[d + 1] - doc_chunk_offsets[d]
                         if nchunks > 0:
-                            status = encode_span(&self.tables, cache, &w, base_ptr, limit, start,
+                            status = encode_span(&self.tables, cache, w, base_ptr, limit, start,
                                                  &ends[doc_chunk_offsets[d]], nchunks, nxt, prv,
                                                  node_rank, heap, batch, &bad_at)
                             if status != STATUS_OK:
                                 bad = bad_at
                                 bad_doc = d
                     if eos >= 0 and status == STATUS_OK:
-                        if out_reserve(&w, 1) < 0:
+                        if out_reserve(w, 1) < 0:
                             status = STATUS_NO_MEMORY
                             break
                         w.out[w.out_size] = <uint32_t>eos
@@ -1438,8 +1557,7 @@ cdef class Encoder:
                 return fail(err, status, bad, bad_doc), None, None
             if chunk_tokens != NULL:
                 chunk_tokens[w.chunk_n] = w.out_size
-            return STATUS_OK, take_ids(&w), token_offsets
+            return STATUS_OK, take_ids(w), token_offsets
         finally:
-            free(split_ends)
-            work_free(&w)
+            scratch_end_call(sc)
             cache.busy = False

@@ -735,3 +735,54 @@ def test_batch_input_is_joined_in_one_buffer(utf8_tok):
     with pytest.raises(InvalidTextError) as info:
         utf8_tok.encode_ordinary_batch(["a", "b", "c\udfff"])
     assert info.value.document == 2 and info.value.offset == 1
+
+
+@pytest.mark.parametrize("substrate", ["ube", "utf8", "utf16"])
+def test_texts_read_in_place_equal_the_joined_buffer(tokenizers_by_substrate, real_texts, substrate):
+    """encode_batch reads each str's UTF-8 in place (Encoder.encode_texts); the ids and
+    token offsets equal encode_utf8_batch on the joined buffer, with BOS/EOS, for any
+    thread count, and stay equal while a slot's kept buffers change size between calls:
+    a huge chunk (past what a slot keeps), a document of several slices, then small
+    documents again."""
+    from ube_stream import _encode
+    from ube_stream._reference import encode_reference
+
+    tok = tokenizers_by_substrate[substrate]
+    huge_chunk = "的" * 70_000  # one chunk of 140k-210k symbols
+    several_slices = " ".join(real_texts) * (1 + (3 * tok.slice_bytes) // max(1, len(" ".join(real_texts))))
+    batches = [real_texts, [huge_chunk, "abc"], [several_slices[: 3 * tok.slice_bytes]], real_texts[:50],
+               ["", "x", ""], []]
+    encoder, slots = tok._kernel()
+    for texts in batches:
+        data, offsets = _encode.utf8_join(texts)
+        ids, token_offsets = tok.encode_utf8_batch(data, offsets, eos_id=0, bos_id=1)
+        slot = slots.get()
+        try:
+            status, in_place, in_place_offsets = encoder.encode_texts(texts, 0, -1, slot, None, 1, 0)
+        finally:
+            slots.put(slot)
+        assert status == 0
+        assert np.array_equal(in_place, ids) and np.array_equal(in_place_offsets, token_offsets)
+        for threads in (1, 2, 3):
+            got = tok.encode_ordinary_batch(texts, num_threads=threads)
+            assert len(got) == len(texts)
+            want = tok.encode_utf8_batch(data, offsets)
+            assert np.array_equal(np.concatenate(got) if got else np.zeros(0, np.uint32), want[0])
+    for text in real_texts[:20] + ["abc 的的 x"]:
+        assert tok.encode_ordinary_batch([text])[0].tolist() == encode_reference(tok, text)
+    slot = slots.get()
+    try:
+        status, sub, sub_offsets = encoder.encode_texts(real_texts, 3, 7, slot)
+        assert np.array_equal(sub, np.concatenate(tok.encode_ordinary_batch(real_texts[3:7])))
+        assert sub_offsets.shape == (5,)
+        with pytest.raises(ValueError, match="not a range"):
+            encoder.encode_texts(real_texts, 5, 2, slot)
+        with pytest.raises(TypeError, match="document 1 is a bytes"):
+            encoder.encode_texts(["a", b"b"], 0, -1, slot)
+        with pytest.raises(UnicodeEncodeError):
+            encoder.encode_texts(["a", "\udc00"], 0, -1, slot)
+    finally:
+        slots.put(slot)
+    with pytest.raises(InvalidTextError) as info:  # the public call names the document, with threads too
+        tok.encode_ordinary_batch(["a", "b", "cd\ud800"], num_threads=2)
+    assert info.value.document == 2 and info.value.offset == 2

@@ -53,6 +53,17 @@ class Encoder:
     ) -> Tuple[int, Optional[npt.NDArray[np.uint32]], Optional[npt.NDArray[np.int64]]]: ...
     # (status, ids, token_offsets); STATUS_INVALID_UTF8: err = (absolute byte offset, document);
     # STATUS_NO_MEMORY: err = (-1, -1)
+    def encode_texts(
+        self,
+        texts: List[str],  # read in place (the UTF-8 CPython keeps for each str)
+        first: int = 0,
+        stop: int = -1,  # texts[first:stop]; -1: to the end
+        slot: int = 0,
+        err: _Err = None,
+        bos: int = -1,
+        eos: int = -1,
+    ) -> Tuple[int, Optional[npt.NDArray[np.uint32]], Optional[npt.NDArray[np.int64]]]: ...
+    # as encode_utf8; raises TypeError / UnicodeEncodeError (a lone surrogate) naming no document
     def encode_chunks(
         self,
         data: npt.NDArray[np.uint8],
@@ -70,6 +81,10 @@ def find_first(
     data: npt.NDArray[np.uint8], start: int, stop: int, texts: npt.NDArray[np.uint8], text_offsets: npt.NDArray[np.int64]
 ) -> int: ...  # leftmost offset in data[start:stop] where one of the texts occurs, or -1
 
+def utf8_offsets(texts: List[str]) -> npt.NDArray[np.int64]:
+    """n + 1 offsets of the texts' UTF-8 in one buffer (CPython keeps each str's UTF-8);
+    raises UnicodeEncodeError (lone surrogate) or TypeError (not a str)."""
+    ...
 def utf8_join(texts: List[str]) -> Tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
     """The UTF-8 of every text in one buffer, and ``n + 1`` byte offsets; raises
     UnicodeEncodeError (lone surrogate) or TypeError (not a str)."""

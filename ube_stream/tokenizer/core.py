@@ -496,6 +496,19 @@ class Tokenizer:
         check_status(status, err, what="encoding", data=data, offsets=offsets, first_item=first_doc)
         return ids, token_offsets
 
+    def _encode_texts(self, texts: List[str], first: int, stop: int, bos: int = -1, eos: int = -1):
+        """Model ids of ``texts[first:stop]`` read in place by the kernel (one thread;
+        only for patterns the encoder splits inline, no SuperBPE)."""
+        encoder, slots = self._kernel()
+        slot = slots.get()
+        err = err_buffer()
+        try:
+            status, ids, token_offsets = encoder.encode_texts(texts, first, stop, slot, err, bos, eos)
+        finally:
+            slots.put(slot)
+        check_status(status, err, what="encoding", first_item=first)
+        return ids, token_offsets
+
     def _encode_range_superbpe(self, data: np.ndarray, offsets: np.ndarray, first_doc: int, bos: int,
                                eos: int):
         """SuperBPE: chunk ends; stage 1 (merges[:k]) of each chunk, through the
@@ -519,13 +532,22 @@ class Tokenizer:
         check_status(status, err, what="encoding", data=data, offsets=offsets, first_item=first_doc)
         return ids, token_offsets
 
-    def _encode_docs(self, data: np.ndarray, offsets: np.ndarray, num_threads: Optional[int], bos: int = -1,
-                     eos: int = -1):
-        """Model ids of a batch, split across ``num_threads`` threads by bytes."""
+    def _encode_docs(self, data: Optional[np.ndarray], offsets: np.ndarray, num_threads: Optional[int],
+                     bos: int = -1, eos: int = -1, texts: Optional[List[str]] = None):
+        """Model ids of a batch, split across ``num_threads`` threads by bytes: the
+        documents ``data[offsets[d]:offsets[d + 1]]``, or ``texts`` read in place
+        (``data`` None; ``offsets`` from ``_encode.utf8_offsets(texts)``)."""
         ndocs = offsets.shape[0] - 1
+
+        def run(a: int, b: int):
+            if texts is None:
+                assert data is not None
+                return self._encode_range(data, offsets[a:b + 1], a, bos, eos)
+            return self._encode_texts(texts, a, b, bos, eos)
+
         threads = max(1, min(int(num_threads or 1), ndocs))
         if threads == 1:
-            return self._encode_range(data, offsets, 0, bos, eos)
+            return run(0, ndocs)
         from concurrent.futures import ThreadPoolExecutor
 
         # contiguous groups of documents with about equal bytes
@@ -533,8 +555,7 @@ class Tokenizer:
         cuts = np.unique(np.concatenate(([0], np.searchsorted(offsets, targets), [ndocs])))
         groups = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
         with ThreadPoolExecutor(len(groups)) as pool:
-            parts = list(pool.map(lambda g: self._encode_range(data, offsets[g[0]:g[1] + 1], g[0], bos, eos),
-                                  groups))
+            parts = list(pool.map(lambda g: run(*g), groups))
         ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint32)
         token_offsets = np.zeros(ndocs + 1, dtype=np.int64)
         base = 0
@@ -677,15 +698,24 @@ class Tokenizer:
             docs = [p for text_pieces in pieces for p, special in text_pieces if special is None]
         else:
             pieces, docs = None, texts
+        docs = docs if type(docs) is list else list(docs)
+        from ..pretokenizer import encoder_split
+
+        # the kernel reads each str's UTF-8 in place when it splits the text itself (no
+        # joined copy: a batch's copy faulted in fresh pages on every call)
+        in_place = self.superbpe is None and encoder_split(self.pattern) is not None
         try:
-            data, offsets = _encode.utf8_join(docs if type(docs) is list else list(docs))
+            if in_place:
+                data, offsets = None, _encode.utf8_offsets(docs)
+            else:
+                data, offsets = _encode.utf8_join(docs)
         except (TypeError, UnicodeEncodeError):  # say which document, and what to do
             for d, text in enumerate(docs):
                 if not isinstance(text, str):
                     raise TypeError(f"document {d} is a {type(text).__name__}, not a str") from None
                 utf8_of(text, document=d)
             raise
-        ids, token_offsets = self._encode_docs(data, offsets, num_threads)
+        ids, token_offsets = self._encode_docs(data, offsets, num_threads, texts=docs if in_place else None)
         bounds = token_offsets.tolist()
         if pieces is None:
             return [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
@@ -724,7 +754,7 @@ class Tokenizer:
                 marks.append(int(value))
             else:
                 raise ValueError(f"{name} must be a token id in [0, {self.vocab_size}) or None, got {value!r}")
-        return self._encode_docs(data, offsets, num_threads, *marks)
+        return self._encode_docs(data, offsets, num_threads, bos=marks[0], eos=marks[1])
 
     # ------------------------------------------------------------------ decoding
     # The Cython decoder (ube_stream._decode) does the work: decode_tokens copies
