@@ -1037,7 +1037,8 @@ def utf8_join(list texts):
     cdef uint8_t[::1] dv = data
     if ov[n]:
         for d in range(n):
-            memcpy(&dv[ov[d]], PyUnicode_AsUTF8AndSize(texts[d], &size), ov[d + 1] - ov[d])
+            if ov[d + 1] > ov[d]:   # (an empty last document has no byte to point at)
+                memcpy(&dv[ov[d]], PyUnicode_AsUTF8AndSize(texts[d], &size), ov[d + 1] - ov[d])
     return data, offsets
 
 
