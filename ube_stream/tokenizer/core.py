@@ -9,6 +9,7 @@ slow pure-Python twins used by the parity tests.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import itertools
 import json
 import os
@@ -472,6 +473,17 @@ class Tokenizer:
                 f"characters): it backtracks catastrophically. Fix the pattern, or, if you trust the "
                 f"file, load it with trust_pattern=True to run it without a limit") from None
 
+    @contextlib.contextmanager
+    def _encoder_slot(self):
+        """``(encoder, slot)``: the compiled encoder and a chunk-cache slot of its own for
+        this thread (the warmest free one), handed back when the block ends."""
+        encoder, slots = self._kernel()
+        slot = slots.get()
+        try:
+            yield encoder, slot
+        finally:
+            slots.put(slot)
+
     def _encode_range(self, data: np.ndarray, offsets: np.ndarray, first_doc: int = 0, bos: int = -1,
                       eos: int = -1):
         """Model ids of documents ``data[offsets[d]:offsets[d+1]]`` (one thread; the kernel
@@ -481,31 +493,23 @@ class Tokenizer:
 
         if self.superbpe is not None:
             return self._encode_range_superbpe(data, offsets, first_doc, bos, eos)
-        encoder, slots = self._kernel()
-        slot = slots.get()
         err = err_buffer()
-        try:
+        with self._encoder_slot() as (encoder, slot):
             if encoder_split(self.pattern) is not None:  # the encoder splits inline (encoder.split)
                 status, ids, token_offsets = encoder.encode_utf8(data, offsets, slot, err, bos, eos)
             else:
                 ends, doc_chunks = self._chunk_bounds(data, offsets, first_doc)
                 status, ids, token_offsets = encoder.encode_chunks(data, offsets, ends, doc_chunks, slot, err,
                                                                    None, bos, eos)
-        finally:
-            slots.put(slot)
         check_status(status, err, what="encoding", data=data, offsets=offsets, first_item=first_doc)
         return ids, token_offsets
 
     def _encode_texts(self, texts: List[str], first: int, stop: int, bos: int = -1, eos: int = -1):
         """Model ids of ``texts[first:stop]`` read in place by the kernel (one thread;
         only for patterns the encoder splits inline, no SuperBPE)."""
-        encoder, slots = self._kernel()
-        slot = slots.get()
         err = err_buffer()
-        try:
+        with self._encoder_slot() as (encoder, slot):
             status, ids, token_offsets = encoder.encode_texts(texts, first, stop, slot, err, bos, eos)
-        finally:
-            slots.put(slot)
         check_status(status, err, what="encoding", first_item=first)
         return ids, token_offsets
 
@@ -519,13 +523,9 @@ class Tokenizer:
 
         ends, doc_chunks = self._chunk_bounds(data, offsets, first_doc)
         chunk_tokens = np.empty(ends.shape[0] + 1, dtype=np.int64)
-        encoder, slots = self._kernel()
-        slot = slots.get()
         err = err_buffer()
-        try:
+        with self._encoder_slot() as (encoder, slot):
             status, ids1, _ = encoder.encode_chunks(data, offsets, ends, doc_chunks, slot, err, chunk_tokens)
-        finally:
-            slots.put(slot)
         if status == STATUS_OK:
             status, ids, token_offsets = self._stage2().encode_text_spans(
                 data, ends, ids1, chunk_tokens, doc_chunks, offsets, span_class_table(), err, bos, eos)
