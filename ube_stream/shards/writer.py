@@ -34,6 +34,7 @@ from ..executors import worker_state
 from ..storage import atomic_write_json, storage_error
 from . import index_format as fmt
 from .locks import _HOST, FileLock, read_holder
+from .overlap import ReadAhead, WriteBehind
 
 DISPATCHED_LOCK_WAIT_S = 60.0   # how long a dispatched unit waits for a live holder on its own host
 
@@ -248,26 +249,32 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
         documents = tokens = nbytes = 0
         path = unit.source.path
 
+        invalid = readers.SkipCounter()   # the encoder's skips; the reader's thread counts in `skips`
+
         def encode(data, offsets):
             return tokenizer.encode_utf8_batch(data, offsets, bos_id=bos_id, eos_id=eos_id)
 
-        try:
-            for batch in readers.read_unit(unit, column=column, text_mode=text_mode, on_error=on_error,
-                                           skips=skips):
-                data, offsets = batch.utf8()
-                try:   # the kernel writes BOS/EOS around each document: no copy of the ids
-                    ids, token_offsets = encode(data, offsets)
-                except InvalidTextError as exc:
-                    data, offsets, (ids, token_offsets) = drop_bad_documents(
-                        exc, batch, data, offsets, encode, path, on_error, skips)
-                if len(token_offsets) <= 1:
-                    continue
-                special_text.add(data, offsets)
-                shards.add(ids, token_offsets, batch.rows, unit.source.source_id)
-                kill_point(out_dir, unit_id)
-                documents += len(token_offsets) - 1
-                tokens += int(token_offsets[-1])
-                nbytes += int(offsets[-1] - offsets[0])
+        def write(ids, token_offsets, rows, data, offsets):   # in the write-behind thread, in batch order
+            special_text.add(data, offsets)
+            shards.add(ids, token_offsets, rows, unit.source.source_id)
+            kill_point(out_dir, unit_id)
+
+        batches = readers.read_unit(unit, column=column, text_mode=text_mode, on_error=on_error, skips=skips)
+        try:   # reading runs a batch ahead of the encoder and writing a batch behind it (see .overlap)
+            with ReadAhead(batches, prepare=lambda b: (b, *b.utf8())) as ahead, WriteBehind() as behind:
+                for batch, data, offsets in ahead:
+                    try:   # the kernel writes BOS/EOS around each document: no copy of the ids
+                        ids, token_offsets = encode(data, offsets)
+                    except InvalidTextError as exc:
+                        data, offsets, (ids, token_offsets) = drop_bad_documents(
+                            exc, batch, data, offsets, encode, path, on_error, invalid)
+                    if len(token_offsets) <= 1:
+                        continue
+                    behind.submit(write, ids, token_offsets, batch.rows, data, offsets)
+                    documents += len(token_offsets) - 1
+                    tokens += int(token_offsets[-1])
+                    nbytes += int(offsets[-1] - offsets[0])
+                behind.wait()
             shard_records = shards.finish()
         except OSError as exc:   # disk full, quota, read-only output: say where and what to do
             where = getattr(exc, "filename", None)
@@ -279,6 +286,7 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
             raise translated from None
         finally:
             shards.abort()
+        skips.merge(invalid)
         record = {
             "unit_id": unit_id, "source_id": unit.source.source_id, "row_start": unit.row_start,
             "row_stop": unit.row_stop, "documents": documents, "tokens": tokens,

@@ -1,0 +1,142 @@
+"""Overlap a unit's reading and writing with its encoding: one thread runs the
+reader ahead of the encoder, one runs the shard writes behind it.  Internal.
+
+The encoder releases the GIL for a whole batch, and so do the JSON Lines
+kernel, file reads and writes, ``hashlib`` on large buffers and ``fsync``; so
+while the main thread encodes batch *k*, :class:`ReadAhead` parses batch
+*k+1* and :class:`WriteBehind` hashes, writes and syncs batch *k-1*.  A worker
+still does the same work (the same CPU time); its wall time loses the reader's
+and the writer's share.
+
+Both keep order (one thread each, a bounded queue of ``depth`` items, so at
+most ``depth`` batches wait in memory), hand an exception over to the main
+thread as the same object at the next call, and stop and join their thread
+in :meth:`close` (also on an error): when a unit ends no thread of it is
+left, so a later fork of the process stays safe (``executors.will_fork``).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any, Callable, Iterable, Iterator, Optional
+
+_POLL_S = 0.05   # how often a blocked thread looks at its stop flag
+_DONE = object()
+
+
+class ReadAhead:
+    """Iterate ``items`` in a thread, at most ``depth`` items ahead of the
+    consumer; ``prepare(item)`` (in that thread) gives what is yielded.  An
+    exception of the iterator (or of ``prepare``) is raised in the consumer
+    where its item would have come.  Use as a context manager, or call
+    :meth:`close`: it stops the thread, closes the iterator in it and joins."""
+
+    def __init__(self, items: Iterable[Any], prepare: Callable[[Any], Any] = lambda x: x, depth: int = 2,
+                 name: str = "ube-read-ahead"):
+        self._queue: queue.Queue = queue.Queue(depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(iter(items), prepare), name=name, daemon=True)
+        self._thread.start()
+
+    def _put(self, entry) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(entry, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self, items: Iterator[Any], prepare) -> None:
+        try:
+            for item in items:
+                if not self._put((prepare(item), None)):
+                    return
+            self._put((_DONE, None))
+        except BaseException as exc:   # handed to the consumer, raised there
+            self._put((_DONE, exc))
+        finally:
+            close = getattr(items, "close", None)   # a generator: its files are closed here, in its thread
+            if close is not None:
+                try:
+                    close()
+                except Exception:
+                    pass
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            item, exc = self._queue.get()
+            if item is _DONE:
+                self._stop.set()
+                if exc is not None:
+                    raise exc
+                return
+            yield item
+
+    def close(self) -> None:
+        self._stop.set()
+        while self._thread.is_alive():
+            try:   # make room, in case the thread waits to put
+                self._queue.get(timeout=_POLL_S)
+            except queue.Empty:
+                pass
+        self._thread.join()
+
+    def __enter__(self) -> "ReadAhead":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class WriteBehind:
+    """Run ``submit(fn, *args)`` calls in order in one thread, at most
+    ``depth`` waiting.  The first exception of a call is raised by the next
+    :meth:`submit` or by :meth:`wait` (the calls after it are dropped).
+    :meth:`wait` returns once every call submitted has run; :meth:`close`
+    drops what has not started, and joins."""
+
+    def __init__(self, depth: int = 2, name: str = "ube-write-behind"):
+        self._queue: queue.Queue = queue.Queue(depth)
+        self._error: Optional[BaseException] = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            call = self._queue.get()
+            try:
+                if call is _DONE:
+                    return
+                if self._error is None and not self._stop.is_set():
+                    call[0](*call[1])
+            except BaseException as exc:   # raised in the submitting thread
+                self._error = exc
+            finally:
+                self._queue.task_done()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            self._stop.set()   # nothing after a failed call runs
+            raise error
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._raise()
+        self._queue.put((fn, args))
+
+    def wait(self) -> None:
+        self._queue.join()
+        self._raise()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._queue.put(_DONE)
+        self._thread.join()
+
+    def __enter__(self) -> "WriteBehind":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
