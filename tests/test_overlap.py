@@ -145,3 +145,24 @@ def test_a_unit_run_in_this_process_leaves_no_thread(tmp_path):
     assert manifest["totals"]["documents"] == 300 and len({s["unit_id"] for s in manifest["shards"]}) == 3
     assert threading.active_count() == before
     assert not {n for n in _threads() if n.startswith("ube-")}
+
+
+def test_unthreaded_does_the_same_in_the_calling_thread():
+    def items():
+        yield 1
+        yield 2
+        raise KeyError("gone")
+
+    got, calls = [], []
+    with ReadAhead(items(), prepare=lambda x: (x, threading.current_thread().name), threaded=False) as ahead:
+        with pytest.raises(KeyError):
+            for x in ahead:
+                got.append(x)
+    main = threading.current_thread().name
+    assert got == [(1, main), (2, main)]
+    with WriteBehind(threaded=False) as behind:
+        for i in range(5):
+            behind.submit(lambda i: calls.append((i, threading.current_thread().name)), i)
+        behind.wait()
+    assert calls == [(i, main) for i in range(5)]
+    assert not {n for n in _threads() if n.startswith("ube-")}

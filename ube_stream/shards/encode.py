@@ -300,7 +300,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                               workers=workers, ray_address=ray_address, show_progress=show_progress, rank=rank,
                               world_size=world_size, finalize=finalize,
                               task_options=dict(column=column, text_mode=text_mode, on_error=on_error,
-                                                shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id))
+                                                shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id,
+                                                overlap=_overlap(executor, workers, len(units))))
 
     _check_output_dir(out)
     manifest_path = os.path.join(out, fmt.MANIFEST_NAME)
@@ -321,7 +322,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         seed_worker_state(tok, load_checked_tokenizer, os.path.join(out, fmt.TOKENIZER_NAME), fingerprint)
         tasks = [dict(unit=u, out_dir=out, column=column, text_mode=text_mode, on_error=on_error,
                       shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id, fingerprint=fingerprint,
-                      tokenizer_path=os.path.join(out, fmt.TOKENIZER_NAME), dispatched=dispatched)
+                      tokenizer_path=os.path.join(out, fmt.TOKENIZER_NAME), dispatched=dispatched,
+                      overlap=_overlap(executor, workers, len(pending)))
                  for u in pending]
 
         _run_units(tasks, tok, executor, workers, ray_address, show_progress, _adder(summary))
@@ -329,6 +331,12 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     if world_size is not None and not finalize:
         return {}
     return _finished(_finalize(out, plan, units, world_size), summary, started)
+
+
+def _overlap(executor, workers: int, tasks: int) -> bool:
+    """Whether units read ahead and write behind in threads (:mod:`.overlap`): only
+    where the local workers leave a core idle (a Ray task holds one CPU)."""
+    return executor == "local" and min(workers, max(tasks, 1)) < (os.cpu_count() or 1)
 
 
 def _adder(summary: EncodeSummary):

@@ -13,6 +13,8 @@ most ``depth`` batches wait in memory), hand an exception over to the main
 thread as the same object at the next call, and stop and join their thread
 in :meth:`close` (also on an error): when a unit ends no thread of it is
 left, so a later fork of the process stays safe (``executors.will_fork``).
+With ``threaded=False`` both do the same work in the calling thread, in the
+same order (for workers that have no idle core to overlap on).
 """
 from __future__ import annotations
 
@@ -32,11 +34,14 @@ class ReadAhead:
     :meth:`close`: it stops the thread, closes the iterator in it and joins."""
 
     def __init__(self, items: Iterable[Any], prepare: Callable[[Any], Any] = lambda x: x, depth: int = 2,
-                 name: str = "ube-read-ahead"):
+                 name: str = "ube-read-ahead", threaded: bool = True):
         self._queue: queue.Queue = queue.Queue(depth)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(iter(items), prepare), name=name, daemon=True)
-        self._thread.start()
+        self._items, self._prepare = iter(items), prepare
+        self._thread: Optional[threading.Thread] = None
+        if threaded:
+            self._thread = threading.Thread(target=self._run, args=(self._items, prepare), name=name, daemon=True)
+            self._thread.start()
 
     def _put(self, entry) -> bool:
         while not self._stop.is_set():
@@ -64,6 +69,10 @@ class ReadAhead:
                     pass
 
     def __iter__(self) -> Iterator[Any]:
+        if self._thread is None:
+            for item in self._items:
+                yield self._prepare(item)
+            return
         while True:
             item, exc = self._queue.get()
             if item is _DONE:
@@ -75,6 +84,11 @@ class ReadAhead:
 
     def close(self) -> None:
         self._stop.set()
+        if self._thread is None:
+            close = getattr(self._items, "close", None)
+            if close is not None:
+                close()
+            return
         while self._thread.is_alive():
             try:   # make room, in case the thread waits to put
                 self._queue.get(timeout=_POLL_S)
@@ -96,12 +110,14 @@ class WriteBehind:
     :meth:`wait` returns once every call submitted has run; :meth:`close`
     drops what has not started, and joins."""
 
-    def __init__(self, depth: int = 2, name: str = "ube-write-behind"):
+    def __init__(self, depth: int = 2, name: str = "ube-write-behind", threaded: bool = True):
         self._queue: queue.Queue = queue.Queue(depth)
         self._error: Optional[BaseException] = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._thread: Optional[threading.Thread] = None
+        if threaded:
+            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._thread.start()
 
     def _run(self) -> None:
         while True:
@@ -124,7 +140,10 @@ class WriteBehind:
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         self._raise()
-        self._queue.put((fn, args))
+        if self._thread is None:
+            fn(*args)
+        else:
+            self._queue.put((fn, args))
 
     def wait(self) -> None:
         self._queue.join()
@@ -132,8 +151,9 @@ class WriteBehind:
 
     def close(self) -> None:
         self._stop.set()
-        self._queue.put(_DONE)
-        self._thread.join()
+        if self._thread is not None:
+            self._queue.put(_DONE)
+            self._thread.join()
 
     def __enter__(self) -> "WriteBehind":
         return self

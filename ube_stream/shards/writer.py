@@ -216,7 +216,7 @@ def committed_record(out_dir: str, unit_id: str) -> Optional[Dict[str, Any]]:
 
 def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: str, shard_tokens: int,
                 eos_id: Optional[int], bos_id: Optional[int], fingerprint: str,
-                tokenizer_path: str, dispatched: bool = False) -> Dict[str, Any]:
+                tokenizer_path: str, dispatched: bool = False, overlap: bool = True) -> Dict[str, Any]:
     """Encode one work unit into ``out_dir/shards`` and commit it with its marker.
 
     Returns the marker record: unit id, shard entries (names, counts,
@@ -226,6 +226,8 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
 
     The tokenizer: ``tokenizer_path`` loaded once per process
     (:func:`~ube_stream.executors.worker_state`) and checked against ``fingerprint``.  ``dispatched``: see the module.
+    ``overlap``: read ahead and write behind the encoder in two threads (:mod:`.overlap`); the
+    driver turns it off when the workers fill every core.
     """
     from .. import readers
     from ..readers.batch import drop_bad_documents
@@ -261,7 +263,8 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
 
         batches = readers.read_unit(unit, column=column, text_mode=text_mode, on_error=on_error, skips=skips)
         try:   # reading runs a batch ahead of the encoder and writing a batch behind it (see .overlap)
-            with ReadAhead(batches, prepare=lambda b: (b, *b.utf8())) as ahead, WriteBehind() as behind:
+            with ReadAhead(batches, prepare=lambda b: (b, *b.utf8()), threaded=overlap) as ahead, \
+                    WriteBehind(threaded=overlap) as behind:
                 for batch, data, offsets in ahead:
                     try:   # the kernel writes BOS/EOS around each document: no copy of the ids
                         ids, token_offsets = encode(data, offsets)
