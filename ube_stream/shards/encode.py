@@ -320,10 +320,11 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         dispatched = executor_class(executor).multi_host
         # units run in this process (one worker) use the tokenizer in hand, not a second load of its file
         seed_worker_state(tok, load_checked_tokenizer, os.path.join(out, fmt.TOKENIZER_NAME), fingerprint)
+        overlap = _overlap(executor, workers, len(pending))
         tasks = [dict(unit=u, out_dir=out, column=column, text_mode=text_mode, on_error=on_error,
                       shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id, fingerprint=fingerprint,
                       tokenizer_path=os.path.join(out, fmt.TOKENIZER_NAME), dispatched=dispatched,
-                      overlap=_overlap(executor, workers, len(pending)))
+                      overlap=overlap)
                  for u in pending]
 
         _run_units(tasks, tok, executor, workers, ray_address, show_progress, _adder(summary))
