@@ -4,7 +4,7 @@ and leaves nothing behind that a rerun does not find.  Internal.
 Layout (``<root>`` is ``work_dir`` when given, else ``<output>.ube-work``
 beside a local output file, else ``$TMPDIR/ube-train-<uid>``)::
 
-    <root>/run-<key>/lock             FileLock of the driver (shards/locks.py conventions)
+    <root>/run-<key>/lock             the driver's flock (ube_stream/runs/run_dir.py): born with the directory
     <root>/run-<key>/key.json         what the key hashes (for a person reading the directory)
     <root>/run-<key>/tables/<unit>.npz   a finished unit's chunk-count table (phase 1)
     <root>/run-<key>/tables/<unit>.spans.npz   SuperBPE only: its span-count table (keys: chunks joined by 0xFF)
@@ -21,18 +21,22 @@ substrate, ``min_frequency``, ...) do not change the tables, so a rerun with
 other phase-2 options reuses them too; any change to an input or a phase-1
 option gives another key, so a stale table is never read.
 
-A run takes ``lock`` (a second live run of the same training stops with
+A run claims ``run-<key>`` (:class:`~ube_stream.runs.RunDir`: the directory
+is created with its lock held in one atomic rename, or its lock taken when it
+exists; a second live run of the same training stops with
 :class:`~ube_stream.errors.LockError`), removes every other ``run-*``
-directory under ``<root>`` whose lock is stale (a dead run, or a finished one
-that could not clean up), and clears its own ``tmp/`` and unfinished
-temporary files.  The tokenizer file is written before anything is removed;
-on success the run directory is removed (and ``<root>`` when it is the
-default and empty).  On failure ``tables/`` stays for the rerun.
-In-memory inputs get a fresh key per run (their documents are not
-fingerprinted): their tables are not reused, but their leftovers are removed
-like any dead run's.  So does a training without ``output`` or ``work_dir``
-(root in ``$TMPDIR``) whose run directory a live process holds (the same
-training started twice at once): the two work apart instead of failing.
+directory under ``<root>`` that no live run holds (a dead run, or a finished
+one that could not clean up: the lock is an ``flock`` the OS releases when
+its holder dies, so cleanup never removes a live run, however many start at
+once), and clears its own ``tmp/`` and unfinished temporary files.  The
+tokenizer file is written before anything is removed; on success the run
+directory is removed (and ``<root>`` when it is the default and empty).  On
+failure ``tables/`` stays for the rerun.  In-memory inputs get a fresh key
+per run (their documents are not fingerprinted): their tables are not
+reused, but their leftovers are removed like any dead run's.  So does a
+training without ``output`` or ``work_dir`` (root in ``$TMPDIR``) whose run
+directory a live process holds (the same training started twice at once):
+the two work apart instead of failing.
 """
 from __future__ import annotations
 
@@ -47,7 +51,8 @@ import warnings
 from typing import Any, Dict, Iterable, Optional
 
 from ..errors import LockError
-from ..shards.locks import FileLock, is_stale, read_holder
+from ..runs.corpus import source_fingerprint
+from ..runs.run_dir import RunDir, make_root, remove_dead_runs
 from ..storage import TMP_SUFFIX, atomic_write_json, dumps_json, is_url, local_path
 
 __all__ = ["WORK_SUFFIX", "work_root", "source_fingerprint", "run_key", "TrainWork"]
@@ -64,20 +69,6 @@ def work_root(output: Optional[str], work_dir: Optional[str]) -> tuple[str, bool
         return local_path(output) + WORK_SUFFIX, True
     uid = os.getuid() if hasattr(os, "getuid") else "user"
     return os.path.join(tempfile.gettempdir(), f"ube-train-{uid}"), True
-
-
-def source_fingerprint(path: str) -> Dict[str, Any]:
-    """Size and modification time (URL: size and ETag/mtime) of an input file."""
-    if is_url(path):
-        from ..storage import filesystem
-
-        fs, inner = filesystem(path)
-        info = fs.info(inner)
-        version = next((str(info[k]) for k in ("ETag", "etag", "mtime", "LastModified", "last_modified")
-                        if info.get(k) is not None), None)
-        return {"path": path, "size": info.get("size"), "version": version}
-    st = os.stat(path)
-    return {"path": path, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
 def run_key(parts: Dict[str, Any]) -> str:
@@ -99,23 +90,23 @@ class TrainWork:
     def _place(self, key: Optional[str]) -> None:
         self.resumable = key is not None
         self.key = key if key is not None else "private-" + uuid.uuid4().hex[:16]
-        self.dir = os.path.join(self.root, RUN_PREFIX + self.key)
+        self.run = RunDir(self.root, RUN_PREFIX + self.key, "the training work directory")
+        self.dir = self.run.path
         self.tables = os.path.join(self.dir, "tables")
         self.tmp = os.path.join(self.dir, "tmp")
-        self.lock = FileLock(os.path.join(self.dir, "lock"), f"the training work directory {self.dir}")
 
     # ------------------------------------------------------------------ lifetime
 
     def __enter__(self) -> "TrainWork":
-        os.makedirs(self.root, exist_ok=True)
+        make_root(self.root)
         self.remove_dead_runs()
         try:
-            self.lock.acquire()      # creates the run directory; from here no other run removes it
+            self.run.claim()         # the directory exists with its lock held: no other run removes it
         except LockError:
             if not self.private_if_busy:
                 raise
             self._place(None)        # the same training runs elsewhere (shared $TMPDIR): work apart, no resume
-            self.lock.acquire()
+            self.run.claim()
         try:
             os.makedirs(self.tables, exist_ok=True)
             with contextlib.suppress(FileNotFoundError):
@@ -126,7 +117,7 @@ class TrainWork:
             os.makedirs(self.tmp)
             atomic_write_json(os.path.join(self.dir, "key.json"), dict(self.description, key=self.key))
         except BaseException:
-            self.lock.release()
+            self.run.release()
             raise
         return self
 
@@ -136,7 +127,7 @@ class TrainWork:
         if not self.resumable:
             self._remove_run_dir()
             return
-        self.lock.release()
+        self.run.release()
 
     def finish(self) -> None:
         """The training is done (its tokenizer written): remove the run directory.
@@ -145,37 +136,19 @@ class TrainWork:
 
     def _remove_run_dir(self) -> None:
         try:
-            with contextlib.suppress(FileNotFoundError):
-                shutil.rmtree(self.tmp)
-                for name in os.listdir(self.dir):
-                    if name != "lock":
-                        path = os.path.join(self.dir, name)
-                        shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
-            self.lock.release()
-            with contextlib.suppress(FileNotFoundError):
-                os.rmdir(self.dir)
+            self.run.remove()
             if self.default_root:
                 with contextlib.suppress(OSError):
                     os.rmdir(self.root)       # only when empty
         except OSError as exc:
-            self.lock.release()
+            self.run.release()
             warnings.warn(f"{self.dir}: could not remove the training's work directory ({exc}); the result is "
                           f"complete, delete it by hand (the next training there removes it too)",
                           RuntimeWarning, stacklevel=3)
 
     def remove_dead_runs(self) -> None:
-        """Remove the ``run-*`` directories under the root whose driver is gone."""
-        try:
-            names = os.listdir(self.root)
-        except FileNotFoundError:
-            return
-        for name in sorted(names):
-            path = os.path.join(self.root, name)
-            if not name.startswith(RUN_PREFIX) or path == self.dir or not os.path.isdir(path):
-                continue
-            holder = read_holder(os.path.join(path, "lock"))
-            if holder is None or is_stale(holder):
-                shutil.rmtree(path, ignore_errors=True)
+        """Remove the ``run-*`` directories under the root that no live run holds."""
+        remove_dead_runs(self.root, RUN_PREFIX, keep=self.dir)
 
     # ------------------------------------------------------------------ finished units
 

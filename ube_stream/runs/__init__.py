@@ -1,0 +1,13 @@
+"""The run engine shared by every corpus job (training's counting, encoding,
+verifying): run directories that are born locked, and the corpus a job reads.
+
+- :mod:`.run_dir`: a run directory created with its lock in one atomic step
+  (``flock``, released by the OS when its holder dies), and the removal of
+  runs proven dead;
+- :mod:`.corpus`: :class:`Corpus`, the input options of a job in one value.
+"""
+from .corpus import Corpus as Corpus
+from .run_dir import RunDir as RunDir
+from .run_dir import remove_dead_runs as remove_dead_runs
+
+__all__ = ["Corpus", "RunDir", "remove_dead_runs"]
