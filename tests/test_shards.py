@@ -720,3 +720,41 @@ def test_find_first_rejects_bad_ranges_and_empty_texts():
         _encode.find_first(data, 2, 4, texts, np.array([0, 1]))
     with pytest.raises(ValueError, match="empty"):
         _encode.find_first(data, 0, 3, texts, np.array([0, 0, 1]))
+
+
+# --------------------------------------------------------------------------- reruns with other settings (issue 28)
+
+def test_rerun_replaces_a_run_that_committed_nothing_refuses_one_that_did(tok_path, tmp_path, lines, capsys):
+    """A wrong --column on a .jsonl.zst leaves a plan and no committed unit: the rerun with the right
+    column replaces it (saying so on one line) and writes what a fresh run writes.  A run with committed
+    units still refuses, naming the differing option, both values and the fix."""
+    import zstandard
+
+    src = str(tmp_path / "docs.jsonl.zst")
+    with open(src, "wb") as f:
+        f.write(zstandard.ZstdCompressor().compress(
+            "".join(json.dumps({"content": t}, ensure_ascii=False) + "\n" for t in lines[:400]).encode("utf-8")))
+    out = str(tmp_path / "out")
+    with pytest.raises(InputError, match="text"):
+        encode_corpus([src], tokenizer=tok_path, output=out, workers=1, unit_rows=97, show_progress=False)
+    assert os.path.exists(os.path.join(out, "units", "_plan.json"))
+    capsys.readouterr()
+    manifest = encode_corpus([src], tokenizer=tok_path, output=out, workers=1, unit_rows=97, column="content")
+    err = capsys.readouterr().err
+    replaced = [line for line in err.splitlines() if "replacing an unfinished run" in line]
+    assert len(replaced) == 1 and "options.column: 'text' recorded, 'content' now" in replaced[0], err
+    fresh = str(tmp_path / "fresh")
+    assert encode_corpus([src], tokenizer=tok_path, output=fresh, workers=1, unit_rows=97, column="content",
+                         show_progress=False) == manifest
+    assert tree(out) == tree(fresh)
+
+    ranked = str(tmp_path / "ranked")                   # rank 0 of 2 commits its units, rank 1 never ran
+    encode_corpus([src], tokenizer=tok_path, output=ranked, workers=1, unit_rows=97, column="content",
+                  rank=0, world_size=2, show_progress=False)
+    with pytest.raises(ShardFormatError) as info:
+        encode_corpus([src], tokenizer=tok_path, output=ranked, workers=1, unit_rows=97, column="body",
+                      rank=1, world_size=2, show_progress=False)
+    message = str(info.value)
+    assert "options.column: 'content' recorded, 'body' now" in message
+    assert "rerun it with its own settings" in message and "new output directory" in message
+    assert any(n.endswith(".json") and n != "_plan.json" for n in os.listdir(os.path.join(ranked, "units")))

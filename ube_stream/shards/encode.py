@@ -70,7 +70,7 @@ from ..storage import exists as storage_exists
 from ..tokenizer import as_tokenizer
 from . import index_format as fmt
 from . import remote as remote_store
-from .locks import FileLock
+from .locks import FileLock, is_stale, read_holder
 from .reader import Shard, TokenShards
 from .writer import committed_record, encode_unit, encode_unit_star, load_checked_tokenizer
 
@@ -156,6 +156,64 @@ def _differences(recorded: Dict[str, Any], wanted: Dict[str, Any]) -> List[str]:
             else:
                 out.append(key)
     return out
+
+
+def _lookup(doc: Dict[str, Any], dotted: str) -> Any:
+    value: Any = doc
+    for key in dotted.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _shown_differences(recorded: Dict[str, Any], wanted: Dict[str, Any], different: List[str]) -> str:
+    """``key: X recorded, Y now`` for each differing key (long values cut)."""
+    def shown(value: Any) -> str:
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    return "; ".join(f"{key}: {shown(_lookup(recorded, key))} recorded, {shown(_lookup(wanted, key))} now"
+                     for key in different[:6])
+
+
+def _replace_unstarted_plan(out: str, plan: Dict[str, Any], show_progress: bool,
+                            own_lock: Optional[str] = None) -> None:
+    """A plan with other settings that committed no unit is replaced (a failed
+    first run, e.g. a wrong ``column``, must not block its folder): its
+    leftovers (shard files, the tokenizer file, unit temp files) go, and a
+    line says so.  Kept when a unit is committed (the plan check then refuses,
+    naming the differences), or, on a local directory, when another writer
+    may still run there (a live lock other than ``own_lock``, or a lock of
+    another host).  An object store has no locks: there the committed markers decide."""
+    remote = is_url(out)
+    plan_path = join(out, fmt.UNITS_DIR, fmt.PLAN_NAME)
+    if not storage_exists(plan_path):
+        return
+    recorded = fmt.read_json(plan_path, "run plan")
+    different = _differences(recorded, plan)
+    if not different:
+        return
+    listed = {sub: (remote_store.remote_entries(join(out, sub)) if remote else
+                    (os.listdir(join(out, sub)) if os.path.isdir(join(out, sub)) else None)) or []
+              for sub in (fmt.UNITS_DIR, fmt.SHARDS_DIR, fmt.LOCKS_DIR)}
+    if any(n.endswith(".json") and n != fmt.PLAN_NAME for n in listed[fmt.UNITS_DIR]):
+        return
+    for name in listed[fmt.LOCKS_DIR] if not remote else []:
+        holder = read_holder(join(out, fmt.LOCKS_DIR, name))
+        if join(out, fmt.LOCKS_DIR, name) != own_lock and holder is not None and not is_stale(holder):
+            return
+    doomed = [join(out, fmt.SHARDS_DIR, n) for n in listed[fmt.SHARDS_DIR]]
+    doomed += [join(out, fmt.UNITS_DIR, n) for n in listed[fmt.UNITS_DIR] if n != MEMORY_SPILL_NAME]
+    doomed += [join(out, fmt.TOKENIZER_NAME)] if storage_exists(join(out, fmt.TOKENIZER_NAME)) else []
+    if remote:
+        fs, _ = filesystem(out)
+        fs.rm([filesystem(path)[1] for path in doomed])
+        fs.invalidate_cache()
+    else:
+        for path in doomed:
+            os.unlink(path)
+    if show_progress:
+        print(f"{out}: replacing an unfinished run that committed no unit "
+              f"({_shown_differences(recorded, plan, different)})", file=sys.stderr)
 
 
 def _check_output_dir(out: str) -> None:
@@ -313,6 +371,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     run_lock = FileLock(os.path.join(out, fmt.LOCKS_DIR, f"rank-{rank or 0}.lock"),
                         f"rank {rank or 0}" + (f" of {world_size}" if world_size else " (a whole-corpus run)"))
     with run_lock:
+        _replace_unstarted_plan(out, dict(plan, units=[u.unit_id for u in units]), show_progress, run_lock.path)
         _check_or_write_plan(out, dict(plan, units=[u.unit_id for u in units]), tok)
         mine = [u for i, u in enumerate(units) if world_size is None or i % world_size == rank]
         pending = [u for u in mine if committed_record(out, u.unit_id) is None]
@@ -379,6 +438,7 @@ def _encode_remote(out: str, plan: Dict[str, Any], units, tok, summary: EncodeSu
     manifest_url = join(out, fmt.MANIFEST_NAME)
     if fmt.MANIFEST_NAME in names:
         return _already_complete(out, manifest_url, plan, summary, show_progress)
+    _replace_unstarted_plan(out, dict(plan, units=[u.unit_id for u in units]), show_progress)
     _check_or_write_plan(out, dict(plan, units=[u.unit_id for u in units]), tok)
     mine = [u for i, u in enumerate(units) if world_size is None or i % world_size == rank]
     committed = remote_store.remote_committed_records(out, [u.unit_id for u in mine])
@@ -477,8 +537,8 @@ def _check_or_write_plan(out: str, plan: Dict[str, Any], tok) -> None:
     if different:
         raise ShardFormatError(
             f"{out}: holds an unfinished encoding run with other settings ({', '.join(different)} differ: "
-            f"another tokenizer, other options or other inputs); rerun it with its own settings, or write to "
-            f"a new output directory (or delete {out})")
+            f"{_shown_differences(recorded, plan, different)}); rerun it with its own settings (the recorded "
+            f"values above), or write to a new output directory (or delete {out})")
     if not storage_exists(tokenizer_path):
         atomic_write_bytes(tokenizer_path, tok.to_json().encode("utf-8"), unique=True)
 
