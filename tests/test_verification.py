@@ -329,9 +329,29 @@ def test_tokenizer_with_altered_merges_round_trips_but_not_against_the_shards(sh
     assert Tokenizer.load(altered_path).fingerprint != original.fingerprint
     corpus_report = verify_corpus(list(corpus), altered_path, workers=1, show_progress=False)
     assert corpus_report.ok, corpus_report.format()
-    report = verify_shards(shard_copy, workers=1, show_progress=False)
+    report = verify_shards(shard_copy, workers=1, show_progress=False, keep_going=True)
     assert {"tokenizer", "re-encoded documents"} <= set(report.failed)
     assert any("fingerprint" in m.message and original.fingerprint in m.message for m in report.examples)
+
+
+def test_wrong_tokenizer_stops_the_check_unless_asked_to_keep_going(encoded, tok_path, tmp_path, capsys):
+    """Issue 28: the wrong tokenizer is one failure, reported at once; no document is read or compared
+    (before, every document was checked anyway and failed).  --keep-going compares them all."""
+    original = Tokenizer.load(tok_path)
+    other = Tokenizer(substrate=original.substrate, merges=original.merges[: len(original.merges) // 3],
+                      special_tokens=list(original.special_tokens), pattern=original.pattern_name)
+    other_path = str(tmp_path / "other.json")
+    other.save(other_path)
+    report = verify_shards(encoded, tokenizer=other_path, workers=1, show_progress=False)
+    assert set(report.failed) == {"tokenizer"} and not report.ok
+    assert "decoded documents" not in report.checked and "re-encoded documents" not in report.checked
+    assert any("keep_going=True" in note for note in report.notes)
+    report = verify_shards(encoded, tokenizer=other_path, workers=1, show_progress=False, keep_going=True)
+    assert report.failed["re-encoded documents"] > 0
+    assert report.checked["decoded documents"] == manifest_of(encoded)["totals"]["documents"]
+    assert cli(["verify", "--shards", encoded, "--tokenizer", other_path, "-q"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED" in out.splitlines()[0] and "re-encoded documents" not in out and "--keep-going" in out
 
 
 def test_row_accounting_is_checked(shard_copy):

@@ -2,7 +2,7 @@
 
     ube verify --unicode [--tokenizer T] [--substrate S ...]
     ube verify --corpus INPUT... --tokenizer T [--column C --format F --split S --text-mode M --on-error E --workers N]
-    ube verify --shards DIR [--tokenizer T] [--workers N] [--sample N]
+    ube verify --shards DIR [--tokenizer T] [--workers N] [--sample N] [--keep-going]
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     else:
         report = verification.verify_shards(args.shards, tokenizer=args.tokenizer, workers=args.workers,
                                             sample=args.sample, show_progress=show_progress,
-                                            max_examples=args.max_examples)
+                                            max_examples=args.max_examples, keep_going=args.keep_going)
     sys.stdout.write(report.format())
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
@@ -75,6 +75,9 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--sample", type=int, default=None, metavar="N",
                    help="--shards: compare the content of a deterministic sample of N documents "
                         "(headers, checksums and accounting are still checked in full)")
+    p.add_argument("--keep-going", action="store_true",
+                   help="--shards: compare every document even when the tokenizer is not the one the shards "
+                        "were encoded with (by default the check stops at that mismatch)")
     p.add_argument("--max-examples", type=int, default=10, help="mismatches to show (default 10)")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

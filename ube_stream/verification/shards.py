@@ -308,7 +308,7 @@ def _check_accounting(manifest: Dict[str, Any], results: List[UnitResult], tasks
 
 
 def verify_shards(directory, *, tokenizer=None, workers: Optional[int] = None, sample: Optional[int] = None,
-                  show_progress: bool = True, max_examples: int = 10) -> VerifyReport:
+                  show_progress: bool = True, max_examples: int = 10, keep_going: bool = False) -> VerifyReport:
     """Check a finished shard directory against its sources.
 
     Always: MANIFEST format, every index header (magic, version, width, counts,
@@ -321,6 +321,11 @@ def verify_shards(directory, *, tokenizer=None, workers: Optional[int] = None, s
     with the readers) must decode from the stored tokens minus the EOS/BOS the
     encoding added, and re-encoding the row must give exactly the stored tokens.
     ``tokenizer`` overrides ``DIR/tokenizer.json``.
+
+    A tokenizer that is not the one the shards were encoded with (another
+    fingerprint, or other special-token ids) stops the check there, with that
+    one failure: every document would differ.  ``keep_going=True``
+    (``--keep-going``) compares every document anyway.
     """
     directory = local_path(directory)
     if is_url(directory):   # checked on the local copy TokenShards reads (downloaded bytes, sha256 and all)
@@ -352,6 +357,11 @@ def verify_shards(directory, *, tokenizer=None, workers: Optional[int] = None, s
             if special.get(role) is not None and tok.special_tokens.get(name) != special[role]:
                 report.fail(Mismatch("tokenizer", tok_path, "-", f"MANIFEST {role} id {special[role]} ({name!r}) is "
                                      f"{tok.special_tokens.get(name)} in this tokenizer"))
+    if report.failed.get("tokenizer") and not keep_going:
+        report.note("stopped at the tokenizer mismatch: no document was compared (each would differ); pass "
+                    "the tokenizer the shards were encoded with, or keep_going=True (--keep-going) to compare "
+                    "every document anyway")
+        return report
     sources = _sources(manifest, report)
     tasks = _plan(directory, manifest, sources, sample, report)
     weights = [sum(int(r["tokens"]) for r in t.shards) + 1 for t in tasks]
