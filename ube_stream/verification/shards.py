@@ -69,39 +69,54 @@ def unit_task(task: UnitTask, directory: str, manifest: Dict[str, Any], tok, max
 
 def _compare_documents(task: UnitTask, shards: List[ShardData], manifest: Dict[str, Any], tok,
                        report: VerifyReport, result: UnitResult) -> None:
-    from ..readers.inputs import SkipCounter, read_unit
+    """Every stored document of the unit against its source row.
 
+    A batch whose rows are stored in order in one shard (the normal case) is
+    checked in bulk, at about the cost of encoding it: one re-encode of the
+    batch (with the BOS/EOS the encoder adds) equal to the stored slice and
+    its offsets, and one decode of the stored slice equal to the batch's bytes
+    with the special tokens' texts between documents (a special token ends a
+    character, so each document decodes on its own).  Any other batch, or one
+    that fails in bulk, is checked document by document, which names each
+    mismatch.  The package reader is checked per shard (see :func:`_check_reader_shard`)."""
     unit = task.unit
     path = unit.source.path
     options = manifest.get("options", {})
     special = manifest.get("special_ids", {})
     eos, bos = special.get("eos"), special.get("bos")
     where = [(k, d) for k, data in enumerate(shards) for d in range(data.rows.shape[0])]
-    rows = np.concatenate([d.rows for d in shards]) if shards else np.zeros(0, np.int64)
+    rows = np.concatenate([d.rows for d in shards]).astype(np.int64) if shards else np.zeros(0, np.int64)
     sids = np.concatenate([d.source_ids for d in shards]) if shards else np.zeros(0, np.int64)
-    position_of: Dict[int, int] = {}
-    for i, (row, sid) in enumerate(zip(rows.tolist(), sids.tolist())):
-        k, d = where[i]
-        if sid != unit.source.source_id or row < unit.row_start or (unit.row_stop is not None and row >= unit.row_stop):
-            report.fail(Mismatch("provenance", path, row, f"document recorded as source {sid} row {row}, outside "
-                                 f"its unit {task.unit_id} (source {unit.source.source_id}, rows {unit.row_start}.."
-                                 f"{'' if unit.row_stop is None else unit.row_stop - 1})",
-                                 shard=shards[k].name, document=d))
-        elif row in position_of:
-            report.fail(Mismatch("provenance", path, row, "two documents record the same source row",
-                                 shard=shards[k].name, document=d))
-        else:
-            position_of[row] = i
+    position_of = _positions(task, shards, rows, sids, where, report)
     selected = None if task.selected is None else set(task.selected.tolist())
     reader = _open_reader(task.directory, report)
+    reader_ok = [reader is not None and _check_reader_shard(reader, data, path, report) for data in shards]
+    separators = _separator_bytes(tok, bos, eos)
+    from ..readers.inputs import SkipCounter
+
     skips = SkipCounter()
-    seen = set()
+    seen = np.zeros(len(rows), dtype=bool)
     documents_read = 0
-    for batch in read_unit(unit, column=options.get("column", "text"), text_mode=options.get("text_mode", "line"),
-                           on_error=options.get("on_error", "raise"), skips=skips):
+    for batch in _batches(unit, options, skips):
+        documents_read += len(batch)
+        if selected is None and _bulk_batch(batch, rows, position_of, where, shards, tok, bos, eos, separators,
+                                            report):
+            first = position_of[int(batch.rows[0])]
+            seen[first:first + len(batch)] = True
+            n = len(batch)
+            if reader_ok[where[first][0]]:
+                report.count("reader documents", n)
+            else:
+                for i in range(first, first + n):
+                    k, d = where[i]
+                    data = shards[k]
+                    stored = np.asarray(data.tokens[data.doc_offsets[d]:data.doc_offsets[d + 1]])
+                    inner = stored[(bos is not None):stored.size - (eos is not None)]
+                    _check_reader(reader, data.first_doc + d, stored, inner, (path, int(rows[i])), report,
+                                  dict(shard=data.name, document=d))
+            continue
         texts = batch.to_pylist()
         batch_rows = batch.rows.tolist()
-        documents_read += len(texts)
         picks = []
         for j, row in enumerate(batch_rows):
             position = position_of.get(row)
@@ -109,7 +124,7 @@ def _compare_documents(task: UnitTask, shards: List[ShardData], manifest: Dict[s
                 report.fail(Mismatch("documents", path, row, "the source row was read but no stored document "
                                      "records it (missing from the shards)"))
                 continue
-            seen.add(row)
+            seen[position] = True
             if selected is None or position in selected:
                 picks.append((j, position))
         if not picks:
@@ -150,16 +165,108 @@ def _compare_documents(task: UnitTask, shards: List[ShardData], manifest: Dict[s
                                      f"({inner.size} vs {expected.size} tokens)", **where_kw))
             report.count("re-encoded documents", 1)
             report.count("tokens", int(stored.size))
-            if reader is not None:
+            if reader is not None and (not reader_ok[k] or selected is not None):
                 _check_reader(reader, data.first_doc + d, stored, inner, (path, batch_rows[j]), report, where_kw)
-    for row, i in position_of.items():
-        if row not in seen:
+            elif reader is not None:
+                report.count("reader documents", 1)
+    for i in np.flatnonzero(~seen).tolist():
+        if int(rows[i]) in position_of and position_of[int(rows[i])] == i:
             k, d = where[i]
-            report.fail(Mismatch("documents", path, row, "stored document's source row was not read from the "
-                                 "source (gone, or skipped now)", shard=shards[k].name, document=d))
+            report.fail(Mismatch("documents", path, int(rows[i]), "stored document's source row was not read "
+                                 "from the source (gone, or skipped now)", shard=shards[k].name, document=d))
     result.documents_read = documents_read
     result.skipped = dict(skips.counts)
     result.rows_read = documents_read + skips.total
+
+
+def _batches(unit, options: Dict[str, Any], skips):
+    from ..readers.inputs import read_unit
+
+    return read_unit(unit, column=options.get("column", "text"), text_mode=options.get("text_mode", "line"),
+                     on_error=options.get("on_error", "raise"), skips=skips)
+
+
+def _positions(task: UnitTask, shards: List[ShardData], rows: np.ndarray, sids: np.ndarray, where,
+               report: VerifyReport) -> Dict[int, int]:
+    """``{source row: position among the unit's stored documents}``, failing the
+    documents that lie outside the unit or repeat a row (checked in bulk first)."""
+    unit = task.unit
+    path = unit.source.path
+    stop = unit.row_stop if unit.row_stop is not None else np.iinfo(np.int64).max
+    inside = (sids == unit.source.source_id) & (rows >= unit.row_start) & (rows < stop)
+    if inside.all() and (rows.size < 2 or bool((np.diff(rows) > 0).all())):
+        return dict(zip(rows.tolist(), range(rows.size)))
+    position_of: Dict[int, int] = {}
+    for i, (row, sid) in enumerate(zip(rows.tolist(), sids.tolist())):
+        k, d = where[i]
+        if not inside[i]:
+            report.fail(Mismatch("provenance", path, row, f"document recorded as source {sid} row {row}, outside "
+                                 f"its unit {task.unit_id} (source {unit.source.source_id}, rows {unit.row_start}.."
+                                 f"{'' if unit.row_stop is None else unit.row_stop - 1})",
+                                 shard=shards[k].name, document=d))
+        elif row in position_of:
+            report.fail(Mismatch("provenance", path, row, "two documents record the same source row",
+                                 shard=shards[k].name, document=d))
+        else:
+            position_of[row] = i
+    return position_of
+
+
+def _separator_bytes(tok, bos: Optional[int], eos: Optional[int]) -> Optional[Tuple[bytes, bytes]]:
+    """The UTF-8 texts of the BOS / EOS tokens the encoder added (None: neither, no bulk decode)."""
+    if bos is None and eos is None:
+        return None
+    try:
+        return (b"" if bos is None else tok.decode_bytes([bos]), b"" if eos is None else tok.decode_bytes([eos]))
+    except ValueError:
+        return None
+
+
+def _bulk_batch(batch, rows: np.ndarray, position_of: Dict[int, int], where, shards: List[ShardData], tok,
+                bos: Optional[int], eos: Optional[int], separators, report: VerifyReport) -> bool:
+    """Check a whole batch at once when its rows are stored in order in one
+    shard; False (nothing counted) when it is not, or when anything differs."""
+    n = len(batch)
+    if n == 0 or separators is None:
+        return False
+    first = position_of.get(int(batch.rows[0]))
+    if first is None or first + n > len(rows) or where[first][0] != where[first + n - 1][0]:
+        return False
+    if not np.array_equal(rows[first:first + n], batch.rows):
+        return False
+    k, d = where[first]
+    data = shards[k]
+    offsets_stored = np.asarray(data.doc_offsets[d:d + n + 1], dtype=np.int64)
+    stored = np.asarray(data.tokens[offsets_stored[0]:offsets_stored[-1]])
+    text, offsets = batch.utf8()
+    ids, token_offsets = tok.encode_utf8_batch(text, offsets, bos_id=bos, eos_id=eos)
+    if not (np.array_equal(token_offsets, offsets_stored - offsets_stored[0]) and np.array_equal(ids, stored)):
+        return False
+    try:
+        decoded = tok.decode_bytes(stored)
+    except ValueError:
+        return False
+    if decoded != _joined(text, offsets, *separators):
+        return False
+    report.count("decoded documents", n)
+    report.count("re-encoded documents", n)
+    report.count("tokens", int(stored.size))
+    return True
+
+
+def _joined(data: np.ndarray, offsets: np.ndarray, before: bytes, after: bytes) -> bytes:
+    """``b"".join(before + doc + after for doc in the batch)``, built with numpy."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    lengths = np.diff(offsets)
+    n, extra = lengths.size, len(before) + len(after)
+    out = np.empty(int(offsets[-1] - offsets[0]) + n * extra, dtype=np.uint8)
+    starts = offsets[:-1] - offsets[0] + np.arange(n, dtype=np.int64) * extra   # of each document's `before`
+    out[np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts + len(before) - (offsets[:-1] - offsets[0]),
+                                                                  lengths)] = data[offsets[0]:offsets[-1]]
+    for piece, at in ((before, starts), (after, starts + len(before) + lengths)):
+        if piece:
+            out[(at[:, None] + np.arange(len(piece))).ravel()] = np.tile(np.frombuffer(piece, np.uint8), n)
+    return out.tobytes()
 
 
 def _open_reader(directory: str, report: VerifyReport):
@@ -171,6 +278,43 @@ def _open_reader(directory: str, report: VerifyReport):
     except ValueError as exc:
         report.fail(Mismatch("reader", directory, "-", f"TokenShards cannot open the directory: {exc}"))
         return None
+
+
+def _check_reader_shard(reader, data: ShardData, path: str, report: VerifyReport) -> bool:
+    """The package reader's arrays of one shard equal the spec reading (tokens,
+    offsets, rows, sources), and its per-document calls (``doc``,
+    ``content_ids``, ``source``) agree on the shard's first 8 and every 1009th
+    document; False when anything differs (each document is then checked with
+    :func:`_check_reader`, which names it)."""
+    if not data.rows.shape[0]:
+        return True
+    starts = np.cumsum([0] + [len(s) for s in reader.shards])
+    try:
+        k = int(np.searchsorted(starts, data.first_doc, side="right")) - 1
+        shard = reader.shards[k]
+        same = (int(starts[k]) == data.first_doc and shard.name == data.name
+                and np.array_equal(np.asarray(shard.doc_offsets), np.asarray(data.doc_offsets))
+                and np.array_equal(np.asarray(shard.rows), np.asarray(data.rows))
+                and np.array_equal(np.asarray(shard.source_ids), np.asarray(data.source_ids))
+                and np.array_equal(np.asarray(shard.tokens), np.asarray(data.tokens)))
+    except (ValueError, IndexError, OSError, AttributeError):
+        return False
+    if not same:
+        return False
+    n = data.rows.shape[0]
+    bos = reader.special_ids.get("bos") is not None
+    eos = reader.special_ids.get("eos") is not None
+    for d in sorted(set(range(min(n, 8))) | set(range(0, n, 1009))):
+        stored = np.asarray(data.tokens[data.doc_offsets[d]:data.doc_offsets[d + 1]])
+        try:
+            found = (np.asarray(reader.doc(data.first_doc + d)), np.asarray(reader.content_ids(data.first_doc + d)),
+                     tuple(reader.source(data.first_doc + d)))
+        except (ValueError, IndexError, OSError):
+            return False
+        if not (np.array_equal(found[0], stored) and np.array_equal(found[1], stored[bos:stored.size - eos])
+                and found[2] == (path, int(data.rows[d]))):
+            return False
+    return True
 
 
 def _check_reader(reader, i: int, stored: np.ndarray, inner: np.ndarray, source, report: VerifyReport,
