@@ -394,3 +394,36 @@ def test_cli_unicode_full_run_with_workers(tok_path, capsys):
     assert cli(["verify", "--unicode", "--tokenizer", tok_path, "--workers", "2", "-q"]) == 0
     out = capsys.readouterr().out
     assert "scalar/alone/tokenizer" in out and "1,112,064" in out
+
+
+def test_verify_tasks_never_carry_the_tokenizer(encoded, corpus, tok_path, monkeypatch):
+    """Issue 24: each worker loads the tokenizer once from its file; no task message holds a Tokenizer
+    (a 6 MB pickle per task for cl100k before), for a tokenizer file or a Tokenizer object alike."""
+    import io
+    import pickle
+
+    from ube_stream.runs import engine
+
+    sent = []
+    real = engine.run_units
+
+    def spy(fn, tasks, **kwargs):
+        for task in tasks:
+            found = []
+
+            class Finder(pickle.Pickler):
+                def persistent_id(self, obj):
+                    if isinstance(obj, Tokenizer):
+                        found.append(obj)
+                    return None
+
+            Finder(io.BytesIO()).dump((fn, task))
+            sent.append(len(found))
+        return real(fn, tasks, **kwargs)
+
+    monkeypatch.setattr(engine, "run_units", spy)
+    tok = Tokenizer.load(tok_path)
+    assert verify_shards(encoded, workers=2, show_progress=False).ok
+    assert verify_shards(encoded, tokenizer=tok, workers=2, show_progress=False).ok
+    assert verify_corpus(list(corpus), tok, workers=2, show_progress=False).ok
+    assert len(sent) > 3 and sent == [0] * len(sent)

@@ -74,6 +74,16 @@ def add_workers_option(p: argparse.ArgumentParser, help: str = "worker processes
     p.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, metavar="N", help=help)
 
 
+def add_executor_options(p: argparse.ArgumentParser, where: str = "") -> None:
+    """``--executor local|ray`` and ``--ray-address``; ``where`` says what every node must see."""
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local process pool (default) or a Ray cluster, each unit a Ray task" + where
+                        + " (pip install \"ube-stream[ray]\")")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="with --executor ray: the cluster to join (e.g. auto, or HOST:6379); default: start a "
+                        "local Ray with --workers CPUs")
+
+
 # Library messages name Python parameters; on the command line the same advice names the flags.
 # (patterns, compiled by re's cache on the first error: not at every start of the command)
 _FLAGS = [

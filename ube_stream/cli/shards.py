@@ -7,7 +7,7 @@ from typing import List
 
 import numpy as np
 
-from .options import add_input_options, add_tokenizer_options, in_flag_terms, positive_int
+from .options import add_executor_options, add_input_options, add_tokenizer_options, in_flag_terms, positive_int
 
 
 def register(subparsers) -> None:
@@ -22,12 +22,7 @@ def register(subparsers) -> None:
                                       "Ray started here); the output does not depend on it")
     add_tokenizer_options(p)
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="shard directory to write (or resume)")
-    p.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="local process pool (default) or a Ray cluster, each unit a Ray task writing straight to "
-                        "--output, which must be shared storage every node sees (pip install \"ube-stream[ray]\")")
-    p.add_argument("--ray-address", default=None, metavar="ADDR",
-                   help="with --executor ray: the cluster to join (e.g. auto, or HOST:6379); default: start a "
-                        "local Ray with --workers CPUs")
+    add_executor_options(p, " writing straight to --output, which must be shared storage every node sees")
     p.add_argument("--eos", dest="eos", action="store_true", default=True,
                    help="append the EOS token to every document (default)")
     p.add_argument("--no-eos", dest="eos", action="store_false", help="do not append EOS")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import add_input_options, add_workers_option, byte_size
+from .options import add_executor_options, add_input_options, add_workers_option, byte_size
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -71,9 +71,7 @@ def register(sub) -> None:
                    help="SuperBPE: at most W chunks (words) per token (default 4)")
     p.add_argument("--max-bytes", type=byte_size, default=None,
                    help="train on a deterministic sample of about this many bytes (e.g. 1GB)")
-    p.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="local process pool (default) or a Ray cluster (pip install \"ube-stream[ray]\")")
-    p.add_argument("--ray-address", default=None, help="Ray cluster address (e.g. auto); default: start a local one")
+    add_executor_options(p)
     p.add_argument("--work-dir", default=None,
                    help="directory for the count tables (default: OUTPUT.ube-work beside the output; on a "
                         "multi-node Ray cluster: shared storage); kept when a run fails so a rerun resumes")

@@ -36,11 +36,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                                             text_mode=args.text_mode, on_error=args.on_error,
                                             format=args.format, split=args.split,
                                             unit_rows=args.unit_rows, workers=args.workers,
-                                            show_progress=show_progress, max_examples=args.max_examples)
+                                            show_progress=show_progress, max_examples=args.max_examples,
+                                            executor=args.executor, ray_address=args.ray_address)
     else:
         report = verification.verify_shards(args.shards, tokenizer=args.tokenizer, workers=args.workers,
                                             sample=args.sample, show_progress=show_progress,
-                                            max_examples=args.max_examples, keep_going=args.keep_going)
+                                            max_examples=args.max_examples, keep_going=args.keep_going,
+                                            executor=args.executor, ray_address=args.ray_address)
     sys.stdout.write(report.format())
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
@@ -64,7 +66,7 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     mode.add_argument("--corpus", nargs="+", metavar="INPUT",
                       help="files, directories or globs (formats as for `ube train`)")
     mode.add_argument("--shards", metavar="DIR", help="a finished shard directory (with MANIFEST.json)")
-    from .options import TOKENIZER_HELP, add_input_options, add_tokenizer_options
+    from .options import TOKENIZER_HELP, add_executor_options, add_input_options, add_tokenizer_options
 
     add_tokenizer_options(p, required=False,
                           help=TOKENIZER_HELP + " (--unicode: also encode -> decode; --corpus: required; "
@@ -72,6 +74,8 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--substrate", action="append", choices=("ube", "utf8", "utf16"),
                    help="--unicode: substrates to check (repeat; default all three)")
     add_input_options(p, positional=False, prefix="--corpus: ")
+    add_executor_options(p, " (--corpus, --shards; the inputs, DIR and the tokenizer file must be paths every "
+                            "node sees)")
     p.add_argument("--sample", type=int, default=None, metavar="N",
                    help="--shards: compare the content of a deterministic sample of N documents "
                         "(headers, checksums and accounting are still checked in full)")

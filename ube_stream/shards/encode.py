@@ -52,9 +52,10 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import ShardFormatError
-from ..executors import Executor, executor_class, get_executor, import_ray, seed_worker_state, will_fork
+from ..executors import Executor, executor_class, import_ray, will_fork
 from ..readers.batch import check_on_error
 from ..readers.inputs import skipped_files_lines
+from ..runs.engine import run_units, seed_tokenizer
 from ..storage import (
     atomic_write_bytes,
     atomic_write_json,
@@ -72,7 +73,7 @@ from . import index_format as fmt
 from . import remote as remote_store
 from .locks import FileLock, is_stale, read_holder
 from .reader import Shard, TokenShards
-from .writer import committed_record, encode_unit, encode_unit_star, load_checked_tokenizer
+from .writer import committed_record, encode_unit, encode_unit_star
 
 __all__ = ["encode_corpus", "encode_unit", "TokenShards", "Shard", "EncodeSummary",
            "DEFAULT_SHARD_TOKENS"]
@@ -378,7 +379,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         summary.units_skipped = len(mine) - len(pending)
         dispatched = executor_class(executor).multi_host
         # units run in this process (one worker) use the tokenizer in hand, not a second load of its file
-        seed_worker_state(tok, load_checked_tokenizer, os.path.join(out, fmt.TOKENIZER_NAME), fingerprint)
+        seed_tokenizer(tok, os.path.join(out, fmt.TOKENIZER_NAME))
         overlap = _overlap(executor, workers, len(pending))
         tasks = [dict(unit=u, out_dir=out, column=column, text_mode=text_mode, on_error=on_error,
                       shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id, fingerprint=fingerprint,
@@ -564,14 +565,11 @@ def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], s
     if executor == "local" and workers > 1 and len(tasks) > 1 and will_fork():
         # forked workers inherit the tokenizer (seeded in worker_state): build its encoder tables once, here
         tok.encode_utf8_batch(np.frombuffer(b" ", np.uint8), np.array([0, 1], np.int64))
-    runner = get_executor(executor, workers=workers, ray_address=ray_address)
     try:
-        runner.map(fn, tasks, on_result=on_result)
+        run_units(fn, tasks, executor=executor, workers=workers, ray_address=ray_address, on_result=on_result)
     finally:
         if bars:
             bars[0].close()
-        if runner is not executor:
-            runner.close()
 
 
 def _finalize(out: str, plan: Dict[str, Any], units, world_size: Optional[int]) -> Dict[str, Any]:

@@ -29,27 +29,15 @@ import numpy as np
 
 from .. import _encode
 from .._faults import kill_point
-from ..errors import InvalidTextError, LockError, ShardFormatError
+from ..errors import InvalidTextError, LockError
 from ..executors import worker_state
+from ..runs.engine import worker_tokenizer
 from ..storage import atomic_write_json, storage_error
 from . import index_format as fmt
 from .locks import _HOST, FileLock, read_holder
 from .overlap import ReadAhead, WriteBehind
 
 DISPATCHED_LOCK_WAIT_S = 60.0   # how long a dispatched unit waits for a live holder on its own host
-
-
-def load_checked_tokenizer(path: str, fingerprint: str):
-    """The tokenizer at ``path`` (the output's ``tokenizer.json``), checked
-    against the run's fingerprint; a worker caches it with ``worker_state``."""
-    from ..tokenizer.core import Tokenizer
-
-    tok = Tokenizer.load(path)
-    if tok.fingerprint != fingerprint:
-        raise ShardFormatError(f"{path}: tokenizer fingerprint {tok.fingerprint} is not the run's {fingerprint} "
-                               f"(the file changed during the run, or this worker sees another copy of the "
-                               f"output directory: on a cluster the output directory must be one shared path)")
-    return tok
 
 
 class _UnitShards:
@@ -233,7 +221,7 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
     from ..readers.batch import drop_bad_documents
 
     unit_id = unit.unit_id
-    tokenizer = worker_state(load_checked_tokenizer, tokenizer_path, fingerprint)
+    tokenizer = worker_state(worker_tokenizer, tokenizer_path, fingerprint)
     lock = FileLock(os.path.join(out_dir, fmt.LOCKS_DIR, unit_id + ".lock"), f"unit {unit_id}")
     tmp_suffix = fmt.TMP_SUFFIX + (f".{_HOST}.{os.getpid()}" if dispatched else "")
     with (_acquire_dispatched(lock) if dispatched else lock):

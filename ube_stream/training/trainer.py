@@ -37,6 +37,7 @@ from .._version import __version__
 from ..errors import InvalidTextError, check_status, err_buffer
 from ..executors import get_executor
 from ..readers.batch import check_on_error
+from ..runs.engine import run_units
 from ..storage import atomic_write_json
 from ..tokenizer.core import Tokenizer, check_superbpe_options
 from .work_dir import TrainWork, run_key, work_root
@@ -486,7 +487,7 @@ def _run_count_tasks(tasks: List[Dict[str, Any]], *, runner, show_progress: bool
         progress.add(documents=rec.documents, skipped=sum(rec.skips.values()), utf8_bytes=rec.bytes)
 
     try:
-        return runner.map(_count_unit_star, tasks, on_result=on_result)
+        return run_units(_count_unit_star, tasks, executor=runner, on_result=on_result)
     finally:
         progress.close()
 

@@ -11,8 +11,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from ..executors import LocalExecutor
-
 __all__ = ["Mismatch", "VerifyReport", "first_difference", "around"]
 
 CONTEXT_CHARS = 24
@@ -178,13 +176,17 @@ def default_workers(workers: Optional[int], tasks: int) -> int:
 
 def run_tasks(function: Callable[..., T], tasks: Sequence[Any], args: Tuple = (), *, workers: int,
               desc: str, show_progress: bool, weights: Optional[Sequence[int]] = None,
-              unit: str = "task", progress: Optional[Any] = None) -> List[T]:
-    """``function(task, *args)`` for every task on the local executor (a ``spawn``
-    pool, or this process for one worker); results in task order.  Progress:
-    a bar advanced by each task's weight, or ``progress(result)`` called as
-    each task finishes (e.g. a :class:`~ube_stream.progress.DocumentProgress`
-    fed by the caller)."""
+              unit: str = "task", progress: Optional[Any] = None, executor: Any = "local",
+              ray_address: Optional[str] = None) -> List[T]:
+    """``function(task, *args)`` for every task on the run engine
+    (:func:`ube_stream.runs.engine.run_units`: the local pool of ``workers``, or
+    ``executor="ray"``); results in task order.  ``args`` travel with every
+    task: keep them small (a tokenizer goes by file, see
+    :func:`~ube_stream.runs.engine.worker_tokenizer`).  Progress: a bar advanced
+    by each task's weight, or ``progress(result)`` called as each task finishes
+    (e.g. a :class:`~ube_stream.progress.DocumentProgress` fed by the caller)."""
     from ..progress import progress_bar
+    from ..runs.engine import run_units
 
     weights = list(weights) if weights is not None else [1] * len(tasks)
     bar = progress_bar(total=sum(weights), desc=desc, unit=unit, unit_scale=True,
@@ -196,8 +198,8 @@ def run_tasks(function: Callable[..., T], tasks: Sequence[Any], args: Tuple = ()
         bar.update(weights[result[0]])
 
     try:
-        indexed = LocalExecutor(workers).map(functools.partial(_indexed_task, function, args),
-                                             list(enumerate(tasks)), on_result=on_result)
+        indexed = run_units(functools.partial(_indexed_task, function, args), list(enumerate(tasks)),
+                            executor=executor, workers=workers, ray_address=ray_address, on_result=on_result)
         return [report for _, report in indexed]
     finally:
         bar.close()

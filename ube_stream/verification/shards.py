@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..errors import TokenizerFormatError
+from ..executors import worker_state
+from ..runs.engine import seed_tokenizer, tokenizer_file, worker_tokenizer
 from ..storage import is_url, local_path
 from ..storage import isfile as storage_isfile
 from ..tokenizer import as_tokenizer
@@ -44,6 +47,14 @@ class UnitResult:
     rows_read: Optional[int] = None
     documents_read: Optional[int] = None
     skipped: Optional[Dict[str, int]] = None
+
+
+def shard_unit(task: UnitTask, directory: str, manifest: Dict[str, Any], tokenizer: Optional[Tuple[str, str]],
+               max_examples: int) -> UnitResult:
+    """The unit function: :func:`unit_task` with the tokenizer ``(file, fingerprint)``
+    loaded once per worker process (never sent with the task)."""
+    tok = None if tokenizer is None else worker_state(worker_tokenizer, *tokenizer)
+    return unit_task(task, directory, manifest, tok, max_examples)
 
 
 def unit_task(task: UnitTask, directory: str, manifest: Dict[str, Any], tok, max_examples: int) -> UnitResult:
@@ -452,7 +463,8 @@ def _check_accounting(manifest: Dict[str, Any], results: List[UnitResult], tasks
 
 
 def verify_shards(directory, *, tokenizer=None, workers: Optional[int] = None, sample: Optional[int] = None,
-                  show_progress: bool = True, max_examples: int = 10, keep_going: bool = False) -> VerifyReport:
+                  show_progress: bool = True, max_examples: int = 10, keep_going: bool = False,
+                  executor: Any = "local", ray_address: Optional[str] = None) -> VerifyReport:
     """Check a finished shard directory against its sources.
 
     Always: MANIFEST format, every index header (magic, version, width, counts,
@@ -476,7 +488,18 @@ def verify_shards(directory, *, tokenizer=None, workers: Optional[int] = None, s
         from ..shards.remote import cached_directory
 
         directory = cached_directory(directory)
-    tokenizer = None if tokenizer is None else as_tokenizer(tokenizer)
+    with tempfile.TemporaryDirectory(prefix="ube-verify-") as scratch:
+        return _verify_shards(directory, tokenizer, workers=workers, sample=sample, show_progress=show_progress,
+                              max_examples=max_examples, keep_going=keep_going, executor=executor,
+                              ray_address=ray_address, scratch=scratch)
+
+
+def _verify_shards(directory: str, tokenizer, *, workers: Optional[int], sample: Optional[int],
+                   show_progress: bool, max_examples: int, keep_going: bool, executor, ray_address: Optional[str],
+                   scratch: str) -> VerifyReport:
+    tok_file = None
+    if tokenizer is not None:
+        tokenizer, tok_file = tokenizer_file(tokenizer, scratch)
     if sample is not None and sample < 0:
         raise ValueError(f"sample must be a non-negative number of documents, got {sample}")
     report = VerifyReport("shards", max_examples=max_examples)
@@ -488,6 +511,7 @@ def verify_shards(directory, *, tokenizer=None, workers: Optional[int] = None, s
     if tok is None:
         try:
             tok = as_tokenizer(tok_path)
+            tok_file = tok_path
         except TokenizerFormatError as exc:
             report.fail(Mismatch("tokenizer", tok_path, "-", f"{exc}; the documents cannot be compared"))
     if tok is not None:
@@ -509,9 +533,15 @@ def verify_shards(directory, *, tokenizer=None, workers: Optional[int] = None, s
     sources = _sources(manifest, report)
     tasks = _plan(directory, manifest, sources, sample, report)
     weights = [sum(int(r["tokens"]) for r in t.shards) + 1 for t in tasks]
-    results = run_tasks(unit_task, tasks, (directory, manifest, tok, max_examples),
+    worker_tok = None
+    if tok is not None and tok_file is not None:
+        worker_tok = (tok_file, tok.fingerprint)
+        seed_tokenizer(tok, tok_file)      # units run here (one worker) use it; workers load the file once
+    slim = {k: manifest[k] for k in ("tokenizer", "sources", "options", "special_ids") if k in manifest}
+    results = run_tasks(shard_unit, tasks, (directory, slim, worker_tok, max_examples),
                         workers=default_workers(workers, len(tasks)), desc="verify shards",
-                        show_progress=show_progress, weights=weights, unit="tok")
+                        show_progress=show_progress, weights=weights, unit="tok", executor=executor,
+                        ray_address=ray_address)
     for result in results:
         report.merge(result.report)
     _check_accounting(manifest, results, tasks, report)
