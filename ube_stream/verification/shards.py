@@ -257,7 +257,7 @@ def _bulk_batch(batch, rows: np.ndarray, position_of: Dict[int, int], where, sha
         decoded = tok.decode_bytes(stored)
     except ValueError:
         return False
-    if decoded != _joined(text, offsets, *separators):
+    if not _decodes_to(decoded, text, offsets, *separators):
         return False
     report.count("decoded documents", n)
     report.count("re-encoded documents", n)
@@ -265,19 +265,23 @@ def _bulk_batch(batch, rows: np.ndarray, position_of: Dict[int, int], where, sha
     return True
 
 
-def _joined(data: np.ndarray, offsets: np.ndarray, before: bytes, after: bytes) -> bytes:
-    """``b"".join(before + doc + after for doc in the batch)``, built with numpy."""
+def _decodes_to(decoded: bytes, data: np.ndarray, offsets: np.ndarray, before: bytes, after: bytes) -> bool:
+    """Whether ``decoded == b"".join(before + doc + after for doc in the batch)``,
+    checked with numpy: the separators at their places, the rest equal to the
+    batch's bytes."""
+    got = np.frombuffer(decoded, np.uint8)
     offsets = np.asarray(offsets, dtype=np.int64)
     lengths = np.diff(offsets)
     n, extra = lengths.size, len(before) + len(after)
-    out = np.empty(int(offsets[-1] - offsets[0]) + n * extra, dtype=np.uint8)
+    if got.size != int(offsets[-1] - offsets[0]) + n * extra:
+        return False
     starts = offsets[:-1] - offsets[0] + np.arange(n, dtype=np.int64) * extra   # of each document's `before`
-    out[np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts + len(before) - (offsets[:-1] - offsets[0]),
-                                                                  lengths)] = data[offsets[0]:offsets[-1]]
-    for piece, at in ((before, starts), (after, starts + len(before) + lengths)):
-        if piece:
-            out[(at[:, None] + np.arange(len(piece))).ravel()] = np.tile(np.frombuffer(piece, np.uint8), n)
-    return out.tobytes()
+    places = np.concatenate([starts[:, None] + np.arange(len(before)),
+                             (starts + len(before) + lengths)[:, None] + np.arange(len(after))], axis=1).ravel()
+    content = np.ones(got.size, dtype=bool)
+    content[places] = False
+    return (np.array_equal(got[places], np.tile(np.frombuffer(before + after, np.uint8), n))
+            and np.array_equal(got[content], data[offsets[0]:offsets[-1]]))
 
 
 def _open_reader(directory: str, report: VerifyReport):
