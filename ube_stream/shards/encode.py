@@ -53,8 +53,8 @@ import numpy as np
 from .._version import __version__
 from ..errors import ShardFormatError
 from ..executors import Executor, executor_class, import_ray, will_fork
-from ..readers.batch import check_on_error
 from ..readers.inputs import skipped_files_lines
+from ..runs.corpus import Corpus
 from ..runs.engine import run_units, seed_tokenizer
 from ..storage import (
     atomic_write_bytes,
@@ -292,9 +292,9 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
 
     started = time.perf_counter()
     summary = summary if summary is not None else EncodeSummary()
-    check_on_error(on_error)
-    if text_mode not in readers.TEXT_MODES:
-        raise ValueError(f"text_mode must be one of {readers.TEXT_MODES}, got {text_mode!r}")
+    corpus = Corpus(inputs, column=column, text_mode=text_mode, format=format, split=split, on_error=on_error,
+                    unit_rows=unit_rows or readers.DEFAULT_UNIT_ROWS,
+                    unit_bytes=unit_bytes or readers.DEFAULT_UNIT_BYTES, even_bytes=True).check()
     if not isinstance(shard_tokens, int) or shard_tokens < 1:
         raise ValueError(f"shard_tokens must be a positive integer, got {shard_tokens!r}")
     if (rank is None) != (world_size is None):
@@ -319,7 +319,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     eos_name, eos_id, bos_name, bos_id = _special_ids(tok, eos, bos, eos_token, bos_token)
     labels: Dict[str, str] = {}
     memory_skips = readers.SkipCounter()
-    if not readers.is_paths(inputs):
+    if corpus.in_memory:
         if world_size is not None:
             raise ValueError("in-memory inputs cannot be shared between ranks (each rank's call holds its own "
                              "data); write them to files (e.g. Dataset.to_parquet) and encode those with "
@@ -330,22 +330,20 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
             os.makedirs(os.path.join(out, fmt.UNITS_DIR), exist_ok=True)
         labels[spill] = readers.memory_name(inputs)
         readers.spill_to_arrow(inputs, spill, column=column, on_error=on_error, skips=memory_skips, split=split)
-        inputs, column, split = [spill], "text", None
+        corpus = dataclasses.replace(corpus, inputs=[spill], column="text", split=None)
     skipped_files: List[Any] = []
-    sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error,
-                                     format=format, split=split, skipped_files=skipped_files)
+    sources = corpus.sources(skipped_files)
     summary.skipped_files = [f.to_dict() for f in skipped_files]
-    unit_rows = unit_rows or readers.DEFAULT_UNIT_ROWS
-    unit_bytes = unit_bytes or readers.DEFAULT_UNIT_BYTES
-    units = readers.plan_units(sources, unit_rows=unit_rows, unit_bytes=unit_bytes, even_bytes=True)
+    units = corpus.units(sources)
     plan: Dict[str, Any] = {
         "format": fmt.MANIFEST_FORMAT, "version": fmt.MANIFEST_VERSION,
         "tokenizer": {"file": fmt.TOKENIZER_NAME, "fingerprint": fingerprint, "substrate": tok.substrate,
                       "vocab_size": tok.vocab_size},
         "special_ids": {"eos": eos_id, "bos": bos_id},
         "options": {"eos_token": eos_name, "bos_token": bos_name, "shard_tokens": shard_tokens,
-                    "unit_rows": unit_rows, "unit_bytes": unit_bytes, "unit_split": "even", "column": column, "text_mode": text_mode,
-                    "on_error": on_error, "format": format, "split": split},
+                    "unit_rows": corpus.unit_rows, "unit_bytes": corpus.unit_bytes, "unit_split": "even",
+                    "column": corpus.column, "text_mode": corpus.text_mode, "on_error": corpus.on_error,
+                    "format": corpus.format, "split": corpus.split},
         "sources": [{"source_id": s.source_id, "path": labels.get(s.path, s.path), "size": s.size,
                      "format": s.format} for s in sources],
         "skipped_files": summary.skipped_files,
@@ -358,7 +356,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         return _encode_remote(out, plan, units, tok, summary, started, executor=executor,
                               workers=workers, ray_address=ray_address, show_progress=show_progress, rank=rank,
                               world_size=world_size, finalize=finalize,
-                              task_options=dict(column=column, text_mode=text_mode, on_error=on_error,
+                              task_options=dict(corpus=corpus.reading(),
                                                 shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id,
                                                 overlap=_overlap(executor, workers, len(units))))
 
@@ -381,7 +379,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         # units run in this process (one worker) use the tokenizer in hand, not a second load of its file
         seed_tokenizer(tok, os.path.join(out, fmt.TOKENIZER_NAME))
         overlap = _overlap(executor, workers, len(pending))
-        tasks = [dict(unit=u, out_dir=out, column=column, text_mode=text_mode, on_error=on_error,
+        tasks = [dict(unit=u, out_dir=out, corpus=corpus.reading(),
                       shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id, fingerprint=fingerprint,
                       tokenizer_path=os.path.join(out, fmt.TOKENIZER_NAME), dispatched=dispatched,
                       overlap=overlap)

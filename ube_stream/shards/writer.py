@@ -31,6 +31,7 @@ from .. import _encode
 from .._faults import kill_point
 from ..errors import InvalidTextError, LockError
 from ..executors import worker_state
+from ..runs.corpus import Corpus
 from ..runs.engine import worker_tokenizer
 from ..storage import atomic_write_json, storage_error
 from . import index_format as fmt
@@ -202,7 +203,7 @@ def committed_record(out_dir: str, unit_id: str) -> Optional[Dict[str, Any]]:
         return None
 
 
-def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: str, shard_tokens: int,
+def encode_unit(unit, *, out_dir: str, corpus: Corpus, shard_tokens: int,
                 eos_id: Optional[int], bos_id: Optional[int], fingerprint: str,
                 tokenizer_path: str, dispatched: bool = False, overlap: bool = True) -> Dict[str, Any]:
     """Encode one work unit into ``out_dir/shards`` and commit it with its marker.
@@ -212,7 +213,8 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
     by reason (plus a few example messages).  Token data never leaves this
     process.  Takes ``locks/<unit_id>.lock`` while working.
 
-    The tokenizer: ``tokenizer_path`` loaded once per process
+    ``corpus``: the reading options (:meth:`~ube_stream.runs.Corpus.reading`: column, text mode,
+    on-error rule; the unit names its file).  The tokenizer: ``tokenizer_path`` loaded once per process
     (:func:`~ube_stream.executors.worker_state`) and checked against ``fingerprint``.  ``dispatched``: see the module.
     ``overlap``: read ahead and write behind the encoder in two threads (:mod:`.overlap`); the
     driver turns it off when the workers fill every core.
@@ -249,7 +251,7 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
             shards.add(ids, token_offsets, rows, unit.source.source_id)
             kill_point(out_dir, unit_id)
 
-        batches = readers.read_unit(unit, column=column, text_mode=text_mode, on_error=on_error, skips=skips)
+        batches = corpus.batches(unit, skips=skips)
         try:   # reading runs a batch ahead of the encoder and writing a batch behind it (see .overlap)
             with ReadAhead(batches, prepare=lambda b: (b, *b.utf8()), threaded=overlap) as ahead, \
                     WriteBehind(threaded=overlap) as behind:
@@ -258,7 +260,7 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
                         ids, token_offsets = encode(data, offsets)
                     except InvalidTextError as exc:
                         data, offsets, (ids, token_offsets) = drop_bad_documents(
-                            exc, batch, data, offsets, encode, path, on_error, invalid)
+                            exc, batch, data, offsets, encode, path, corpus.on_error, invalid)
                     if len(token_offsets) <= 1:
                         continue
                     behind.submit(write, ids, token_offsets, batch.rows, data, offsets)

@@ -36,7 +36,7 @@ from .._faults import kill_point
 from .._version import __version__
 from ..errors import InvalidTextError, check_status, err_buffer
 from ..executors import get_executor
-from ..readers.batch import check_on_error
+from ..runs.corpus import Corpus
 from ..runs.engine import run_units
 from ..storage import atomic_write_json
 from ..tokenizer.core import Tokenizer, check_superbpe_options
@@ -159,9 +159,10 @@ def _unit_budgets(units, max_bytes: Optional[int]) -> List[Optional[int]]:
     return budgets
 
 
-def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str,
-               byte_budget: Optional[int], table_dir: str, superbpe: bool = False) -> CountRecord:
-    """Phase-1 unit function: count the chunks of one work unit into
+def count_unit(unit, *, pattern: str, corpus: Corpus, byte_budget: Optional[int], table_dir: str,
+               superbpe: bool = False) -> CountRecord:
+    """Phase-1 unit function (``corpus``: the reading options, see
+    :meth:`~ube_stream.runs.Corpus.reading`): count the chunks of one work unit into
     ``<table_dir>/<unit_id>.npz`` (with ``superbpe``, also its SuperBPE spans,
     keyed by their chunks joined by 0xFF, into ``<unit_id>.spans.npz``), then
     write its record beside it as ``<unit_id>.json`` (the commit point a rerun
@@ -177,8 +178,7 @@ def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str
     skips = readers.SkipCounter()
     documents = nbytes = nchunks = 0
     # 256-row batches keep the chunk-ends buffers small: the counting phase sets the peak memory
-    for batch in readers.read_unit(unit, column=column, text_mode=text_mode, on_error=on_error, skips=skips,
-                                   batch_rows=256):
+    for batch in corpus.batches(unit, skips=skips, batch_rows=256):
         data, offsets = batch.utf8()
         if byte_budget is not None:
             remaining = byte_budget - nbytes
@@ -195,7 +195,7 @@ def count_unit(unit, *, pattern: str, column: str, text_mode: str, on_error: str
             # count (or raise on) the invalid document, chunk the batch without it
             data, offsets, (ends, doc_chunks) = drop_bad_documents(
                 exc, batch, data, offsets, lambda d, o: chunk_bounds_batch(d, o, pattern), unit.source.path,
-                on_error, skips)
+                corpus.on_error, skips)
         data = np.ascontiguousarray(data)
         check_status(counter.add_chunks(data, ends, int(offsets[0]), err), err,
                      what="counting chunks", hint=f"the table holds the {len(counter)} distinct chunks "
@@ -314,7 +314,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
     if max_token_length is not None and max_token_length < 2:
         raise ValueError(f"max_token_length must be >= 2 base symbols (or None), got {max_token_length}")
-    check_on_error(on_error)
+    corpus = Corpus(inputs, column=column, text_mode=text_mode, format=format, split=split, on_error=on_error,
+                    unit_rows=unit_rows).check()
     superbpe = superbpe_transition is not None
     if not superbpe and superbpe_max_words != DEFAULT_SUPERBPE_MAX_WORDS:
         raise ValueError(f"superbpe_max_words={superbpe_max_words} needs superbpe_transition (SuperBPE's "
@@ -330,20 +331,19 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
 
     root, default_root = work_root(output, work_dir)
     memory_skips = readers.SkipCounter()
-    memory_label = None if readers.is_paths(inputs) else readers.memory_name(inputs)
+    memory_label = readers.memory_name(inputs) if corpus.in_memory else None
     skipped_files: List[Any] = []
 
-    def plan(paths: Any, column: str, format: Optional[str], split: Optional[str]):
-        sources = readers.resolve_inputs(paths, column=column, text_mode=text_mode, on_error=on_error,
-                                         format=format, split=split, skipped_files=skipped_files)
-        units = readers.plan_units(sources, unit_rows=unit_rows or readers.DEFAULT_UNIT_ROWS)
+    def plan(corpus: Corpus):
+        sources = corpus.sources(skipped_files)
+        units = corpus.units(sources)
         return sources, units, _unit_budgets(units, max_bytes)
 
     if memory_label is not None:
         work = TrainWork(root, None, {"inputs": "in memory"}, default_root=default_root)
     else:
-        sources, units, budgets = plan(inputs, column, format, split)
-        description = _phase1_description(sources, units, budgets, pattern=pattern, column=column,
+        sources, units, budgets = plan(corpus)
+        description = _phase1_description(corpus, sources, units, budgets, pattern=pattern, column=column,
                                           text_mode=text_mode, on_error=on_error,
                                           **({"superbpe_spans": "v1"} if superbpe else {}))
         work = TrainWork(root, run_key(description), description, default_root=default_root,
@@ -355,10 +355,11 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
             spill = os.path.join(work.tmp, "in-memory.arrows")
             readers.spill_to_arrow(inputs, spill, column=column, on_error=on_error, skips=memory_skips, split=split)
             column = "text"
-            sources, units, budgets = plan([spill], column, None, None)
+            corpus = dataclasses.replace(corpus, inputs=[spill], column=column, format=None, split=None)
+            sources, units, budgets = plan(corpus)
         done = work.finished(u.unit_id for u in units)
-        tasks = [dict(unit=u, pattern=pattern, column=column, text_mode=text_mode, on_error=on_error,
-                      byte_budget=b, table_dir=work.tables, superbpe=superbpe)
+        tasks = [dict(unit=u, pattern=pattern, corpus=corpus.reading(), byte_budget=b, table_dir=work.tables,
+                      superbpe=superbpe)
                  for u, b in zip(units, budgets) if u.unit_id not in done]
         summary.units, summary.units_reused = len(units), len(done)
         from ..progress import planned_rows
@@ -462,17 +463,15 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     return tokenizer
 
 
-def _phase1_description(sources, units, budgets, **options: Any) -> Dict[str, Any]:
+def _phase1_description(corpus: Corpus, sources, units, budgets, **options: Any) -> Dict[str, Any]:
     """Everything that determines the phase-1 tables (hashed into the work key)."""
     from .chunk_table import TABLE_VERSION
-    from .work_dir import source_fingerprint
 
     return {
         "ube_stream_version": __version__,
         "table_version": TABLE_VERSION,
         **options,
-        "sources": [dict(source_fingerprint(s.path), format=s.format, compression=s.compression,
-                         num_rows=s.num_rows) for s in sources],
+        "sources": corpus.fingerprint(sources),
         "units": [[u.unit_id, u.row_start, u.row_stop, b] for u, b in zip(units, budgets)],
     }
 
