@@ -95,7 +95,7 @@ def _compare_documents(task: UnitTask, shards: List[ShardData], manifest: Dict[s
     options = manifest.get("options", {})
     special = manifest.get("special_ids", {})
     eos, bos = special.get("eos"), special.get("bos")
-    where = [(k, d) for k, data in enumerate(shards) for d in range(data.rows.shape[0])]
+    where = _Where(shards)
     rows = np.concatenate([d.rows for d in shards]).astype(np.int64) if shards else np.zeros(0, np.int64)
     sids = np.concatenate([d.source_ids for d in shards]) if shards else np.zeros(0, np.int64)
     position_of = _positions(task, shards, rows, sids, where, report)
@@ -188,6 +188,17 @@ def _compare_documents(task: UnitTask, shards: List[ShardData], manifest: Dict[s
     result.documents_read = documents_read
     result.skipped = dict(skips.counts)
     result.rows_read = documents_read + skips.total
+
+
+class _Where:
+    """``where[i]``: ``(shard k, document d in it)`` of the unit's ``i``-th stored document."""
+
+    def __init__(self, shards: List[ShardData]):
+        self.starts = np.cumsum([0] + [data.rows.shape[0] for data in shards])
+
+    def __getitem__(self, i: int) -> Tuple[int, int]:
+        k = int(np.searchsorted(self.starts, i, side="right")) - 1
+        return k, int(i - self.starts[k])
 
 
 def _batches(unit, options: Dict[str, Any], skips):
