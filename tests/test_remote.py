@@ -324,3 +324,30 @@ def test_encode_in_memory_data_to_s3_matches_local(s3, trained, tmp_path, multil
     assert remote["sources"] == local["sources"] and remote["sources"][0]["path"].startswith("<in-memory ")
     assert not s3.exists(f"{BUCKET}/in-memory-shards/units")
     assert TokenShards(url).decode_doc(7) == lines[7]
+
+
+def test_rerun_on_s3_replaces_a_run_that_committed_nothing(corpus, trained, s3, capsys, tmp_path):
+    """Issue 28 on an object store: a failed first run (wrong column on a JSON Lines file: the unit fails,
+    none is committed) leaves a plan and a tokenizer file; the rerun with the right options replaces them
+    and writes what a local run writes.  With a committed unit, other options are refused, naming the option."""
+    from ube_stream.errors import InputError, ShardFormatError
+    from ube_stream.shards import encode_corpus
+
+    url = f"s3://{BUCKET}/replaced"
+    source, local_source = f"{corpus[1]}/a.jsonl", os.path.join(corpus[0], "a.jsonl")
+    with pytest.raises(InputError, match="body"):
+        encode_corpus(source, tokenizer=trained[1], output=url, workers=1, column="body", **OPTIONS)
+    assert "units/_plan.json" in s3_tree(s3, f"{BUCKET}/replaced")
+    capsys.readouterr()
+    encode_corpus(source, tokenizer=trained[1], output=url, workers=1, **dict(OPTIONS, show_progress=True))
+    assert "replacing an unfinished run that committed no unit (options.column: 'body' recorded" \
+        in capsys.readouterr().err
+    local = str(tmp_path / "local")
+    encode_corpus(local_source, tokenizer=trained[0], output=local, workers=1, **OPTIONS)
+    same_shard_dirs(local, s3_tree(s3, f"{BUCKET}/replaced"))
+
+    ranked = f"s3://{BUCKET}/ranked-other"
+    encode_corpus(source, tokenizer=trained[1], output=ranked, workers=1, rank=0, world_size=2, **OPTIONS)
+    with pytest.raises(ShardFormatError, match=r"options.eos_token: '<\|endoftext\|>' recorded, None now"):
+        encode_corpus(source, tokenizer=trained[1], output=ranked, workers=1, rank=1, world_size=2, eos=False,
+                      **OPTIONS)

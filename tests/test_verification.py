@@ -407,18 +407,22 @@ def test_verify_tasks_never_carry_the_tokenizer(encoded, corpus, tok_path, monke
     sent = []
     real = engine.run_units
 
+    class Finder(pickle.Pickler):
+        """Pickles a task as the pool sends it, counting the Tokenizer objects inside."""
+
+        def __init__(self):
+            super().__init__(io.BytesIO())
+            self.found = 0
+
+        def persistent_id(self, obj):
+            self.found += isinstance(obj, Tokenizer)
+            return None
+
     def spy(fn, tasks, **kwargs):
         for task in tasks:
-            found = []
-
-            class Finder(pickle.Pickler):
-                def persistent_id(self, obj):
-                    if isinstance(obj, Tokenizer):
-                        found.append(obj)
-                    return None
-
-            Finder(io.BytesIO()).dump((fn, task))
-            sent.append(len(found))
+            finder = Finder()
+            finder.dump((fn, task))
+            sent.append(finder.found)
         return real(fn, tasks, **kwargs)
 
     monkeypatch.setattr(engine, "run_units", spy)
