@@ -262,3 +262,16 @@ def test_lost_tasks_past_rays_retries_are_resubmitted_then_named(ray_cluster, tm
     again = [(str(tmp_path / f"fresh-{i}"), i) for i in range(1)]
     with pytest.raises(WorkerDiedError, match=r"task .*fresh-0.* was lost 1 times.*WorkerCrashedError"):
         RayExecutor(max_retries=0, resubmits=0).map(die_first_time, again)
+
+
+def test_verify_on_ray_reports_as_locally(ray_cluster, corpus, tokenizers, reference):
+    """verify --shards / --corpus run their units as Ray tasks (each worker loads the tokenizer once from
+    its file): the same report as the local pool."""
+    from ube_stream.verification import verify_corpus, verify_shards
+
+    local = verify_shards(reference[0], workers=2, show_progress=False)
+    on_ray = verify_shards(reference[0], executor="ray", ray_address=ray_cluster, show_progress=False)
+    assert local.ok and on_ray.ok and on_ray.to_dict() == local.to_dict()
+    assert on_ray.checked["decoded documents"] > 10 * UNIT_ROWS
+    report = verify_corpus(corpus, tokenizers[0], executor="ray", ray_address=ray_cluster, show_progress=False)
+    assert report.ok and report.checked["documents"] == on_ray.checked["decoded documents"]
