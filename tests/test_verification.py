@@ -431,3 +431,43 @@ def test_verify_tasks_never_carry_the_tokenizer(encoded, corpus, tok_path, monke
     assert verify_shards(encoded, tokenizer=tok, workers=2, show_progress=False).ok
     assert verify_corpus(list(corpus), tok, workers=2, show_progress=False).ok
     assert len(sent) > 3 and sent == [0] * len(sent)
+
+
+def test_failed_verification_resumes_from_its_finished_units(encoded, monkeypatch, tmp_path):
+    """verify --shards records each finished unit in its run directory ($TMPDIR/ube-verify-<uid>/run-<key>/):
+    a failed or killed verification is resumed by the same call, checking only the units it had not
+    finished, with the same report; a finished one leaves nothing behind."""
+    import glob
+    import tempfile
+
+    from ube_stream.verification import shards as vs
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    os.makedirs(tmp_path / "tmp")
+    real = vs.unit_task
+    checked = []
+
+    def counting(task, *args):
+        checked.append(task.unit_id)
+        return real(task, *args)
+
+    monkeypatch.setattr(vs, "unit_task", counting)
+    clean = verify_shards(encoded, workers=1, show_progress=False)
+    assert clean.ok and len(checked) > 3 and os.listdir(tmp_path / "tmp") == []
+    units, checked[:] = list(checked), []
+
+    def failing(task, *args):
+        if len(checked) == 2:
+            raise OSError("verification stopped (injected)")
+        return counting(task, *args)
+
+    monkeypatch.setattr(vs, "unit_task", failing)
+    with pytest.raises(OSError, match="injected"):
+        verify_shards(encoded, workers=1, show_progress=False)
+    assert len(glob.glob(str(tmp_path / "tmp" / "ube-verify-*" / "run-*" / "units" / "*.pickle"))) == 2
+    first, checked[:] = list(checked), []
+    monkeypatch.setattr(vs, "unit_task", counting)
+    assert verify_shards(encoded, workers=1, show_progress=False).to_dict() == clean.to_dict()
+    assert sorted(first + checked) == sorted(units) and not set(first) & set(checked)
+    assert os.listdir(tmp_path / "tmp") == []

@@ -12,17 +12,24 @@ then checks the row accounting of every source.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
 import os
+import pickle
 import tempfile
-from typing import Any, Dict, List, Optional, Tuple
+import uuid
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from ..errors import TokenizerFormatError
+from .._version import __version__
+from ..errors import LockError, TokenizerFormatError
 from ..executors import worker_state
+from ..runs.corpus import source_fingerprint
 from ..runs.engine import seed_tokenizer, tokenizer_file, worker_tokenizer
-from ..storage import is_url, local_path
+from ..runs.run_dir import RunDir, make_root, remove_dead_runs
+from ..storage import atomic_write_bytes, dumps_json, is_url, local_path
 from ..storage import isfile as storage_isfile
 from ..tokenizer import as_tokenizer
 from .report import Mismatch, VerifyReport, default_workers, run_tasks
@@ -50,11 +57,55 @@ class UnitResult:
 
 
 def shard_unit(task: UnitTask, directory: str, manifest: Dict[str, Any], tokenizer: Optional[Tuple[str, str]],
-               max_examples: int) -> UnitResult:
+               max_examples: int, records: Optional[str] = None) -> UnitResult:
     """The unit function: :func:`unit_task` with the tokenizer ``(file, fingerprint)``
-    loaded once per worker process (never sent with the task)."""
+    loaded once per worker process (never sent with the task).  ``records``: the
+    run's directory of finished units (see :func:`_resumable`): a unit found
+    there is not checked again, a unit checked here is recorded there."""
+    record = None if records is None else os.path.join(
+        records, hashlib.sha256(task.unit_id.encode("utf-8")).hexdigest()[:24] + ".pickle")
+    if record is not None and os.path.exists(record):
+        try:
+            with open(record, "rb") as f:
+                return pickle.load(f)
+        except (OSError, pickle.UnpicklingError, EOFError):
+            pass
     tok = None if tokenizer is None else worker_state(worker_tokenizer, *tokenizer)
-    return unit_task(task, directory, manifest, tok, max_examples)
+    result = unit_task(task, directory, manifest, tok, max_examples)
+    if record is not None:
+        atomic_write_bytes(record, pickle.dumps(result), unique=True)
+    return result
+
+
+@contextlib.contextmanager
+def _resumable(parts: Dict[str, Any]) -> Iterator[str]:
+    """A run directory for one verification (``$TMPDIR/ube-verify-<uid>/run-<key>/``,
+    ``<key>`` hashing ``parts``: the MANIFEST's bytes, the tokenizer, the options and
+    every source's size and modification time): yields its ``units/`` folder, where
+    each finished unit's result is recorded.  Removed when the verification
+    finishes; kept when it fails or is killed, so the same call again checks only
+    the units without a record.  Born locked and removed only when dead
+    (:mod:`ube_stream.runs.run_dir`); a second live run of the same key works apart."""
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    root = os.path.join(tempfile.gettempdir(), f"ube-verify-{uid}")
+    key = hashlib.sha256(dumps_json(parts).encode("utf-8")).hexdigest()[:24]
+    make_root(root)
+    remove_dead_runs(root, "run-", keep=os.path.join(root, f"run-{key}"))   # ours is resumed, not removed
+    what = "the verification's work directory"
+    try:
+        run = RunDir(root, f"run-{key}", what).claim()
+    except LockError:
+        run = RunDir(root, f"run-private-{uuid.uuid4().hex[:16]}", what).claim()
+    records = os.path.join(run.path, "units")
+    try:
+        os.makedirs(records, exist_ok=True)
+        yield records
+    except BaseException:
+        run.release()
+        raise
+    run.remove()
+    with contextlib.suppress(OSError):
+        os.rmdir(root)      # only when empty
 
 
 def unit_task(task: UnitTask, directory: str, manifest: Dict[str, Any], tok, max_examples: int) -> UnitResult:
@@ -553,10 +604,16 @@ def _verify_shards(directory: str, tokenizer, *, workers: Optional[int], sample:
         worker_tok = (tok_file, tok.fingerprint)
         seed_tokenizer(tok, tok_file)      # units run here (one worker) use it; workers load the file once
     slim = {k: manifest[k] for k in ("tokenizer", "sources", "options", "special_ids") if k in manifest}
-    results = run_tasks(shard_unit, tasks, (directory, slim, worker_tok, max_examples),
-                        workers=default_workers(workers, len(tasks)), desc="verify shards",
-                        show_progress=show_progress, weights=weights, unit="tok", executor=executor,
-                        ray_address=ray_address)
+    with open(os.path.join(directory, "MANIFEST.json"), "rb") as f:
+        manifest_sha = hashlib.sha256(f.read()).hexdigest()
+    parts = {"ube_stream_version": __version__, "directory": os.path.abspath(directory), "manifest": manifest_sha,
+             "tokenizer": None if tok is None else tok.fingerprint, "sample": sample, "max_examples": max_examples,
+             "sources": [source_fingerprint(s.path) for _, s in sorted(sources.items())]}
+    with _resumable(parts) if executor == "local" else contextlib.nullcontext(None) as records:
+        results = run_tasks(shard_unit, tasks, (directory, slim, worker_tok, max_examples, records),
+                            workers=default_workers(workers, len(tasks)), desc="verify shards",
+                            show_progress=show_progress, weights=weights, unit="tok", executor=executor,
+                            ray_address=ray_address)
     for result in results:
         report.merge(result.report)
     _check_accounting(manifest, results, tasks, report)
