@@ -25,7 +25,8 @@ byte-identical for any ``workers``, any ``rank``/``world_size`` split, and
 after any number of kills and reruns: a rerun skips committed units and redoes
 the others from scratch.  ``units/_plan.json`` records the options of an
 unfinished run so that a rerun with other options or another tokenizer stops
-instead of mixing shards.
+instead of mixing shards, once a unit is committed; a plan under which no unit
+was committed (a failed first run) is replaced, saying so on one line.
 
 **Executors.** Units run on an executor (:mod:`ube_stream.executors`):
 ``executor="local"`` (default) is a process pool of ``workers`` on this
