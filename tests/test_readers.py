@@ -503,15 +503,7 @@ def test_import_is_lazy():
 
 
 def test_other_arrow_text_layouts(tmp_path, docs):
-    """Feather v1, dictionary-encoded, string_view and all-null columns."""
-    import warnings
-
-    v1 = str(tmp_path / "v1.feather")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        feather.write_feather(pa.table({"text": docs[:50]}), v1, version=1)
-    assert open(v1, "rb").read(4) == b"FEA1"
-    assert list(iter_texts(v1)) == docs[:50]
+    """Dictionary-encoded, string_view and all-null columns (Feather v1: tests/test_input_limits.py)."""
     table = pa.table({"text": pa.array(["b", "a", None, "b"]).dictionary_encode(),
                       "view": pa.array(["x", "", "y", None], type=pa.string_view()),
                       "none": pa.nulls(4)})

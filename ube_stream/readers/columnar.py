@@ -1,6 +1,7 @@
 """Columnar files behind :mod:`ube_stream.readers`: Parquet (row groups let a
-unit read only its rows), Arrow IPC file and stream, Feather v1/v2, and Arrow
-arrays from memory.  Memory-mapped where possible; only the text column is
+unit read only its rows), Arrow IPC file and stream, Feather v2 (Feather v1 is
+refused when the format is detected: :func:`~.formats.refuse_feather_v1`), and
+Arrow arrays from memory.  Memory-mapped where possible; only the text column is
 read.  Internal; pyarrow is imported inside the functions.
 
 **Damage.**  Every array is validated before a value is read.  A Parquet file
@@ -25,7 +26,6 @@ import numpy as np
 from ..errors import InputError
 from ..storage import is_url, open_input
 from .batch import SKIP_HINT, Reporter, SkipCounter, TextBatch
-from .formats import FEATHER_V1_MAGIC, magic_bytes
 
 
 def text_field_index(schema, column: str, path: str) -> int:
@@ -179,10 +179,6 @@ def columnar_num_rows(path: str, fmt: str, column: str) -> int:
             meta = _parquet_file(path).metadata
             text_field_index(meta.schema.to_arrow_schema(), column, path)
             return meta.num_rows
-        if fmt == "feather" and magic_bytes(path).startswith(FEATHER_V1_MAGIC):
-            table = _read_feather_v1(path)
-            text_field_index(table.schema, column, path)
-            return table.num_rows
         if fmt in ("arrow_file", "feather"):
             with _mapped(path) as source:
                 reader = ipc.open_file(source)
@@ -198,18 +194,6 @@ def columnar_num_rows(path: str, fmt: str, column: str) -> int:
         raise
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise _corrupt(path, fmt, exc) from exc
-
-
-def _read_feather_v1(path: str):
-    import warnings
-
-    import pyarrow.feather as feather
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        if is_url(path):
-            with open_input(path) as f:
-                return feather.read_table(f)
-        return feather.read_table(path, memory_map=True)
 
 
 def read_columnar(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterator[TextBatch]:
@@ -382,11 +366,6 @@ def _columnar_arrays(source, column: str, batch_rows: int, start: int, stop: int
     import pyarrow.ipc as ipc
 
     path, fmt = source.path, source.format
-    if fmt == "feather" and magic_bytes(path).startswith(FEATHER_V1_MAGIC):
-        table = _read_feather_v1(path)
-        text_field_index(table.schema, column, path)
-        yield table.column(column), 0
-        return
     with _mapped(path) as mapped:
         if fmt in ("arrow_file", "feather"):
             schema = ipc.open_file(mapped).schema

@@ -12,7 +12,7 @@ and the Python API calls ``iter_texts(inputs)`` with paths or in-memory data.
 
 **Formats.** Parquet (``.parquet``/``.pq``), Arrow IPC file and stream
 (``.arrow``/``.arrows``/``.ipc``: the magic bytes decide), Feather
-(``.feather``, v1 and v2), JSON Lines (``.jsonl``/``.ndjson``/``.json``) and
+(``.feather``, v2; a Feather v1 file is refused with how to convert it), JSON Lines (``.jsonl``/``.ndjson``/``.json``) and
 plain text (``.txt``/``.text``), the last two optionally ``.zst`` or ``.gz``.
 A ``.json`` file whose content starts with ``[`` (a JSON array) is refused
 with a hint.  When the name does not tell, the content does (see
