@@ -79,6 +79,8 @@ def arrow_text_batches(array, first_row: int, source_id: int, reporter: Reporter
         good = array.is_valid().to_numpy(zero_copy_only=False)
         nulls = rows[~good]
         reporter.null(int(nulls[0]), count=len(nulls))
+    if array.nbytes > reporter.max_document_bytes:   # a value over the limit may be here
+        good = _check_sizes(array, rows, good, reporter)
     if not utf8_ok:
         good = _check_rows_utf8(array, rows, good, reporter)
     if good is not None:
@@ -121,6 +123,22 @@ def _check_structure(array) -> bool:
     binary = pa.Array.from_buffers(_binary_of(array.type), len(array), array.buffers(), offset=array.offset)
     binary.validate(full=True)
     return False
+
+
+def _check_sizes(array, rows, good, reporter: Reporter):
+    """Report the values over ``max_document_bytes`` (from the offsets: no
+    value is converted) and mark them not good."""
+    import pyarrow.compute as pc
+
+    sizes = pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False)
+    over = sizes > reporter.max_document_bytes
+    if not over.any():
+        return good
+    good = np.ones(len(rows), dtype=bool) if good is None else good.copy()
+    for i in np.flatnonzero(over & good).tolist():
+        good[i] = False
+        reporter.too_large(int(rows[i]), int(sizes[i]))
+    return good
 
 
 def _check_rows_utf8(array, rows, good, reporter: Reporter):
@@ -244,7 +262,8 @@ class _Held:
         self.skips = SkipCounter(max_examples=self.reporter.skips.max_examples)
 
     def add(self, array, first_row: int) -> None:
-        reporter = self.reporter if self.reporter.raise_errors else Reporter(self.source.path, "skip", self.skips)
+        reporter = self.reporter if self.reporter.raise_errors else Reporter(self.source.path, "skip", self.skips,
+                                                                  self.reporter.max_document_bytes)
         self.batches.extend(arrow_text_batches(array, first_row, self.source.source_id, reporter, self.batch_rows))
         self.bytes += array.nbytes
 

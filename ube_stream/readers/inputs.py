@@ -57,7 +57,19 @@ file, the row/line and the byte offset, or with ``on_error="skip"`` are skipped
 and counted in a :class:`SkipCounter` by reason: ``invalid_utf8``,
 ``invalid_text`` (lone surrogate, e.g. from a ``"\\ud800"`` JSON escape),
 ``invalid_json``, ``not_object``, ``missing_field``, ``not_string``,
-``truncated_file`` / ``corrupt_file`` (the rest of the file, counted once).
+``truncated_file`` / ``corrupt_file`` (the rest of the file, counted once),
+``document_too_large``.
+
+**Document size.** No document larger than ``max_document_bytes`` (default
+:data:`DEFAULT_MAX_DOCUMENT_BYTES`, 1 GiB) is ever held whole, so memory is
+bounded for any input (one 4 GB line in a small ``.zst`` included).  Measured
+on what the reader sees before it builds the document: a JSON Lines line (the
+whole JSON record, without its ``\n``), a text line (without its ``\n``), a
+whole file with ``text_mode="file"``, a columnar value's UTF-8 bytes (read
+from the offsets before any value is converted).  A line is dropped while it
+is still being read, once its bytes pass the limit: an error naming the file,
+the row and the option, or with ``on_error="skip"`` a skip counted as
+``document_too_large`` (the row keeps its number).
 Options that cannot be right for a file (a missing or non-text column, a path
 that does not exist, an unknown format) always raise.
 """
@@ -75,7 +87,15 @@ import numpy as np
 from ..errors import InputError
 from ..storage import file_size, filesystem, is_url, local_path
 from . import columnar, formats
-from .batch import SKIP_HINT, Reporter, SkipCounter, SkipExample, TextBatch, check_text_value
+from .batch import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    SKIP_HINT,
+    Reporter,
+    SkipCounter,
+    SkipExample,
+    TextBatch,
+    check_text_value,
+)
 from .compression import scan_line_starts
 from .jsonl import read_jsonl
 from .text import read_text_file, read_text_lines
@@ -83,7 +103,7 @@ from .text import read_text_file, read_text_lines
 __all__ = [
     "Source", "WorkUnit", "TextBatch", "SkipCounter", "SkipExample", "SkippedFile",
     "resolve_inputs", "spill_to_arrow", "memory_name", "plan_units", "read_unit", "iter_batches", "iter_texts",
-    "DEFAULT_UNIT_ROWS", "DEFAULT_UNIT_BYTES", "DEFAULT_BATCH_ROWS", "FORMATS", "TEXT_MODES", "MEMORY_PREFIX",
+    "DEFAULT_UNIT_ROWS", "DEFAULT_UNIT_BYTES", "DEFAULT_BATCH_ROWS", "DEFAULT_MAX_DOCUMENT_BYTES", "FORMATS", "TEXT_MODES", "MEMORY_PREFIX",
 ]
 
 DEFAULT_UNIT_ROWS = 100_000
@@ -416,15 +436,18 @@ def plan_units(sources: Iterable[Source], *, unit_rows: int | None = DEFAULT_UNI
 # --------------------------------------------------------------------------- reading
 
 def read_unit(unit: WorkUnit, *, column: str = "text", text_mode: str = "line", on_error: str = "raise",
-              batch_rows: int = DEFAULT_BATCH_ROWS, skips: SkipCounter | None = None) -> Iterator[TextBatch]:
+              batch_rows: int = DEFAULT_BATCH_ROWS, skips: SkipCounter | None = None,
+              max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Iterator[TextBatch]:
     """Stream the documents of one unit as :class:`TextBatch` es of at most
     ``batch_rows`` documents, in row order.  Skipped rows (nulls always; bad
-    rows with ``on_error="skip"``) are counted in ``skips``."""
+    rows with ``on_error="skip"``) are counted in ``skips``.  A document over
+    ``max_document_bytes`` (see the module) is an error, or skipped and
+    counted as ``document_too_large``, before it is read whole."""
     if text_mode not in TEXT_MODES:
         raise ValueError(f"text_mode must be one of {TEXT_MODES}, got {text_mode!r}")
     if batch_rows <= 0:
         raise ValueError(f"batch_rows must be positive, got {batch_rows!r}")
-    reporter = Reporter(unit.source.path, on_error, skips)
+    reporter = Reporter(unit.source.path, on_error, skips, max_document_bytes)
     fmt = unit.source.format
     if fmt in formats.COLUMNAR_FORMATS:
         return columnar.read_columnar(unit, column, reporter, batch_rows)
@@ -437,7 +460,8 @@ def read_unit(unit: WorkUnit, *, column: str = "text", text_mode: str = "line", 
 
 def iter_batches(inputs, *, column: str = "text", text_mode: str = "line", on_error: str = "raise",
                  batch_rows: int = DEFAULT_BATCH_ROWS, skips: SkipCounter | None = None,
-                 format: str | None = None, split: str | None = None) -> Iterator[TextBatch]:
+                 format: str | None = None, split: str | None = None,
+                 max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Iterator[TextBatch]:
     """Batches from paths (a path, or a list of paths, directories, globs:
     read file by file in source order) or from in-memory data: a
     ``datasets.Dataset`` / ``IterableDataset`` (a ``DatasetDict`` with
@@ -450,17 +474,17 @@ def iter_batches(inputs, *, column: str = "text", text_mode: str = "line", on_er
                                  split=split)
         for unit in plan_units(sources, unit_rows=None):
             yield from read_unit(unit, column=column, text_mode=text_mode, on_error=on_error,
-                                 batch_rows=batch_rows, skips=skips)
+                                 batch_rows=batch_rows, skips=skips, max_document_bytes=max_document_bytes)
         return
-    yield from _memory_batches(inputs, column, on_error, batch_rows, skips, split)
+    yield from _memory_batches(inputs, column, on_error, batch_rows, skips, split, max_document_bytes)
 
 
 def iter_texts(inputs, *, column: str = "text", text_mode: str = "line", on_error: str = "raise",
                skips: SkipCounter | None = None, format: str | None = None,
-               split: str | None = None) -> Iterator[str]:
+               split: str | None = None, max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Iterator[str]:
     """Documents as ``str``, from paths or in-memory data (see :func:`iter_batches`)."""
     for batch in iter_batches(inputs, column=column, text_mode=text_mode, on_error=on_error,
-                              skips=skips, format=format, split=split):
+                              skips=skips, format=format, split=split, max_document_bytes=max_document_bytes):
         yield from batch.to_pylist()
 
 
@@ -499,10 +523,11 @@ def spill_to_arrow(data: Any, path: str, *, column: str = "text", on_error: str 
     return written
 
 
-def _memory_batches(data, column: str, on_error: str, batch_rows: int,
-                    skips: SkipCounter | None, split: str | None = None) -> Iterator[TextBatch]:
+def _memory_batches(data, column: str, on_error: str, batch_rows: int, skips: SkipCounter | None,
+                    split: str | None = None,
+                    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Iterator[TextBatch]:
     name = memory_name(data)
-    reporter = Reporter(name, on_error, skips)
+    reporter = Reporter(name, on_error, skips, max_document_bytes)
     if "datasets" in sys.modules:
         import datasets
 
