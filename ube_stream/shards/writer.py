@@ -31,10 +31,11 @@ from .. import _encode
 from .._faults import kill_point
 from ..errors import InvalidTextError, LockError, ShardFormatError
 from ..executors import worker_state
+from ..readers.batch import DEFAULT_MAX_DOCUMENT_BYTES
 from ..storage import atomic_write_json, storage_error
 from . import index_format as fmt
 from .locks import _HOST, FileLock, read_holder
-from .overlap import ReadAhead, WriteBehind
+from .overlap import OrderedMap, ReadAhead, WriteBehind
 
 DISPATCHED_LOCK_WAIT_S = 60.0   # how long a dispatched unit waits for a live holder on its own host
 
@@ -216,7 +217,8 @@ def committed_record(out_dir: str, unit_id: str) -> Optional[Dict[str, Any]]:
 
 def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: str, shard_tokens: int,
                 eos_id: Optional[int], bos_id: Optional[int], fingerprint: str,
-                tokenizer_path: str, dispatched: bool = False, overlap: bool = True) -> Dict[str, Any]:
+                tokenizer_path: str, dispatched: bool = False, overlap: bool = True, threads: int = 1,
+                max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Dict[str, Any]:
     """Encode one work unit into ``out_dir/shards`` and commit it with its marker.
 
     Returns the marker record: unit id, shard entries (names, counts,
@@ -227,7 +229,9 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
     The tokenizer: ``tokenizer_path`` loaded once per process
     (:func:`~ube_stream.executors.worker_state`) and checked against ``fingerprint``.  ``dispatched``: see the module.
     ``overlap``: read ahead and write behind the encoder in two threads (:mod:`.overlap`); the
-    driver turns it off when the workers fill every core.
+    driver turns it off when the workers fill every core.  ``threads``: encoder threads over the unit's
+    batches (:class:`~.overlap.OrderedMap`; the shards do not depend on it), for a run with more idle
+    cores than units (one large compressed file).  ``max_document_bytes``: see :func:`~ube_stream.readers.read_unit`.
     """
     from .. import readers
     from ..readers.batch import drop_bad_documents
@@ -256,21 +260,30 @@ def encode_unit(unit, *, out_dir: str, column: str, text_mode: str, on_error: st
         def encode(data, offsets):
             return tokenizer.encode_utf8_batch(data, offsets, bos_id=bos_id, eos_id=eos_id)
 
+        def encode_batch(item):   # in an encoder thread (threads > 1), in any order
+            batch, data, offsets = item
+            dropped = None
+            try:   # the kernel writes BOS/EOS around each document: no copy of the ids
+                ids, token_offsets = encode(data, offsets)
+            except InvalidTextError as exc:
+                dropped = readers.SkipCounter()
+                data, offsets, (ids, token_offsets) = drop_bad_documents(
+                    exc, batch, data, offsets, encode, path, on_error, dropped)
+            return batch, data, offsets, ids, token_offsets, dropped
+
         def write(ids, token_offsets, rows, data, offsets):   # in the write-behind thread, in batch order
             special_text.add(data, offsets)
             shards.add(ids, token_offsets, rows, unit.source.source_id)
             kill_point(out_dir, unit_id)
 
-        batches = readers.read_unit(unit, column=column, text_mode=text_mode, on_error=on_error, skips=skips)
-        try:   # reading runs a batch ahead of the encoder and writing a batch behind it (see .overlap)
+        batches = readers.read_unit(unit, column=column, text_mode=text_mode, on_error=on_error, skips=skips,
+                                    max_document_bytes=max_document_bytes)
+        try:   # reading runs a batch ahead of the encoder(s) and writing a batch behind them (see .overlap)
             with ReadAhead(batches, prepare=lambda b: (b, *b.utf8()), threaded=overlap) as ahead, \
-                    WriteBehind(threaded=overlap) as behind:
-                for batch, data, offsets in ahead:
-                    try:   # the kernel writes BOS/EOS around each document: no copy of the ids
-                        ids, token_offsets = encode(data, offsets)
-                    except InvalidTextError as exc:
-                        data, offsets, (ids, token_offsets) = drop_bad_documents(
-                            exc, batch, data, offsets, encode, path, on_error, invalid)
+                    OrderedMap(ahead, encode_batch, threads) as encoded, WriteBehind(threaded=overlap) as behind:
+                for batch, data, offsets, ids, token_offsets, dropped in encoded:
+                    if dropped is not None:
+                        invalid.merge(dropped)
                     if len(token_offsets) <= 1:
                         continue
                     behind.submit(write, ids, token_offsets, batch.rows, data, offsets)
