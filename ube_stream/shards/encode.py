@@ -71,6 +71,7 @@ from ..tokenizer import as_tokenizer
 from . import index_format as fmt
 from . import remote as remote_store
 from .locks import FileLock
+from .overlap import unit_threads
 from .reader import Shard, TokenShards
 from .writer import committed_record, encode_unit, encode_unit_star, load_checked_tokenizer
 
@@ -324,7 +325,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         tasks = [dict(unit=u, out_dir=out, column=column, text_mode=text_mode, on_error=on_error,
                       shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id, fingerprint=fingerprint,
                       tokenizer_path=os.path.join(out, fmt.TOKENIZER_NAME), dispatched=dispatched,
-                      overlap=overlap)
+                      overlap=overlap, threads=unit_threads(executor, workers, len(pending)))
                  for u in pending]
 
         _run_units(tasks, tok, executor, workers, ray_address, show_progress, _adder(summary))

@@ -27,6 +27,7 @@ count; an exception is raised where its item would have come.
 """
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from typing import Any, Callable, Iterable, Iterator, Optional
@@ -169,6 +170,17 @@ class WriteBehind:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def unit_threads(executor: str, workers: int, units: int) -> int:
+    """Threads for each unit's :class:`OrderedMap`: the workers the run has beyond
+    its units (``workers // units`` when there are fewer units than workers: one
+    large file with ``--workers 4`` gets 4 encoder threads in its one worker),
+    at most the cores; 1 under a cluster executor (a Ray task holds one CPU).
+    Outputs never depend on it."""
+    if executor != "local" or units <= 0:
+        return 1
+    return max(1, min(workers, os.cpu_count() or 1) // min(workers, units))
 
 
 class OrderedMap:

@@ -37,6 +37,7 @@ from .._version import __version__
 from ..errors import InvalidTextError, check_status, err_buffer
 from ..executors import get_executor
 from ..readers.batch import DEFAULT_MAX_DOCUMENT_BYTES, check_on_error
+from ..shards.overlap import unit_threads
 from ..storage import atomic_write_json
 from ..tokenizer.core import Tokenizer, check_superbpe_options
 from .work_dir import TrainWork, run_key, work_root
@@ -390,7 +391,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
             sources, units, budgets = plan([spill], column, None, None)
         done = work.finished(u.unit_id for u in units)
         tasks = [dict(unit=u, pattern=pattern, column=column, text_mode=text_mode, on_error=on_error,
-                      byte_budget=b, table_dir=work.tables, superbpe=superbpe)
+                      byte_budget=b, table_dir=work.tables, superbpe=superbpe,
+                      threads=unit_threads(executor, workers, len(units) - len(done)))
                  for u, b in zip(units, budgets) if u.unit_id not in done]
         summary.units, summary.units_reused = len(units), len(done)
         from ..progress import planned_rows
