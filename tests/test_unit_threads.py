@@ -165,3 +165,26 @@ def test_shards_and_tokenizer_are_the_same_bytes_for_1_2_3_workers(files, tok_pa
         toks.append(train([files[kind]], vocab_size=512 + 200 + 1, workers=workers, show_progress=False,
                           work_dir=str(tmp_path / f"w{workers}")).to_json())
     assert shards[0] == shards[1] == shards[2] and toks[0] == toks[1] == toks[2]
+
+
+def test_parquet_units_are_whole_row_groups(tmp_path, texts):
+    import numpy as np
+
+    from ube_stream.readers import plan_units, read_unit, resolve_inputs
+
+    path = str(tmp_path / "g.parquet")
+    with pq.ParquetWriter(path, pa.schema([("text", pa.string())])) as w:   # groups of uneven sizes
+        start = 0
+        for size in (700, 700, 300, 2000, 100, 50):
+            w.write_table(pa.table({"text": texts[start:start + size]}), row_group_size=size)
+            start += size
+    meta = pq.ParquetFile(path).metadata
+    bounds = set(np.cumsum([0] + [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]).tolist())
+    assert sorted(bounds) == [0, 700, 1400, 1700, 3700, 3800, 3850]
+    for unit_rows, expected in ((1000, [0, 700, 1700, 3700]), (1500, [0, 1400, 1700, 3700]),
+                                (10**9, [0])):
+        units = plan_units(resolve_inputs(path), unit_rows=unit_rows)
+        assert [u.row_start for u in units] == expected
+        assert all(u.row_start in bounds and u.row_stop in bounds for u in units)
+        got = [t for u in units for b in read_unit(u) for t in b.to_pylist()]
+        assert got == texts[:3850]

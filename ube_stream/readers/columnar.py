@@ -185,6 +185,18 @@ def _parquet_file(path: str):
     return pq.ParquetFile(path, memory_map=True, page_checksum_verification=True)
 
 
+def parquet_row_groups(path: str) -> list[int] | None:
+    """Rows of each row group of a Parquet file (its footer), ``None`` when
+    the footer cannot be read (the reader reports the damage)."""
+    import pyarrow as pa
+
+    try:
+        meta = _parquet_file(path).metadata
+        return [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+
+
 def columnar_num_rows(path: str, fmt: str, column: str) -> int:
     """Row count of a columnar file from its metadata (Arrow streams: one
     memory-mapped pass over the batches of the text column); also checks the

@@ -45,12 +45,15 @@ JSONL line is skipped and counted as ``"blank_line"``.
 
 **Work units.** ``plan_units`` cuts every file into ranges of ``unit_rows``
 rows, uncompressed JSONL/text files also at ``unit_bytes`` bytes (never by worker count), ``unit_id = f"{source_id:05d}-{row_start:012d}"``.
-Columnar files know their row count from metadata.  Uncompressed JSONL/text
+Columnar files know their row count from metadata; a Parquet file is cut at
+row-group boundaries only (whole groups, up to ``unit_rows`` rows a unit, a
+bigger group alone), so no group is decoded twice.  Uncompressed JSONL/text
 files are scanned once at plan time (a newline count) and each unit records
 the byte offset of its first row, so its worker seeks straight there.
 Compressed JSONL/text files cannot be entered in the middle, so each is one
-unit (``row_stop=None``); split or convert big compressed files to get more
-parallelism.
+unit (``row_stop=None``); a run with more workers than units gives each unit
+several encoder threads fed by its one reader (``threads`` of the unit
+functions, :class:`~ube_stream.shards.overlap.OrderedMap`).
 
 **Errors.** Bad rows raise :class:`~ube_stream.errors.InputError` naming the
 file, the row/line and the byte offset, or with ``on_error="skip"`` are skipped
@@ -420,7 +423,12 @@ def plan_units(sources: Iterable[Source], *, unit_rows: int | None = DEFAULT_UNI
             units.append(WorkUnit(source, 0, source.num_rows))
         elif source.num_rows is not None:
             n = source.num_rows
-            units.extend(WorkUnit(source, start, min(start + unit_rows, n)) for start in range(0, max(n, 1), unit_rows))
+            groups = columnar.parquet_row_groups(source.path) if source.format == "parquet" else None
+            if groups and sum(groups) == n:
+                units.extend(WorkUnit(source, start, stop) for start, stop in _whole_groups(groups, int(unit_rows)))
+            else:
+                units.extend(WorkUnit(source, start, min(start + unit_rows, n))
+                             for start in range(0, max(n, 1), unit_rows))
         elif source.format in formats.LINE_FORMATS and source.compression is None:
             budget = None if unit_bytes is None else int(unit_bytes)
             if budget is not None and even_bytes and source.size > budget:
@@ -431,6 +439,25 @@ def plan_units(sources: Iterable[Source], *, unit_rows: int | None = DEFAULT_UNI
         else:
             units.append(WorkUnit(source, 0, None))
     return units
+
+
+def _whole_groups(groups: list[int], unit_rows: int) -> list[tuple[int, int]]:
+    """Row ranges of units made of whole Parquet row groups: consecutive groups
+    while they total at most ``unit_rows`` rows (a bigger group is a unit of
+    its own), so no row group is decoded by two units.
+
+    >>> _whole_groups([700, 700, 300, 2000, 100], 1000)
+    [(0, 700), (700, 1700), (1700, 3700), (3700, 3800)]
+    """
+    ranges: list[tuple[int, int]] = []
+    start = rows = 0
+    for size in groups:
+        if rows and rows + size > unit_rows:
+            ranges.append((start, start + rows))
+            start, rows = start + rows, 0
+        rows += size
+    ranges.append((start, start + rows))
+    return ranges
 
 
 # --------------------------------------------------------------------------- reading
