@@ -172,7 +172,7 @@ class WriteBehind:
         self.close()
 
 
-def unit_threads(executor: str, workers: int, units: int) -> int:
+def unit_threads(executor: object, workers: int, units: int) -> int:
     """Threads for each unit's :class:`OrderedMap`: the workers the run has beyond
     its units (``workers // units`` when there are fewer units than workers: one
     large file with ``--workers 4`` gets 4 encoder threads in its one worker),
