@@ -287,3 +287,30 @@ def test_a_huge_compressible_line_reads_in_bounded_memory(tmp_path, name):
 def test_a_4gb_line_in_a_small_zst_reads_in_bounded_memory(tmp_path):
     path = _huge_line_file(tmp_path, 4 << 30, "huge.txt.zst")
     assert _peak_rss_mib(path, 1 << 30) < 1024 + 400   # the default limit (1 GiB) plus a block and the imports
+
+
+def test_max_document_bytes_on_the_command_line(tmp_path, capsys):
+    """``--max-document-bytes`` reaches the readers of train, encode and verify."""
+    import json
+
+    from ube_stream.cli.main import main
+
+    corpus = tmp_path / "c.txt"
+    lines = [f"line number {i} with some words" for i in range(300)]
+    lines[7] = "w" * 3000
+    corpus.write_text("".join(t + "\n" for t in lines))
+    tok = str(tmp_path / "t.json")
+    assert main(["train", str(corpus), "--vocab-size", "600", "-q", "-o", tok, "--workers", "1",
+                 "--max-document-bytes", "1KiB"]) != 0
+    assert "max_document_bytes=1,024" in capsys.readouterr().err
+    assert main(["train", str(corpus), "--vocab-size", "600", "-q", "-o", tok, "--workers", "1",
+                 "--max-document-bytes", "1KiB", "--on-error", "skip"]) == 0
+    out = str(tmp_path / "shards")
+    assert main(["encode", str(corpus), "--tokenizer", tok, "-o", out, "--workers", "1", "-q",
+                 "--max-document-bytes", "1KiB", "--on-error", "skip"]) == 0
+    manifest = json.loads(open(os.path.join(out, "MANIFEST.json")).read())
+    assert manifest["options"]["max_document_bytes"] == 1024
+    assert manifest["totals"]["documents"] == 299 and manifest["totals"]["skipped"] == {"document_too_large": 1}
+    assert main(["verify", "--corpus", str(corpus), "--tokenizer", tok, "--workers", "1", "-q",
+                 "--max-document-bytes", "1KiB"]) != 0
+    assert main(["verify", "--corpus", str(corpus), "--tokenizer", tok, "--workers", "1", "-q"]) == 0

@@ -53,7 +53,7 @@ import numpy as np
 from .._version import __version__
 from ..errors import ShardFormatError
 from ..executors import Executor, executor_class, get_executor, import_ray, seed_worker_state, will_fork
-from ..readers.batch import check_on_error
+from ..readers.batch import DEFAULT_MAX_DOCUMENT_BYTES, check_max_document_bytes, check_on_error
 from ..readers.inputs import skipped_files_lines
 from ..storage import (
     atomic_write_bytes,
@@ -194,7 +194,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                   format: Optional[str] = None, split: Optional[str] = None, show_progress: bool = True,
                   rank: Optional[int] = None, world_size: Optional[int] = None,
                   finalize: bool = False, summary: Optional[EncodeSummary] = None,
-                  executor: str | Executor = "local", ray_address: Optional[str] = None) -> Dict[str, Any]:
+                  executor: str | Executor = "local", ray_address: Optional[str] = None,
+                  max_document_bytes: Optional[int] = None) -> Dict[str, Any]:
     """Encode a corpus into a token shard directory; returns the MANIFEST dict.
 
     ``inputs``: files, directories or globs (see :mod:`ube_stream.readers`;
@@ -274,6 +275,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         readers.spill_to_arrow(inputs, spill, column=column, on_error=on_error, skips=memory_skips, split=split)
         inputs, column, split = [spill], "text", None
     skipped_files: List[Any] = []
+    document_cap = check_max_document_bytes(max_document_bytes or DEFAULT_MAX_DOCUMENT_BYTES)
     sources = readers.resolve_inputs(inputs, column=column, text_mode=text_mode, on_error=on_error,
                                      format=format, split=split, skipped_files=skipped_files)
     summary.skipped_files = [f.to_dict() for f in skipped_files]
@@ -287,7 +289,9 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         "special_ids": {"eos": eos_id, "bos": bos_id},
         "options": {"eos_token": eos_name, "bos_token": bos_name, "shard_tokens": shard_tokens,
                     "unit_rows": unit_rows, "unit_bytes": unit_bytes, "unit_split": "even", "column": column, "text_mode": text_mode,
-                    "on_error": on_error, "format": format, "split": split},
+                    "on_error": on_error, "format": format, "split": split,
+                    # recorded when set, so plans of runs without it stay the same
+                    **({"max_document_bytes": max_document_bytes} if max_document_bytes else {})},
         "sources": [{"source_id": s.source_id, "path": labels.get(s.path, s.path), "size": s.size,
                      "format": s.format} for s in sources],
         "skipped_files": summary.skipped_files,
@@ -301,6 +305,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                               workers=workers, ray_address=ray_address, show_progress=show_progress, rank=rank,
                               world_size=world_size, finalize=finalize,
                               task_options=dict(column=column, text_mode=text_mode, on_error=on_error,
+                                                max_document_bytes=document_cap,
                                                 shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id,
                                                 overlap=_overlap(executor, workers, len(units))))
 
@@ -325,7 +330,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         tasks = [dict(unit=u, out_dir=out, column=column, text_mode=text_mode, on_error=on_error,
                       shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id, fingerprint=fingerprint,
                       tokenizer_path=os.path.join(out, fmt.TOKENIZER_NAME), dispatched=dispatched,
-                      overlap=overlap, threads=unit_threads(executor, workers, len(pending)))
+                      overlap=overlap, threads=unit_threads(executor, workers, len(pending)),
+                      max_document_bytes=document_cap)
                  for u in pending]
 
         _run_units(tasks, tok, executor, workers, ray_address, show_progress, _adder(summary))

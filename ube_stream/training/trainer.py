@@ -36,7 +36,7 @@ from .._faults import kill_point
 from .._version import __version__
 from ..errors import InvalidTextError, check_status, err_buffer
 from ..executors import get_executor
-from ..readers.batch import DEFAULT_MAX_DOCUMENT_BYTES, check_on_error
+from ..readers.batch import DEFAULT_MAX_DOCUMENT_BYTES, check_max_document_bytes, check_on_error
 from ..shards.overlap import unit_threads
 from ..storage import atomic_write_json
 from ..tokenizer.core import Tokenizer, check_superbpe_options
@@ -292,7 +292,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
           ray_address: Optional[str] = None, work_dir: Optional[str] = None,
           output: Optional[str] = None, summary: Optional[TrainSummary] = None,
           char_integrity: bool = False, superbpe_transition: Optional[int] = None,
-          superbpe_max_words: int = DEFAULT_SUPERBPE_MAX_WORDS, keep_work: bool = False) -> Tokenizer:
+          superbpe_max_words: int = DEFAULT_SUPERBPE_MAX_WORDS, keep_work: bool = False,
+          max_document_bytes: Optional[int] = None) -> Tokenizer:
     """Train a byte-level BPE tokenizer on the ``substrate`` alphabet.
 
     ``inputs``: paths, directories, globs (Parquet, Arrow IPC/Feather, JSONL,
@@ -348,6 +349,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     if max_token_length is not None and max_token_length < 2:
         raise ValueError(f"max_token_length must be >= 2 base symbols (or None), got {max_token_length}")
     check_on_error(on_error)
+    document_cap = check_max_document_bytes(max_document_bytes or DEFAULT_MAX_DOCUMENT_BYTES)
     superbpe = superbpe_transition is not None
     if not superbpe and superbpe_max_words != DEFAULT_SUPERBPE_MAX_WORDS:
         raise ValueError(f"superbpe_max_words={superbpe_max_words} needs superbpe_transition (SuperBPE's "
@@ -378,7 +380,9 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         sources, units, budgets = plan(inputs, column, format, split)
         description = _phase1_description(sources, units, budgets, pattern=pattern, column=column,
                                           text_mode=text_mode, on_error=on_error,
-                                          **({"superbpe_spans": "v1"} if superbpe else {}))
+                                          **({"superbpe_spans": "v1"} if superbpe else {}),
+                                          # in the key when set, so keys of runs without it stay the same
+                                          **({"max_document_bytes": document_cap} if max_document_bytes else {}))
         work = TrainWork(root, run_key(description), description, default_root=default_root,
                          private_if_busy=output is None and work_dir is None)
     summary.work_dir = work.dir
@@ -392,7 +396,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         done = work.finished(u.unit_id for u in units)
         tasks = [dict(unit=u, pattern=pattern, column=column, text_mode=text_mode, on_error=on_error,
                       byte_budget=b, table_dir=work.tables, superbpe=superbpe,
-                      threads=unit_threads(executor, workers, len(units) - len(done)))
+                      threads=unit_threads(executor, workers, len(units) - len(done)),
+                      max_document_bytes=document_cap)
                  for u, b in zip(units, budgets) if u.unit_id not in done]
         summary.units, summary.units_reused = len(units), len(done)
         from ..progress import planned_rows

@@ -11,7 +11,8 @@ __all__ = ["verify_corpus"]
 UTF8_BYTES = "UTF-8 bytes"
 
 
-def _corpus_unit(unit, tok, column: str, text_mode: str, on_error: str, max_examples: int) -> VerifyReport:
+def _corpus_unit(unit, tok, column: str, text_mode: str, on_error: str, max_examples: int,
+                 max_document_bytes: int) -> VerifyReport:
     """``decode(encode(doc)) == doc`` for every document of one work unit."""
     from ..readers.inputs import SkipCounter, read_unit
 
@@ -19,7 +20,8 @@ def _corpus_unit(unit, tok, column: str, text_mode: str, on_error: str, max_exam
     skips = SkipCounter()
     path = unit.source.path
     tokens = 0
-    for batch in read_unit(unit, column=column, text_mode=text_mode, on_error=on_error, skips=skips):
+    for batch in read_unit(unit, column=column, text_mode=text_mode, on_error=on_error, skips=skips,
+                           max_document_bytes=max_document_bytes):
         data, offsets = batch.utf8()
         ids, token_offsets = tok.encode_utf8_batch(data, offsets)
         tokens += int(ids.shape[0])
@@ -45,13 +47,14 @@ def _corpus_unit(unit, tok, column: str, text_mode: str, on_error: str, max_exam
 def verify_corpus(inputs, tokenizer, *, column: str = "text", text_mode: str = "line", on_error: str = "raise",
                   format: Optional[str] = None, split: Optional[str] = None,
                   unit_rows: Optional[int] = None, workers: Optional[int] = None, show_progress: bool = True,
-                  max_examples: int = 10) -> VerifyReport:
+                  max_examples: int = 10, max_document_bytes: Optional[int] = None) -> VerifyReport:
     """``decode(encode(doc)) == doc`` for every document of ``inputs`` (paths,
     directories, globs: see :mod:`ube_stream.readers`), one work unit per task
     over ``workers`` processes.  Rows skipped by the readers (nulls, and bad
     rows with ``on_error="skip"``) are counted by reason; files a directory
     walk leaves out are listed in the report's notes with their reasons.
-    ``format`` and ``split``: as for :func:`~ube_stream.readers.resolve_inputs`."""
+    ``format`` and ``split``: as for :func:`~ube_stream.readers.resolve_inputs`; ``max_document_bytes``:
+    as for :func:`~ube_stream.readers.read_unit` (``None``: its default)."""
     from .. import readers
 
     tok = as_tokenizer(tokenizer)
@@ -72,7 +75,8 @@ def verify_corpus(inputs, tokenizer, *, column: str = "text", text_mode: str = "
                 skipped=sum(n for k, n in counts.items() if k.startswith("skipped: ")))
 
     try:
-        results = run_tasks(_corpus_unit, units, (tok, column, text_mode, on_error, max_examples),
+        cap = max_document_bytes or readers.DEFAULT_MAX_DOCUMENT_BYTES
+        results = run_tasks(_corpus_unit, units, (tok, column, text_mode, on_error, max_examples, cap),
                             workers=default_workers(workers, len(units)), desc="verify corpus",
                             show_progress=show_progress, progress=progress)
     finally:

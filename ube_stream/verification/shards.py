@@ -69,7 +69,7 @@ def unit_task(task: UnitTask, directory: str, manifest: Dict[str, Any], tok, max
 
 def _compare_documents(task: UnitTask, shards: List[ShardData], manifest: Dict[str, Any], tok,
                        report: VerifyReport, result: UnitResult) -> None:
-    from ..readers.inputs import SkipCounter, read_unit
+    from ..readers.inputs import DEFAULT_MAX_DOCUMENT_BYTES, SkipCounter, read_unit
 
     unit = task.unit
     path = unit.source.path
@@ -98,7 +98,8 @@ def _compare_documents(task: UnitTask, shards: List[ShardData], manifest: Dict[s
     seen = set()
     documents_read = 0
     for batch in read_unit(unit, column=options.get("column", "text"), text_mode=options.get("text_mode", "line"),
-                           on_error=options.get("on_error", "raise"), skips=skips):
+                           on_error=options.get("on_error", "raise"), skips=skips,
+                           max_document_bytes=options.get("max_document_bytes", DEFAULT_MAX_DOCUMENT_BYTES)):
         texts = batch.to_pylist()
         batch_rows = batch.rows.tolist()
         documents_read += len(texts)
