@@ -188,3 +188,70 @@ def test_parquet_units_are_whole_row_groups(tmp_path, texts):
         assert all(u.row_start in bounds and u.row_stop in bounds for u in units)
         got = [t for u in units for b in read_unit(u) for t in b.to_pylist()]
         assert got == texts[:3850]
+
+
+# --------------------------------------------------------------------------- multi-frame zstd: units at frames
+
+def _whole_file_rows(path, **kwargs):
+    from ube_stream.readers import iter_batches
+
+    batches = list(iter_batches(path, **kwargs))
+    return [t for b in batches for t in b.to_pylist()], [int(r) for b in batches for r in b.rows]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_frame_units_read_every_row_once_numbered_as_the_whole_file(tmp_path, texts, seed):
+    import random
+
+    from ube_stream.readers import plan_units, read_unit, resolve_inputs
+
+    rng = random.Random(seed)
+    chosen = [texts[rng.randrange(len(texts))] for _ in range(3000)]
+    for k in rng.sample(range(len(chosen)), 5):   # lines longer than a frame, and empty lines
+        chosen[k] = "long " * rng.randrange(2000, 9000) if k % 2 else ""
+    jsonl = seed % 2 == 0
+    raw = ("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in chosen) if jsonl
+           else "".join(t + "\n" for t in chosen)).encode()
+    if seed % 3 == 0:
+        raw = raw[:-1]   # no newline at the end
+    cctx = zstandard.ZstdCompressor(write_checksum=seed % 2 == 1, write_content_size=seed % 3 != 1)
+    cuts = sorted(rng.sample(range(1, len(raw)), 40))
+    frames = [cctx.compress(raw[a:b]) for a, b in zip([0] + cuts, cuts + [len(raw)])]
+    skippable = b"\x5e\x2a\x4d\x18" + (5).to_bytes(4, "little") + b"seek!"   # as the seekable format's table
+    path = str(tmp_path / ("f.jsonl.zst" if jsonl else "f.txt.zst"))
+    with open(path, "wb") as f:
+        f.write(b"".join(frames) + skippable)
+    expected_texts, expected_rows = _whole_file_rows(path, on_error="skip")
+    units = plan_units(resolve_inputs(path), unit_rows=400, unit_bytes=20_000)
+    assert len(units) > 5 and all(u.zstd_frames is not None for u in units)
+    assert [u.row_start for u in units] == sorted({u.row_start for u in units})     # distinct, in order
+    assert all(a.row_stop == b.row_start for a, b in zip(units, units[1:])) and units[-1].row_stop is None
+    got_texts, got_rows = [], []
+    for unit in units:
+        for batch in read_unit(unit, on_error="skip"):
+            got_texts.extend(batch.to_pylist())
+            got_rows.extend(int(r) for r in batch.rows)
+    assert got_rows == expected_rows and got_texts == expected_texts
+    assert expected_texts == chosen and expected_rows == list(range(len(chosen)))
+    assert units == plan_units(resolve_inputs(path), unit_rows=400, unit_bytes=20_000)   # deterministic
+
+
+def test_frame_units_give_the_same_shards_as_one_unit(files, tok_path, tmp_path, monkeypatch):
+    from ube_stream.readers import compression as _compression
+
+    path = files["jsonl.zst-frames"]
+    base = _shards(path, tok_path, tmp_path / "one", 1, monkeypatch)   # one unit (unit_rows=10**9, 16 MiB)
+    out = tmp_path / "many"
+    encode_corpus([path], tokenizer=tok_path, output=str(out), workers=1, show_progress=False,
+                  shard_tokens=20_000, unit_rows=500)
+    units = json.loads(open(os.path.join(out, "MANIFEST.json")).read())["shards"]
+    assert len({s["unit_id"] for s in units}) > 5
+    from ube_stream.shards import TokenShards
+
+    def documents(directory):
+        shards = TokenShards(str(directory))
+        return [(shards.source(i)[1], shards.doc(i).tolist()) for i in range(len(shards))]
+
+    assert documents(out) == documents(tmp_path / "one")
+    assert _compression.zstd_frame_units(files["jsonl.zst"], 500, None) is None   # one frame: one unit
+    assert base

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import zlib
 from typing import Any, Iterator
 
@@ -33,8 +34,9 @@ class _ZstdRaw(io.RawIOBase):
     (``EOFError``), concatenated and skippable frames are read, and bytes that
     are not a frame are ``zstandard.ZstdError`` naming their offset.
 
-    ``start``/``stop``: read only the frames in that byte range of the file
-    (a work unit of whole frames, :func:`zstd_frames`)."""
+    ``start``/``stop``: read the frames from compressed byte ``start`` (a
+    frame start) on, up to the first frame starting at or after ``stop``
+    (the frames of a work unit, :func:`zstd_frame_units`)."""
 
     def __init__(self, path: str, start: int = 0, stop: int | None = None):
         import zstandard
@@ -162,6 +164,91 @@ class _RemoteGzip(gzip.GzipFile):
             self._raw.close()
 
 
+def _data_frames(path: str, enough: int) -> int:
+    """The number of zstd data frames of ``path``, counted up to ``enough``
+    from the frame and block headers alone (block bodies are seeked over)."""
+    frames = 0
+    with open_input(path) as f:
+        while frames < enough:
+            magic = f.read(4)
+            if len(magic) < 4:
+                return frames
+            if magic[1:] == _SKIPPABLE_MAGIC_BYTES and magic[0] & 0xF0 == 0x50:
+                f.seek(int.from_bytes(f.read(4), "little"), io.SEEK_CUR)
+                continue
+            if magic != ZSTD_FRAME_MAGIC:
+                return frames
+            descriptor = f.read(1)
+            if not descriptor:
+                return frames
+            f.seek(frame_header_rest(descriptor[0]), io.SEEK_CUR)
+            while True:
+                head = f.read(3)
+                if len(head) < 3:
+                    return frames
+                value = int.from_bytes(head, "little")
+                f.seek(1 if (value >> 1) & 3 == 1 else value >> 3, io.SEEK_CUR)
+                if value & 1:
+                    break
+            if descriptor[0] & 0x04:
+                f.seek(4, io.SEEK_CUR)
+            frames += 1
+    return frames
+
+
+def zstd_frame_units(path: str, unit_rows: int, unit_bytes: int | None) -> list[tuple[int, tuple]] | None:
+    """Units of a multi-frame zstd line file (``pzstd``, ``zstd --block-size``,
+    the seekable format), cut at frame boundaries: ``[(row_start, (compressed
+    start, compressed stop, text offset, starts inside a line)), ...]``.
+
+    A unit owns the lines that start in its frames' decompressed bytes; one
+    starting inside a line skips to the next line start, and the last line
+    may run on into the next unit's frames.  A unit ends at the first frame
+    start at or past ``unit_rows`` rows or ``unit_bytes`` decompressed bytes
+    from its start.  Row numbers come from one decompression of the file here
+    (newlines counted per frame), so rows number as in a whole-file read.
+    ``None`` (one unit for the file, as for any compressed file) when the file
+    is remote, has one data frame, or does not decode whole (the reader then
+    reports the damage where it is)."""
+    import zstandard
+
+    if is_url(path) or _data_frames(path, 2) < 2:
+        return None
+    starts = []   # per data frame: (compressed start, text offset, newlines before it, inside a line)
+    text = newlines = 0
+    last = 10
+    raw = _ZstdRaw(path)
+    try:
+        with raw:
+            while not raw._eof:
+                between, at = raw._dobj is None, raw._offset
+                piece = raw._step()
+                if between and raw._dobj is not None:
+                    starts.append((at, text, newlines, text > 0 and last != 10))
+                if piece:
+                    newlines += piece.count(b"\n")
+                    text += len(piece)
+                    last = piece[-1]
+    except (EOFError, zstandard.ZstdError):
+        return None
+    num_rows = newlines + (text > 0 and last != 10)
+    units: list[tuple[int, int, int, bool]] = []   # (row_start, compressed start, text offset, inside a line)
+    for at, offset, before, inside in starts:
+        row = before + inside
+        if units and (offset - units[-1][2] < (unit_bytes or offset + 1) and row - units[-1][0] < unit_rows):
+            continue
+        if units and row == units[-1][0]:   # the unit before owns no line start: this one replaces it
+            units.pop()
+        if units and row >= num_rows:      # no line starts here or after
+            break
+        units.append((row, at, offset, inside))
+    if not units:
+        return None
+    units[0] = (0, 0, 0, False)             # the first unit reads from the start (skippable frames too)
+    stops = [u[1] for u in units[1:]] + [os.path.getsize(path)]
+    return [(row, (at, stop, offset, inside)) for (row, at, offset, inside), stop in zip(units, stops)]
+
+
 def open_bytes(path: str, compression: str | None):
     """A buffered binary reader of the (decompressed) bytes of ``path``."""
     if compression is None:
@@ -204,8 +291,10 @@ def skip_if_broken(unit, reporter: Reporter) -> bool:
         return False
     rows = pos = 0
     last = b"\n"
+    frames = unit.zstd_frames
     try:
-        with open_bytes(unit.source.path, compression) as stream:
+        with (open_bytes(unit.source.path, compression) if frames is None else
+              io.BufferedReader(_ZstdRaw(unit.source.path, start=frames[0], stop=frames[1]), BLOCK_BYTES)) as stream:
             while True:
                 block = stream.read1(BLOCK_BYTES)   # read1: what was decoded before an error is counted
                 if not block:
@@ -280,11 +369,12 @@ def line_blocks(unit, reporter: Reporter) -> Iterator[tuple[bytes, int, int, int
     broken = broken_errors(source.compression)
     cap = reporter.max_document_bytes
     stream, row, pos = open_at(unit, source.compression)
+    dropping = unit.zstd_frames is not None and unit.zstd_frames[3]   # starts inside a line: skip to its end
+    row -= dropping   # (that line is the row before the unit's first)
     # read1 returns what was decoded before a damaged stream raises, so the rows before it are read
     read = stream.read1 if source.compression is not None else stream.read
     carry: list[bytes] = []   # the start of a line the blocks read so far do not end
-    carried = 0
-    dropping = False          # inside a line over the limit: its bytes are read and dropped
+    carried = 0               # dropping: inside a line over the limit, its bytes are read and dropped
     with stream:
         while unit.row_stop is None or row < unit.row_stop:
             try:
@@ -327,8 +417,12 @@ def line_blocks(unit, reporter: Reporter) -> Iterator[tuple[bytes, int, int, int
 
 
 def open_at(unit, compression):
-    """Open a line file at the unit's first row when a byte offset is known:
-    returns ``(stream, row, pos)``."""
+    """Open a line file at the unit's first row when a byte offset is known
+    (at its first frame for a unit of zstd frames): returns ``(stream, row, pos)``."""
+    if unit.zstd_frames is not None and compression == "zstd":
+        start, _, text, _ = unit.zstd_frames
+        return io.BufferedReader(_ZstdRaw(unit.source.path, start=start), buffer_size=BLOCK_BYTES), \
+            unit.row_start, text
     stream = open_bytes(unit.source.path, compression)
     if unit.byte_start and compression is None:
         stream.seek(unit.byte_start)

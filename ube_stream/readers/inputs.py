@@ -89,7 +89,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..storage import file_size, filesystem, is_url, local_path
-from . import columnar, formats
+from . import columnar, compression, formats
 from .batch import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     SKIP_HINT,
@@ -138,12 +138,16 @@ class Source:
 class WorkUnit:
     """Rows ``[row_start, row_stop)`` of one source (``row_stop=None``: to the
     end).  ``byte_start`` is where ``row_start`` begins in an uncompressed
-    JSONL/text file (a seek hint set by :func:`plan_units`), else ``None``."""
+    JSONL/text file (a seek hint set by :func:`plan_units`), else ``None``.
+    ``zstd_frames``: for a unit of a multi-frame zstd file, ``(compressed
+    start, compressed stop, text offset, starts inside a line)`` of its frames
+    (:func:`~.compression.zstd_frame_units`), else ``None``."""
 
     source: Source
     row_start: int
     row_stop: int | None
     byte_start: int | None = None
+    zstd_frames: tuple | None = None
 
     @property
     def unit_id(self) -> str:
@@ -437,7 +441,14 @@ def plan_units(sources: Iterable[Source], *, unit_rows: int | None = DEFAULT_UNI
             stops = [row for row, _ in starts[1:]] + [n]
             units.extend(WorkUnit(source, row, stop, byte) for (row, byte), stop in zip(starts, stops))
         else:
-            units.append(WorkUnit(source, 0, None))
+            frames = (compression.zstd_frame_units(source.path, int(unit_rows), unit_bytes)
+                      if source.format in formats.LINE_FORMATS and source.compression == "zstd" else None)
+            if frames is None:
+                units.append(WorkUnit(source, 0, None))
+                continue
+            frame_stops: list[int | None] = [row for row, _ in frames[1:]]
+            units.extend(WorkUnit(source, row, stop, zstd_frames=where)
+                         for (row, where), stop in zip(frames, frame_stops + [None]))
     return units
 
 
