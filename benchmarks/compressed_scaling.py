@@ -2,7 +2,7 @@
 (fresh processes, the commands users run), wall and CPU seconds, and whether
 the outputs are the same bytes for both worker counts (issue 24 item 2).
 
-    python benchmarks/compressed_scaling.py [--mb 500] [--kinds jsonl.zst,jsonl.gz,txt.zst]
+    python benchmarks/compressed_scaling.py [--mb 500] [--kinds jsonl.zst,jsonl.gz,txt.zst,jsonl.zst-frames]
         [--workers 1,2] [--rounds 1] [--out compressed_scaling.json]
 
 The file is built from real text: the running text of ``docs.jsonl.zst`` and
@@ -10,7 +10,8 @@ the short items of ``parallel.jsonl.zst`` (``/work/shared/data``, or
 ``--data DIR``), repeated until it holds ``--mb`` MB of JSON Lines, then
 compressed as one stream (gzip, zstd) so it is one work unit: the workers a
 run has beyond its units become encoder threads of that unit
-(``unit_threads``).  The tokenizer (vocab 8000) is trained once on the
+(``unit_threads``); ``jsonl.zst-frames`` is zstd in independent 4 MB frames
+(as ``zstd --block-size=4MB``), cut into units at frame boundaries.  The tokenizer (vocab 8000) is trained once on the
 bundled sample.  Writes JSON: one row per (kind, command, workers) with the
 median wall and CPU seconds (the process and its workers), the speed-up over
 one worker, and ``same_output``; plus the load average before and after.
@@ -51,6 +52,7 @@ def build_corpus(data_dir: str, target_bytes: int, kind: str, path: str) -> int:
     jsonl = kind.startswith("jsonl")
     written = 0
     sink = (gzip.open(path, "wb", compresslevel=6) if kind.endswith(".gz")
+            else _Frames(path, 4_000_000) if kind.endswith("-frames")
             else zstandard.ZstdCompressor(level=3).stream_writer(open(path, "wb")))
     with sink:
         rep = 0
@@ -66,6 +68,30 @@ def build_corpus(data_dir: str, target_bytes: int, kind: str, path: str) -> int:
                     break
             rep += 1
     return written
+
+
+class _Frames:
+    """A writer of independent zstd frames of ``frame_bytes`` input bytes each."""
+
+    def __init__(self, path: str, frame_bytes: int):
+        import zstandard
+
+        self.file, self.frame_bytes, self.buffer = open(path, "wb"), frame_bytes, bytearray()
+        self.cctx = zstandard.ZstdCompressor(level=3)
+
+    def write(self, data: bytes) -> None:
+        self.buffer += data
+        while len(self.buffer) >= self.frame_bytes:
+            self.file.write(self.cctx.compress(bytes(self.buffer[:self.frame_bytes])))
+            del self.buffer[:self.frame_bytes]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.buffer:
+            self.file.write(self.cctx.compress(bytes(self.buffer)))
+        self.file.close()
 
 
 def run(cmd: list[str], env: dict) -> tuple[float, float]:
@@ -92,7 +118,7 @@ def digest_tree(directory: str) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=500)
-    parser.add_argument("--kinds", default="jsonl.zst,jsonl.gz,txt.zst")
+    parser.add_argument("--kinds", default="jsonl.zst,jsonl.gz,txt.zst,jsonl.zst-frames")
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--vocab-size", type=int, default=8000)
