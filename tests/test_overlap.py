@@ -166,3 +166,80 @@ def test_unthreaded_does_the_same_in_the_calling_thread():
         behind.wait()
     assert calls == [(i, main) for i in range(5)]
     assert not {n for n in _threads() if n.startswith("ube-")}
+
+
+# --------------------------------------------------------------------------- OrderedMap
+
+def _slow_square(x):
+    time.sleep(0.001 * (x % 3))   # later items often finish first
+    return x * x
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_ordered_map_keeps_the_input_order(threads):
+    from ube_stream.shards.overlap import OrderedMap
+
+    names = set()
+
+    def fn(x):
+        names.add(threading.current_thread().name)
+        return _slow_square(x)
+
+    with OrderedMap(iter(range(60)), fn, threads) as mapped:
+        assert list(mapped) == [x * x for x in range(60)]
+    assert (names == {threading.current_thread().name}) == (threads == 1)
+    assert not any(name.startswith("ube-map") for name in _threads())
+
+
+def test_ordered_map_takes_at_most_depth_items_ahead():
+    from ube_stream.shards.overlap import OrderedMap
+
+    taken = []
+
+    def items():
+        for i in range(100):
+            taken.append(i)
+            yield i
+
+    with OrderedMap(items(), lambda x: x, threads=2, depth=4) as mapped:
+        it = iter(mapped)
+        assert next(it) == 0
+        time.sleep(0.2)
+        assert len(taken) <= 1 + 4 + 1   # one yielded, four in flight, one being taken
+
+
+@pytest.mark.parametrize("where", ["fn", "items"])
+def test_ordered_map_raises_where_the_failing_item_would_come(where):
+    from ube_stream.shards.overlap import OrderedMap
+
+    class Broken(ValueError):
+        pass
+
+    def items():
+        for i in range(50):
+            if where == "items" and i == 17:
+                raise Broken(i)
+            yield i
+
+    def fn(x):
+        if where == "fn" and x == 17:
+            raise Broken(x)
+        return _slow_square(x)
+
+    got = []
+    with pytest.raises(Broken) as info:
+        with OrderedMap(items(), fn, threads=3) as mapped:
+            for value in mapped:
+                got.append(value)
+    assert info.value.args == (17,) and got == [x * x for x in range(17)]
+    assert not any(name.startswith("ube-map") for name in _threads())
+
+
+def test_ordered_map_closed_early_leaves_no_thread():
+    from ube_stream.shards.overlap import OrderedMap
+
+    with OrderedMap(iter(range(1000)), _slow_square, threads=3) as mapped:
+        for value in mapped:
+            if value > 20:
+                break
+    assert not any(name.startswith("ube-map") for name in _threads())

@@ -56,7 +56,7 @@ def add_format_options(p: argparse.ArgumentParser, *, prefix: str = "", column: 
 def add_input_options(p: argparse.ArgumentParser, *, positional: bool = True, prefix: str = "",
                       workers_help: str = "worker processes (default: all cores)") -> None:
     """``INPUT...`` (when ``positional``), ``--column``, ``--format``, ``--split``, ``--text-mode``,
-    ``--unit-rows``, ``--on-error`` and ``--workers``; ``prefix`` starts each help text (e.g. ``"--corpus: "``)."""
+    ``--unit-rows``, ``--on-error``, ``--max-document-bytes`` and ``--workers``; ``prefix`` starts each help text (e.g. ``"--corpus: "``)."""
     if positional:
         p.add_argument("inputs", nargs="+", metavar="INPUT", help=INPUTS_HELP)
     add_format_options(p, prefix=prefix)
@@ -67,6 +67,9 @@ def add_input_options(p: argparse.ArgumentParser, *, positional: bool = True, pr
     p.add_argument("--on-error", choices=("raise", "skip"), default="raise",
                    help=f"{prefix}bad rows: stop with an error naming file, row and offset (default), "
                         "or skip and count them")
+    p.add_argument("--max-document-bytes", type=byte_size, default=None, metavar="SIZE",
+                   help=f"{prefix}the largest document read (a JSONL/text line, a value; default 1GiB): a larger "
+                        "one is an error, or skipped and counted with --on-error skip, before it is held in memory")
     add_workers_option(p, help=workers_help)
 
 

@@ -70,7 +70,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
     encode_corpus(args.inputs, tokenizer=load_tokenizer(args), output=args.output, workers=args.workers, eos=args.eos,
                   bos=args.bos, eos_token=args.eos_token, bos_token=args.bos_token, shard_tokens=args.shard_tokens,
                   unit_rows=args.unit_rows, column=args.column, text_mode=args.text_mode, on_error=args.on_error,
-                  format=args.format, split=args.split,
+                  format=args.format, split=args.split, max_document_bytes=args.max_document_bytes,
                   show_progress=not args.quiet, rank=args.rank, world_size=args.world_size,
                   finalize=args.finalize, summary=summary, executor=args.executor,
                   ray_address=args.ray_address)

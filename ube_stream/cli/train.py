@@ -19,7 +19,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         unit_rows=args.unit_rows, on_error=args.on_error, format=args.format, split=args.split, executor=args.executor,
         ray_address=args.ray_address, work_dir=args.work_dir, output=args.output, summary=summary,
         char_integrity=args.char_integrity, superbpe_transition=args.superbpe_transition,
-        superbpe_max_words=args.superbpe_max_words)
+        superbpe_max_words=args.superbpe_max_words, max_document_bytes=args.max_document_bytes)
     if not args.quiet:
         print(f"wrote {args.output}: {tokenizer!r}", file=sys.stderr)
         print(summary.format(), file=sys.stderr)

@@ -35,6 +35,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         report = verification.verify_corpus(args.corpus, args.tokenizer, column=args.column,
                                             text_mode=args.text_mode, on_error=args.on_error,
                                             format=args.format, split=args.split,
+                                            max_document_bytes=args.max_document_bytes,
                                             unit_rows=args.unit_rows, workers=args.workers,
                                             show_progress=show_progress, max_examples=args.max_examples,
                                             executor=args.executor, ray_address=args.ray_address)

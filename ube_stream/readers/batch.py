@@ -21,7 +21,8 @@ import numpy as np
 from ..errors import InputError, InvalidTextError
 from ..substrate import find_lone_surrogate
 
-__all__ = ["TextBatch", "Utf8Texts", "SkipCounter", "SkipExample", "Reporter", "drop_bad_documents", "check_on_error"]
+__all__ = ["TextBatch", "Utf8Texts", "SkipCounter", "SkipExample", "Reporter", "drop_bad_documents", "check_on_error",
+           "DEFAULT_MAX_DOCUMENT_BYTES", "check_max_document_bytes"]
 
 ON_ERROR_CHOICES = ("raise", "skip")
 SKIP_HINT = "or read with on_error='skip' to skip and count it"
@@ -200,15 +201,40 @@ def check_on_error(on_error: str) -> None:
         raise ValueError(f"on_error must be one of {ON_ERROR_CHOICES}, got {on_error!r}")
 
 
+DEFAULT_MAX_DOCUMENT_BYTES = 1 << 30   # 1 GiB: a larger document is refused (or skipped) before it is read whole
+
+
+def check_max_document_bytes(value) -> int:
+    """The one validation of ``max_document_bytes``: a positive integer."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"max_document_bytes must be a positive integer (bytes), got {value!r}")
+    return int(value)
+
+
 class Reporter:
     """Raises :class:`InputError` for a bad row, or counts it in ``skips``
-    when ``on_error == "skip"`` (internal helper shared by the readers)."""
+    when ``on_error == "skip"`` (internal helper shared by the readers).
+    ``max_document_bytes`` is the largest document the readers hold
+    (:meth:`too_large` reports a larger one)."""
 
-    def __init__(self, path: str, on_error: str, skips: SkipCounter | None):
+    def __init__(self, path: str, on_error: str, skips: SkipCounter | None,
+                 max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES):
         check_on_error(on_error)
         self.path = path
         self.raise_errors = on_error == "raise"
         self.skips = skips if skips is not None else SkipCounter()
+        self.max_document_bytes = check_max_document_bytes(max_document_bytes)
+
+    def too_large(self, row: int, size: int, *, offset: int | None = None, what: str = "document",
+                  at_least: bool = False) -> None:
+        """Report row ``row``, a document of ``size`` bytes (``at_least``: the
+        bytes read before reading stopped) over ``max_document_bytes``; the
+        reader has not materialised it and goes on at the next row."""
+        where = f"{self.path}: row {row}" + (f" (byte offset {offset})" if offset is not None else "")
+        self.problem("document_too_large",
+                     f"{where}: the {what} is {'over ' if at_least else ''}{size:,} bytes, larger than "
+                     f"max_document_bytes={self.max_document_bytes:,}; raise the limit with max_document_bytes= "
+                     f"{SKIP_HINT}", row=row, offset=offset)
 
     def problem(self, reason: str, message: str, *, row: int | None = None, offset: int | None = None,
                 always_raise: bool = False) -> None:
@@ -263,7 +289,8 @@ def drop_bad_documents(exc: InvalidTextError, batch, data: np.ndarray, offsets: 
 
 def check_text_value(value, reporter: Reporter, row: int, where: str, offset: int | None = None) -> str | None:
     """A Python value that should be a document: the ``str`` if it is one,
-    ``None`` (reported) for a null, a non-string or a lone surrogate."""
+    ``None`` (reported) for a null, a non-string, a lone surrogate or a text
+    over ``max_document_bytes`` in UTF-8."""
     if value is None:
         reporter.null(row, offset=offset)
         return None
@@ -278,4 +305,9 @@ def check_text_value(value, reporter: Reporter, row: int, where: str, offset: in
                                          f"'\\u{ord(value[bad]):04x}' escape); fix the text {SKIP_HINT}",
                          row=row, offset=offset)
         return None
+    if len(value) * 4 > reporter.max_document_bytes:   # UTF-8 takes at most 4 bytes a character
+        size = len(value.encode("utf-8"))
+        if size > reporter.max_document_bytes:
+            reporter.too_large(row, size, offset=offset)
+            return None
     return value

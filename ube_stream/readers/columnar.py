@@ -1,6 +1,7 @@
 """Columnar files behind :mod:`ube_stream.readers`: Parquet (row groups let a
-unit read only its rows), Arrow IPC file and stream, Feather v1/v2, and Arrow
-arrays from memory.  Memory-mapped where possible; only the text column is
+unit read only its rows), Arrow IPC file and stream, Feather v2 (Feather v1 is
+refused when the format is detected: :func:`~.formats.refuse_feather_v1`), and
+Arrow arrays from memory.  Memory-mapped where possible; only the text column is
 read.  Internal; pyarrow is imported inside the functions.
 
 **Damage.**  Every array is validated before a value is read.  A Parquet file
@@ -25,7 +26,6 @@ import numpy as np
 from ..errors import InputError
 from ..storage import is_url, open_input
 from .batch import SKIP_HINT, Reporter, SkipCounter, TextBatch
-from .formats import FEATHER_V1_MAGIC, magic_bytes
 
 
 def text_field_index(schema, column: str, path: str) -> int:
@@ -79,6 +79,8 @@ def arrow_text_batches(array, first_row: int, source_id: int, reporter: Reporter
         good = array.is_valid().to_numpy(zero_copy_only=False)
         nulls = rows[~good]
         reporter.null(int(nulls[0]), count=len(nulls))
+    if array.nbytes > reporter.max_document_bytes:   # a value over the limit may be here
+        good = _check_sizes(array, rows, good, reporter)
     if not utf8_ok:
         good = _check_rows_utf8(array, rows, good, reporter)
     if good is not None:
@@ -121,6 +123,22 @@ def _check_structure(array) -> bool:
     binary = pa.Array.from_buffers(_binary_of(array.type), len(array), array.buffers(), offset=array.offset)
     binary.validate(full=True)
     return False
+
+
+def _check_sizes(array, rows, good, reporter: Reporter):
+    """Report the values over ``max_document_bytes`` (from the offsets: no
+    value is converted) and mark them not good."""
+    import pyarrow.compute as pc
+
+    sizes = pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False)
+    over = sizes > reporter.max_document_bytes
+    if not over.any():
+        return good
+    good = np.ones(len(rows), dtype=bool) if good is None else good.copy()
+    for i in np.flatnonzero(over & good).tolist():
+        good[i] = False
+        reporter.too_large(int(rows[i]), int(sizes[i]))
+    return good
 
 
 def _check_rows_utf8(array, rows, good, reporter: Reporter):
@@ -167,6 +185,18 @@ def _parquet_file(path: str):
     return pq.ParquetFile(path, memory_map=True, page_checksum_verification=True)
 
 
+def parquet_row_groups(path: str) -> list[int] | None:
+    """Rows of each row group of a Parquet file (its footer), ``None`` when
+    the footer cannot be read (the reader reports the damage)."""
+    import pyarrow as pa
+
+    try:
+        meta = _parquet_file(path).metadata
+        return [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+
+
 def columnar_num_rows(path: str, fmt: str, column: str) -> int:
     """Row count of a columnar file from its metadata (Arrow streams: one
     memory-mapped pass over the batches of the text column); also checks the
@@ -179,10 +209,6 @@ def columnar_num_rows(path: str, fmt: str, column: str) -> int:
             meta = _parquet_file(path).metadata
             text_field_index(meta.schema.to_arrow_schema(), column, path)
             return meta.num_rows
-        if fmt == "feather" and magic_bytes(path).startswith(FEATHER_V1_MAGIC):
-            table = _read_feather_v1(path)
-            text_field_index(table.schema, column, path)
-            return table.num_rows
         if fmt in ("arrow_file", "feather"):
             with _mapped(path) as source:
                 reader = ipc.open_file(source)
@@ -198,18 +224,6 @@ def columnar_num_rows(path: str, fmt: str, column: str) -> int:
         raise
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise _corrupt(path, fmt, exc) from exc
-
-
-def _read_feather_v1(path: str):
-    import warnings
-
-    import pyarrow.feather as feather
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        if is_url(path):
-            with open_input(path) as f:
-                return feather.read_table(f)
-        return feather.read_table(path, memory_map=True)
 
 
 def read_columnar(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterator[TextBatch]:
@@ -260,7 +274,8 @@ class _Held:
         self.skips = SkipCounter(max_examples=self.reporter.skips.max_examples)
 
     def add(self, array, first_row: int) -> None:
-        reporter = self.reporter if self.reporter.raise_errors else Reporter(self.source.path, "skip", self.skips)
+        reporter = self.reporter if self.reporter.raise_errors else Reporter(self.source.path, "skip", self.skips,
+                                                                  self.reporter.max_document_bytes)
         self.batches.extend(arrow_text_batches(array, first_row, self.source.source_id, reporter, self.batch_rows))
         self.bytes += array.nbytes
 
@@ -382,11 +397,6 @@ def _columnar_arrays(source, column: str, batch_rows: int, start: int, stop: int
     import pyarrow.ipc as ipc
 
     path, fmt = source.path, source.format
-    if fmt == "feather" and magic_bytes(path).startswith(FEATHER_V1_MAGIC):
-        table = _read_feather_v1(path)
-        text_field_index(table.schema, column, path)
-        yield table.column(column), 0
-        return
     with _mapped(path) as mapped:
         if fmt in ("arrow_file", "feather"):
             schema = ipc.open_file(mapped).schema

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import zlib
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -17,53 +19,135 @@ from ..storage import is_url, open_input
 from .batch import Reporter
 
 BLOCK_BYTES = 1 << 20          # read size for line files: bounds memory per worker
-ZSTD_READ_BYTES = 1 << 16      # compressed bytes fed to the zstd decoder at a time
+
+
+ZSTD_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
+_SKIPPABLE_MAGIC_BYTES = b"\x2a\x4d\x18"   # bytes 1..3 of a skippable frame's magic 0x184D2A5?
 
 
 class _ZstdRaw(io.RawIOBase):
-    """Streaming zstd decoder over a file that, unlike ``stream_reader``,
-    notices a truncated last frame (raises ``EOFError``) and reads
-    concatenated frames."""
+    """Streaming zstd decoder that walks the frames' structure itself
+    (RFC 8878: frame header, block headers, optional checksum) and feeds the
+    decompressor one block at a time.  So no call decodes more than one block
+    (at most 128 KiB), however compressible the data (a 4 GB line of one byte
+    repeated is a 122 KB file), a truncated last frame is noticed
+    (``EOFError``), concatenated and skippable frames are read, and bytes that
+    are not a frame are ``zstandard.ZstdError`` naming their offset.
 
-    def __init__(self, path: str):
+    ``start``/``stop``: read the frames from compressed byte ``start`` (a
+    frame start) on, up to the first frame starting at or after ``stop``
+    (the frames of a work unit, :func:`zstd_frame_units`)."""
+
+    def __init__(self, path: str, start: int = 0, stop: int | None = None):
         import zstandard
 
+        self._zstd = zstandard
         self._file = open_input(path)
+        if start:
+            self._file.seek(start)
+        self._offset = start            # compressed offset of the next byte to read
+        self._stop = stop
         self._dctx = zstandard.ZstdDecompressor()
-        self._dobj = self._dctx.decompressobj()
+        self._dobj: Any = None          # the decompressor of the frame being read, None between frames
+        self._last_block = False
+        self._checksum = False
         self._pending = b""
         self._pending_pos = 0
-        self._in_frame = False
         self._eof = False
+        self._error: BaseException | None = None
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
-        while self._pending_pos == len(self._pending) and not self._eof:
-            self._pending, self._pending_pos = b"", 0
-            chunk = self._file.read(ZSTD_READ_BYTES)
-            if not chunk:
+    def _take(self, n: int, what: str) -> bytes:
+        data = self._file.read(n)
+        self._offset += len(data)
+        if len(data) < n:
+            raise EOFError(f"zstd stream ends inside {what} at compressed byte offset {self._offset} "
+                           f"(the file is truncated)")
+        return data
+
+    def _step(self) -> bytes:
+        """Decode the next piece (a frame header, a block, a checksum, a
+        skippable frame); returns its output (often empty).  Sets ``_eof`` at
+        the end of the input, between frames."""
+        if self._dobj is None:
+            if self._stop is not None and self._offset >= self._stop:
                 self._eof = True
-                if self._in_frame:
-                    raise EOFError("zstd stream ends inside a frame (the file is truncated)")
-                break
-            while chunk:
-                self._in_frame = True
-                self._pending += self._dobj.decompress(chunk)
-                chunk = b""
-                if self._dobj.eof:
-                    chunk = self._dobj.unused_data
-                    self._dobj = self._dctx.decompressobj()
-                    self._in_frame = False
-        n = min(len(buffer), len(self._pending) - self._pending_pos)
-        buffer[:n] = memoryview(self._pending)[self._pending_pos:self._pending_pos + n]
-        self._pending_pos += n
+                return b""
+            start = self._offset
+            magic = self._file.read(4)
+            self._offset += len(magic)
+            if not magic:
+                self._eof = True
+                return b""
+            if len(magic) < 4:
+                raise EOFError(f"zstd stream ends inside a frame header at compressed byte offset {self._offset} "
+                               f"(the file is truncated)")
+            if magic[1:] == _SKIPPABLE_MAGIC_BYTES and magic[0] & 0xF0 == 0x50:
+                size = int.from_bytes(self._take(4, "a skippable frame"), "little")
+                self._take(size, "a skippable frame")
+                return b""
+            if magic != ZSTD_FRAME_MAGIC:
+                raise self._zstd.ZstdError(f"not a zstd frame at compressed byte offset {start} (magic {magic!r})")
+            descriptor = self._take(1, "a frame header")
+            header = magic + descriptor + self._take(frame_header_rest(descriptor[0]), "a frame header")
+            self._checksum = bool(descriptor[0] & 0x04)
+            self._last_block = False
+            self._dobj = self._dctx.decompressobj()
+            return self._dobj.decompress(header)
+        if self._last_block:   # the frame's checksum: the decompressor checks it (ZstdError on a mismatch)
+            out = self._dobj.decompress(self._take(4, "a frame checksum"))
+            self._dobj = None
+            return out
+        head = self._take(3, "a block header")
+        value = int.from_bytes(head, "little")
+        kind, size = (value >> 1) & 3, value >> 3
+        if kind == 3:
+            raise self._zstd.ZstdError(f"reserved zstd block type at compressed byte offset {self._offset - 3}")
+        self._last_block = bool(value & 1)
+        body = self._take(1 if kind == 1 else size, "a block")
+        out = self._dobj.decompress(head + body)
+        if self._last_block and not self._checksum:
+            self._dobj = None
+        return out
+
+    def readinto(self, buffer) -> int:
+        """Fill ``buffer`` as far as the stream goes; an error after some bytes
+        is raised at the next call, so what was decoded before it is read."""
+        n = 0
+        while n < len(buffer):
+            if self._pending_pos == len(self._pending):
+                if self._eof:
+                    break
+                if self._error is not None:
+                    if n:
+                        break
+                    error, self._error = self._error, None
+                    self._eof = True
+                    raise error
+                try:
+                    self._pending, self._pending_pos = self._step(), 0
+                except (EOFError, self._zstd.ZstdError) as exc:
+                    self._error = exc
+                continue
+            take = min(len(buffer) - n, len(self._pending) - self._pending_pos)
+            buffer[n:n + take] = memoryview(self._pending)[self._pending_pos:self._pending_pos + take]
+            self._pending_pos += take
+            n += take
         return n
 
     def close(self) -> None:
         self._file.close()
         super().close()
+
+
+def frame_header_rest(descriptor: int) -> int:
+    """Bytes of a zstd frame header after its descriptor byte (RFC 8878 3.1.1.1):
+    window descriptor, dictionary id, frame content size."""
+    single_segment = bool(descriptor & 0x20)
+    fcs = (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6]
+    return (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3] + fcs
 
 
 class _RemoteGzip(gzip.GzipFile):
@@ -78,6 +162,91 @@ class _RemoteGzip(gzip.GzipFile):
             super().close()
         finally:
             self._raw.close()
+
+
+def _data_frames(path: str, enough: int) -> int:
+    """The number of zstd data frames of ``path``, counted up to ``enough``
+    from the frame and block headers alone (block bodies are seeked over)."""
+    frames = 0
+    with open_input(path) as f:
+        while frames < enough:
+            magic = f.read(4)
+            if len(magic) < 4:
+                return frames
+            if magic[1:] == _SKIPPABLE_MAGIC_BYTES and magic[0] & 0xF0 == 0x50:
+                f.seek(int.from_bytes(f.read(4), "little"), io.SEEK_CUR)
+                continue
+            if magic != ZSTD_FRAME_MAGIC:
+                return frames
+            descriptor = f.read(1)
+            if not descriptor:
+                return frames
+            f.seek(frame_header_rest(descriptor[0]), io.SEEK_CUR)
+            while True:
+                head = f.read(3)
+                if len(head) < 3:
+                    return frames
+                value = int.from_bytes(head, "little")
+                f.seek(1 if (value >> 1) & 3 == 1 else value >> 3, io.SEEK_CUR)
+                if value & 1:
+                    break
+            if descriptor[0] & 0x04:
+                f.seek(4, io.SEEK_CUR)
+            frames += 1
+    return frames
+
+
+def zstd_frame_units(path: str, unit_rows: int, unit_bytes: int | None) -> list[tuple[int, tuple]] | None:
+    """Units of a multi-frame zstd line file (``pzstd``, ``zstd --block-size``,
+    the seekable format), cut at frame boundaries: ``[(row_start, (compressed
+    start, compressed stop, text offset, starts inside a line)), ...]``.
+
+    A unit owns the lines that start in its frames' decompressed bytes; one
+    starting inside a line skips to the next line start, and the last line
+    may run on into the next unit's frames.  A unit ends at the first frame
+    start at or past ``unit_rows`` rows or ``unit_bytes`` decompressed bytes
+    from its start.  Row numbers come from one decompression of the file here
+    (newlines counted per frame), so rows number as in a whole-file read.
+    ``None`` (one unit for the file, as for any compressed file) when the file
+    is remote, has one data frame, or does not decode whole (the reader then
+    reports the damage where it is)."""
+    import zstandard
+
+    if is_url(path) or _data_frames(path, 2) < 2:
+        return None
+    starts = []   # per data frame: (compressed start, text offset, newlines before it, inside a line)
+    text = newlines = 0
+    last = 10
+    raw = _ZstdRaw(path)
+    try:
+        with raw:
+            while not raw._eof:
+                between, at = raw._dobj is None, raw._offset
+                piece = raw._step()
+                if between and raw._dobj is not None:
+                    starts.append((at, text, newlines, text > 0 and last != 10))
+                if piece:
+                    newlines += piece.count(b"\n")
+                    text += len(piece)
+                    last = piece[-1]
+    except (EOFError, zstandard.ZstdError):
+        return None
+    num_rows = newlines + (text > 0 and last != 10)
+    units: list[tuple[int, int, int, bool]] = []   # (row_start, compressed start, text offset, inside a line)
+    for at, offset, before, inside in starts:
+        row = before + inside
+        if units and (offset - units[-1][2] < (unit_bytes or offset + 1) and row - units[-1][0] < unit_rows):
+            continue
+        if units and row == units[-1][0]:   # the unit before owns no line start: this one replaces it
+            units.pop()
+        if units and row >= num_rows:      # no line starts here or after
+            break
+        units.append((row, at, offset, inside))
+    if not units:
+        return None
+    units[0] = (0, 0, 0, False)             # the first unit reads from the start (skippable frames too)
+    stops = [u[1] for u in units[1:]] + [os.path.getsize(path)]
+    return [(row, (at, stop, offset, inside)) for (row, at, offset, inside), stop in zip(units, stops)]
 
 
 def open_bytes(path: str, compression: str | None):
@@ -122,8 +291,10 @@ def skip_if_broken(unit, reporter: Reporter) -> bool:
         return False
     rows = pos = 0
     last = b"\n"
+    frames = unit.zstd_frames
     try:
-        with open_bytes(unit.source.path, compression) as stream:
+        with (open_bytes(unit.source.path, compression) if frames is None else
+              io.BufferedReader(_ZstdRaw(unit.source.path, start=frames[0], stop=frames[1]), BLOCK_BYTES)) as stream:
             while True:
                 block = stream.read1(BLOCK_BYTES)   # read1: what was decoded before an error is counted
                 if not block:
@@ -177,9 +348,81 @@ def scan_line_starts(path: str, unit_rows: int, unit_bytes: int | None = None) -
     return num_rows, [(row, byte) for row, byte in starts if row < num_rows or row == 0]
 
 
+def line_blocks(unit, reporter: Reporter) -> Iterator[tuple[bytes, int, int, int]]:
+    """The unit's line file as blocks of whole lines: ``(block, cut, row,
+    pos)``, where ``block[:cut]`` holds whole lines (the last one may lack its
+    ``\n`` at the end of the file), the first of them row ``row`` at
+    decompressed byte offset ``pos``.  Reading starts at the unit's first row
+    when its byte offset is known (else at row 0: readers pass over the rows
+    before ``row_start``) and stops once ``row_stop`` is reached.
+
+    A line never spans blocks only while it is short: the blocks that do not
+    end it are carried and joined once it ends (linear time).  A line whose
+    bytes (without its ``\n``) pass ``reporter.max_document_bytes`` is never
+    held whole: once the carried bytes pass the limit it is reported
+    (:meth:`~.batch.Reporter.too_large`) and the rest of it is read and
+    dropped, so memory stays within the limit plus a block; its row is still
+    numbered.  A shorter line over the limit lies inside one block: the
+    reader checks those.  A damaged stream is reported
+    at the row and offset it broke at (:func:`report_broken`)."""
+    source = unit.source
+    broken = broken_errors(source.compression)
+    cap = reporter.max_document_bytes
+    stream, row, pos = open_at(unit, source.compression)
+    dropping = unit.zstd_frames is not None and unit.zstd_frames[3]   # starts inside a line: skip to its end
+    row -= dropping   # (that line is the row before the unit's first)
+    # read1 returns what was decoded before a damaged stream raises, so the rows before it are read
+    read = stream.read1 if source.compression is not None else stream.read
+    carry: list[bytes] = []   # the start of a line the blocks read so far do not end
+    carried = 0               # dropping: inside a line over the limit, its bytes are read and dropped
+    with stream:
+        while unit.row_stop is None or row < unit.row_stop:
+            try:
+                block = read(BLOCK_BYTES)   # read at call time: tests shrink it
+            except broken as exc:
+                report_broken(reporter, exc, source.compression, row, pos + carried)
+                return
+            final = not block
+            if dropping:
+                end = block.find(b"\n")
+                if end < 0 and not final:
+                    carried += len(block)
+                    continue
+                end = len(block) if final else end + 1
+                row, pos, carried, dropping = row + 1, pos + carried + end, 0, False
+                block = block[end:]
+                if final:
+                    return
+                if not block:
+                    continue
+            if not final and b"\n" not in block:
+                carry.append(block)
+                carried += len(block)
+                if carried > cap:
+                    if row >= unit.row_start:
+                        reporter.too_large(row, carried, offset=pos, what="line", at_least=True)
+                    carry, dropping = [], True
+                continue
+            if carry:
+                block = b"".join(carry + [block])
+            cut = len(block) if final else block.rfind(b"\n") + 1   # complete lines only, but at the end
+            carry = [block[cut:]] if cut < len(block) else []
+            carried = len(block) - cut
+            if cut:
+                yield block, cut, row, pos
+                row += block.count(b"\n", 0, cut) + (block[cut - 1] != 10)
+                pos += cut
+            if final:
+                return
+
+
 def open_at(unit, compression):
-    """Open a line file at the unit's first row when a byte offset is known:
-    returns ``(stream, row, pos)``."""
+    """Open a line file at the unit's first row when a byte offset is known
+    (at its first frame for a unit of zstd frames): returns ``(stream, row, pos)``."""
+    if unit.zstd_frames is not None and compression == "zstd":
+        start, _, text, _ = unit.zstd_frames
+        return io.BufferedReader(_ZstdRaw(unit.source.path, start=start), buffer_size=BLOCK_BYTES), \
+            unit.row_start, text
     stream = open_bytes(unit.source.path, compression)
     if unit.byte_start and compression is None:
         stream.seek(unit.byte_start)

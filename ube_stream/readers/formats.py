@@ -5,8 +5,8 @@ first (``.parquet``, ``.jsonl.zst``, ...; ``format=`` overrides it); when the
 name does not (no suffix, or one this module does not know), the first bytes
 do (**content sniffing**): gzip (``1f 8b``) and zstd (``28 b5 2f fd``) magic
 set the compression and the decompressed head is sniffed again; Parquet
-(``PAR1``), Arrow IPC file (``ARROW1``), Feather v1 (``FEA1``), an Arrow IPC
-stream (a continuation marker and a schema message pyarrow can read) and JSON
+(``PAR1``), Arrow IPC file (``ARROW1``), Feather v1 (``FEA1``, recognised to
+be refused: :func:`refuse_feather_v1`), an Arrow IPC stream (a continuation marker and a schema message pyarrow can read) and JSON
 Lines (the first non-blank line is a JSON object) are recognised.  Plain text
 is never guessed from content (any bytes may be text): name it ``.txt`` or
 pass ``format="text"``.
@@ -141,10 +141,21 @@ def unknown_format_error(path: str) -> InputError:
                       path=path, reason="unknown_format")
 
 
+def refuse_feather_v1(path: str) -> InputError:
+    """The error for a Feather v1 file (magic ``FEA1``): never read, because
+    pyarrow's v1 reader trusts the file's metadata and a damaged file can take
+    the process down (SIGSEGV) before any error could be raised or skipped."""
+    return InputError(f"{path}: a Feather v1 file, which ube-stream does not read (a damaged one can crash the "
+                      f"reader); convert it once to Feather v2 (Arrow IPC), e.g. python -c \"import pyarrow.feather "
+                      f"as f; f.write_feather(f.read_table('{path}'), 'out.feather')\"", path=path,
+                      reason="unsupported_format")
+
+
 def detect_format(path: str, forced: str | None = None) -> tuple[str, str | None]:
     """``(format, compression)`` of ``path``: ``forced`` (``format=``), else the
     name's suffixes, else the content (:func:`sniff_format`); Arrow file vs
-    stream by the magic bytes (Feather v1 vs v2 is decided at read)."""
+    stream by the magic bytes.  A Feather v1 file (``FEA1``) read as any
+    columnar format is refused (:func:`refuse_feather_v1`)."""
     check_format(forced)
     fmt, compression = _suffixes(path)
     if forced is not None:
@@ -161,6 +172,8 @@ def detect_format(path: str, forced: str | None = None) -> tuple[str, str | None
             raise InputError(f"{path}: a JSON array, not JSON Lines (one object per line); convert it, e.g. "
                              f"with jq -c '.[]', or read it with datasets and pass the Dataset",
                              path=path, reason="unknown_format")
+    if fmt in COLUMNAR_FORMATS + ("arrow",) and head.startswith(FEATHER_V1_MAGIC):
+        raise refuse_feather_v1(path)
     if fmt == "arrow":
         fmt = "arrow_file" if head.startswith(ARROW_FILE_MAGIC) else "arrow_stream"
     if compression is not None and fmt not in LINE_FORMATS:

@@ -12,7 +12,7 @@ and the Python API calls ``iter_texts(inputs)`` with paths or in-memory data.
 
 **Formats.** Parquet (``.parquet``/``.pq``), Arrow IPC file and stream
 (``.arrow``/``.arrows``/``.ipc``: the magic bytes decide), Feather
-(``.feather``, v1 and v2), JSON Lines (``.jsonl``/``.ndjson``/``.json``) and
+(``.feather``, v2; a Feather v1 file is refused with how to convert it), JSON Lines (``.jsonl``/``.ndjson``/``.json``) and
 plain text (``.txt``/``.text``), the last two optionally ``.zst`` or ``.gz``.
 A ``.json`` file whose content starts with ``[`` (a JSON array) is refused
 with a hint.  When the name does not tell, the content does (see
@@ -45,19 +45,34 @@ JSONL line is skipped and counted as ``"blank_line"``.
 
 **Work units.** ``plan_units`` cuts every file into ranges of ``unit_rows``
 rows, uncompressed JSONL/text files also at ``unit_bytes`` bytes (never by worker count), ``unit_id = f"{source_id:05d}-{row_start:012d}"``.
-Columnar files know their row count from metadata.  Uncompressed JSONL/text
+Columnar files know their row count from metadata; a Parquet file is cut at
+row-group boundaries only (whole groups, up to ``unit_rows`` rows a unit, a
+bigger group alone), so no group is decoded twice.  Uncompressed JSONL/text
 files are scanned once at plan time (a newline count) and each unit records
 the byte offset of its first row, so its worker seeks straight there.
 Compressed JSONL/text files cannot be entered in the middle, so each is one
-unit (``row_stop=None``); split or convert big compressed files to get more
-parallelism.
+unit (``row_stop=None``); a run with more workers than units gives each unit
+several encoder threads fed by its one reader (``threads`` of the unit
+functions, :class:`~ube_stream.shards.overlap.OrderedMap`).
 
 **Errors.** Bad rows raise :class:`~ube_stream.errors.InputError` naming the
 file, the row/line and the byte offset, or with ``on_error="skip"`` are skipped
 and counted in a :class:`SkipCounter` by reason: ``invalid_utf8``,
 ``invalid_text`` (lone surrogate, e.g. from a ``"\\ud800"`` JSON escape),
 ``invalid_json``, ``not_object``, ``missing_field``, ``not_string``,
-``truncated_file`` / ``corrupt_file`` (the rest of the file, counted once).
+``truncated_file`` / ``corrupt_file`` (the rest of the file, counted once),
+``document_too_large``.
+
+**Document size.** No document larger than ``max_document_bytes`` (default
+:data:`DEFAULT_MAX_DOCUMENT_BYTES`, 1 GiB) is ever held whole, so memory is
+bounded for any input (one 4 GB line in a small ``.zst`` included).  Measured
+on what the reader sees before it builds the document: a JSON Lines line (the
+whole JSON record, without its ``\n``), a text line (without its ``\n``), a
+whole file with ``text_mode="file"``, a columnar value's UTF-8 bytes (read
+from the offsets before any value is converted).  A line is dropped while it
+is still being read, once its bytes pass the limit: an error naming the file,
+the row and the option, or with ``on_error="skip"`` a skip counted as
+``document_too_large`` (the row keeps its number).
 Options that cannot be right for a file (a missing or non-text column, a path
 that does not exist, an unknown format) always raise.
 """
@@ -74,8 +89,16 @@ import numpy as np
 
 from ..errors import InputError
 from ..storage import file_size, filesystem, is_url, local_path
-from . import columnar, formats
-from .batch import SKIP_HINT, Reporter, SkipCounter, SkipExample, TextBatch, check_text_value
+from . import columnar, compression, formats
+from .batch import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    SKIP_HINT,
+    Reporter,
+    SkipCounter,
+    SkipExample,
+    TextBatch,
+    check_text_value,
+)
 from .compression import scan_line_starts
 from .jsonl import read_jsonl
 from .text import read_text_file, read_text_lines
@@ -83,7 +106,7 @@ from .text import read_text_file, read_text_lines
 __all__ = [
     "Source", "WorkUnit", "TextBatch", "SkipCounter", "SkipExample", "SkippedFile",
     "resolve_inputs", "spill_to_arrow", "memory_name", "plan_units", "read_unit", "iter_batches", "iter_texts",
-    "DEFAULT_UNIT_ROWS", "DEFAULT_UNIT_BYTES", "DEFAULT_BATCH_ROWS", "FORMATS", "TEXT_MODES", "MEMORY_PREFIX",
+    "DEFAULT_UNIT_ROWS", "DEFAULT_UNIT_BYTES", "DEFAULT_BATCH_ROWS", "DEFAULT_MAX_DOCUMENT_BYTES", "FORMATS", "TEXT_MODES", "MEMORY_PREFIX",
 ]
 
 DEFAULT_UNIT_ROWS = 100_000
@@ -115,12 +138,16 @@ class Source:
 class WorkUnit:
     """Rows ``[row_start, row_stop)`` of one source (``row_stop=None``: to the
     end).  ``byte_start`` is where ``row_start`` begins in an uncompressed
-    JSONL/text file (a seek hint set by :func:`plan_units`), else ``None``."""
+    JSONL/text file (a seek hint set by :func:`plan_units`), else ``None``.
+    ``zstd_frames``: for a unit of a multi-frame zstd file, ``(compressed
+    start, compressed stop, text offset, starts inside a line)`` of its frames
+    (:func:`~.compression.zstd_frame_units`), else ``None``."""
 
     source: Source
     row_start: int
     row_stop: int | None
     byte_start: int | None = None
+    zstd_frames: tuple | None = None
 
     @property
     def unit_id(self) -> str:
@@ -400,7 +427,12 @@ def plan_units(sources: Iterable[Source], *, unit_rows: int | None = DEFAULT_UNI
             units.append(WorkUnit(source, 0, source.num_rows))
         elif source.num_rows is not None:
             n = source.num_rows
-            units.extend(WorkUnit(source, start, min(start + unit_rows, n)) for start in range(0, max(n, 1), unit_rows))
+            groups = columnar.parquet_row_groups(source.path) if source.format == "parquet" else None
+            if groups and sum(groups) == n:
+                units.extend(WorkUnit(source, start, stop) for start, stop in _whole_groups(groups, int(unit_rows)))
+            else:
+                units.extend(WorkUnit(source, start, min(start + unit_rows, n))
+                             for start in range(0, max(n, 1), unit_rows))
         elif source.format in formats.LINE_FORMATS and source.compression is None:
             budget = None if unit_bytes is None else int(unit_bytes)
             if budget is not None and even_bytes and source.size > budget:
@@ -409,22 +441,51 @@ def plan_units(sources: Iterable[Source], *, unit_rows: int | None = DEFAULT_UNI
             stops = [row for row, _ in starts[1:]] + [n]
             units.extend(WorkUnit(source, row, stop, byte) for (row, byte), stop in zip(starts, stops))
         else:
-            units.append(WorkUnit(source, 0, None))
+            frames = (compression.zstd_frame_units(source.path, int(unit_rows), unit_bytes)
+                      if source.format in formats.LINE_FORMATS and source.compression == "zstd" else None)
+            if frames is None:
+                units.append(WorkUnit(source, 0, None))
+                continue
+            frame_stops: list[int | None] = [row for row, _ in frames[1:]]
+            units.extend(WorkUnit(source, row, stop, zstd_frames=where)
+                         for (row, where), stop in zip(frames, frame_stops + [None]))
     return units
+
+
+def _whole_groups(groups: list[int], unit_rows: int) -> list[tuple[int, int]]:
+    """Row ranges of units made of whole Parquet row groups: consecutive groups
+    while they total at most ``unit_rows`` rows (a bigger group is a unit of
+    its own), so no row group is decoded by two units.
+
+    >>> _whole_groups([700, 700, 300, 2000, 100], 1000)
+    [(0, 700), (700, 1700), (1700, 3700), (3700, 3800)]
+    """
+    ranges: list[tuple[int, int]] = []
+    start = rows = 0
+    for size in groups:
+        if rows and rows + size > unit_rows:
+            ranges.append((start, start + rows))
+            start, rows = start + rows, 0
+        rows += size
+    ranges.append((start, start + rows))
+    return ranges
 
 
 # --------------------------------------------------------------------------- reading
 
 def read_unit(unit: WorkUnit, *, column: str = "text", text_mode: str = "line", on_error: str = "raise",
-              batch_rows: int = DEFAULT_BATCH_ROWS, skips: SkipCounter | None = None) -> Iterator[TextBatch]:
+              batch_rows: int = DEFAULT_BATCH_ROWS, skips: SkipCounter | None = None,
+              max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Iterator[TextBatch]:
     """Stream the documents of one unit as :class:`TextBatch` es of at most
     ``batch_rows`` documents, in row order.  Skipped rows (nulls always; bad
-    rows with ``on_error="skip"``) are counted in ``skips``."""
+    rows with ``on_error="skip"``) are counted in ``skips``.  A document over
+    ``max_document_bytes`` (see the module) is an error, or skipped and
+    counted as ``document_too_large``, before it is read whole."""
     if text_mode not in TEXT_MODES:
         raise ValueError(f"text_mode must be one of {TEXT_MODES}, got {text_mode!r}")
     if batch_rows <= 0:
         raise ValueError(f"batch_rows must be positive, got {batch_rows!r}")
-    reporter = Reporter(unit.source.path, on_error, skips)
+    reporter = Reporter(unit.source.path, on_error, skips, max_document_bytes)
     fmt = unit.source.format
     if fmt in formats.COLUMNAR_FORMATS:
         return columnar.read_columnar(unit, column, reporter, batch_rows)
@@ -437,7 +498,8 @@ def read_unit(unit: WorkUnit, *, column: str = "text", text_mode: str = "line", 
 
 def iter_batches(inputs, *, column: str = "text", text_mode: str = "line", on_error: str = "raise",
                  batch_rows: int = DEFAULT_BATCH_ROWS, skips: SkipCounter | None = None,
-                 format: str | None = None, split: str | None = None) -> Iterator[TextBatch]:
+                 format: str | None = None, split: str | None = None,
+                 max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Iterator[TextBatch]:
     """Batches from paths (a path, or a list of paths, directories, globs:
     read file by file in source order) or from in-memory data: a
     ``datasets.Dataset`` / ``IterableDataset`` (a ``DatasetDict`` with
@@ -450,17 +512,17 @@ def iter_batches(inputs, *, column: str = "text", text_mode: str = "line", on_er
                                  split=split)
         for unit in plan_units(sources, unit_rows=None):
             yield from read_unit(unit, column=column, text_mode=text_mode, on_error=on_error,
-                                 batch_rows=batch_rows, skips=skips)
+                                 batch_rows=batch_rows, skips=skips, max_document_bytes=max_document_bytes)
         return
-    yield from _memory_batches(inputs, column, on_error, batch_rows, skips, split)
+    yield from _memory_batches(inputs, column, on_error, batch_rows, skips, split, max_document_bytes)
 
 
 def iter_texts(inputs, *, column: str = "text", text_mode: str = "line", on_error: str = "raise",
                skips: SkipCounter | None = None, format: str | None = None,
-               split: str | None = None) -> Iterator[str]:
+               split: str | None = None, max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Iterator[str]:
     """Documents as ``str``, from paths or in-memory data (see :func:`iter_batches`)."""
     for batch in iter_batches(inputs, column=column, text_mode=text_mode, on_error=on_error,
-                              skips=skips, format=format, split=split):
+                              skips=skips, format=format, split=split, max_document_bytes=max_document_bytes):
         yield from batch.to_pylist()
 
 
@@ -499,10 +561,11 @@ def spill_to_arrow(data: Any, path: str, *, column: str = "text", on_error: str 
     return written
 
 
-def _memory_batches(data, column: str, on_error: str, batch_rows: int,
-                    skips: SkipCounter | None, split: str | None = None) -> Iterator[TextBatch]:
+def _memory_batches(data, column: str, on_error: str, batch_rows: int, skips: SkipCounter | None,
+                    split: str | None = None,
+                    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Iterator[TextBatch]:
     name = memory_name(data)
-    reporter = Reporter(name, on_error, skips)
+    reporter = Reporter(name, on_error, skips, max_document_bytes)
     if "datasets" in sys.modules:
         import datasets
 

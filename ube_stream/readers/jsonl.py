@@ -11,9 +11,8 @@ import numpy as np
 
 from .. import _jsonl
 from ..substrate import find_lone_surrogate
-from . import compression
 from .batch import SKIP_HINT, Reporter, TextBatch, Utf8Texts, check_text_value
-from .compression import broken_errors, open_at, report_broken, skip_if_broken
+from .compression import line_blocks, skip_if_broken
 
 _JSON_SPACE = " \t\r\n"
 # a lone surrogate in a str parsed from valid UTF-8 can only come from a \uD800-\uDFFF
@@ -39,36 +38,15 @@ def read_jsonl(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterat
     start, stop = unit.row_start, unit.row_stop
     if skip_if_broken(unit, reporter):
         return
-    broken = broken_errors(source.compression)
     try:
         key = np.frombuffer(column.encode("utf-8"), np.uint8)
     except UnicodeEncodeError:   # a lone surrogate: no unescaped key (the kernel's) matches '"'
         key = np.frombuffer(b'"', np.uint8)
     batches = _Batches(batch_rows, source.source_id)
-    stream, row, pos = open_at(unit, source.compression)
-    # read1 returns what was decoded before a damaged stream raises, so the rows before it are read
-    read = stream.read1 if source.compression is not None else stream.read
-    carry: list[bytes] = []   # the start of a line the blocks read so far do not end
-    with stream:
-        while stop is None or row < stop:
-            try:
-                block = read(compression.BLOCK_BYTES)
-            except broken as exc:
-                report_broken(reporter, exc, source.compression, row, pos)
-                break
-            final = not block
-            if not final and b"\n" not in block:   # a long line: joined once it ends (linear time)
-                carry.append(block)
-                continue
-            if carry:
-                block = b"".join(carry + [block])
-            cut = len(block) if final else block.rfind(b"\n") + 1   # complete lines only, but at the end
-            carry = [block[cut:]] if cut < len(block) else []
-            if cut:   # a batch never spans blocks: ~1 MiB of text, cache-sized, no join of blocks
-                row, pos = _read_lines(block, cut, row, pos, start, stop, key, column, reporter, batches)
-                yield from batches.rest()
-            if final:
-                break
+    for block, cut, row, pos in line_blocks(unit, reporter):
+        # a batch never spans blocks: ~1 MiB of text, cache-sized, no join of blocks
+        _read_lines(block, cut, row, pos, start, stop, key, column, reporter, batches)
+        yield from batches.rest()
     yield from batches.rest()
 
 
@@ -92,19 +70,27 @@ def _read_lines(block: bytes, cut: int, row: int, pos: int, start: int, stop: in
         count = _KERNEL_LINES if stop is None else min(_KERNEL_LINES, stop - row)
         out = np.empty(cut - at, np.uint8)
         n = _jsonl.scan_lines(data, at, cut, key, out, ends[:count], offsets[:count + 1], ok[:count])
-        bad = np.flatnonzero(ok[:n] == 0)
+        too_long = None
+        if int(ends[n - 1]) - at > reporter.max_document_bytes:   # a line over the limit may be here
+            starts = np.concatenate([[at], ends[:n - 1]])
+            too_long = (ends[:n] - starts - (data[ends[:n] - 1] == 10)) > reporter.max_document_bytes
+        bad = np.flatnonzero((ok[:n] == 0) if too_long is None else (ok[:n] == 0) | too_long)
         if len(bad) == 0:
             batches.add(out[:offsets[n]], offsets[:n + 1], np.arange(row, row + n, dtype=np.int64))
         else:
-            batches.add(*_with_fallback_lines(block, at, pos, row, n, bad, out, ends, offsets, ok, column, reporter))
+            batches.add(*_with_fallback_lines(block, at, pos, row, n, bad, too_long, out, ends, offsets, ok, column,
+                                              reporter))
         row, pos, at = row + n, pos + int(ends[n - 1]) - at, int(ends[n - 1])
     return row, pos
 
 
-def _with_fallback_lines(block: bytes, at: int, pos: int, row: int, n: int, bad: np.ndarray, out: np.ndarray,
-                         ends: np.ndarray, offsets: np.ndarray, ok: np.ndarray, column: str, reporter: Reporter):
+def _with_fallback_lines(block: bytes, at: int, pos: int, row: int, n: int, bad: np.ndarray, too_long,
+                         out: np.ndarray, ends: np.ndarray, offsets: np.ndarray, ok: np.ndarray, column: str,
+                         reporter: Reporter):
     """``(data, offsets, rows)`` of ``n`` lines from ``block[at:]`` whose lines
-    ``bad`` the kernel handed back: those read by :func:`_line_text`, in place."""
+    ``bad`` the kernel handed back or are over ``max_document_bytes``
+    (``too_long``, a mask or ``None``): the first read by :func:`_line_text`,
+    in place, the others reported and dropped."""
     starts = np.empty(n, np.int64)
     starts[0] = at
     starts[1:] = ends[:n - 1]
@@ -113,6 +99,14 @@ def _with_fallback_lines(block: bytes, at: int, pos: int, row: int, n: int, bad:
     pieces: list[np.ndarray] = []
     done = 0   # out[:offsets[done]] is in pieces
     for k in bad.tolist():
+        if too_long is not None and too_long[k]:
+            line = block[starts[k]:ends[k]]
+            reporter.too_large(row + k, len(line) - line.endswith(b"\n"), offset=pos + int(starts[k] - at),
+                               what="line")
+            pieces.append(out[offsets[done]:offsets[k]])   # the kernel may have read it: leave it out
+            done = k + 1
+            keep[k] = False
+            continue
         text = _line_text(block[starts[k]:ends[k]], column, reporter, row + k, pos + int(starts[k] - at))
         if text is None:
             continue

@@ -6,9 +6,8 @@ from typing import Iterator
 
 import numpy as np
 
-from . import compression
 from .batch import SKIP_HINT, Reporter, TextBatch
-from .compression import broken_errors, open_at, open_bytes, report_broken, skip_if_broken
+from .compression import broken_errors, line_blocks, open_bytes, report_broken, skip_if_broken
 
 
 def read_text_lines(unit, reporter: Reporter, batch_rows: int) -> Iterator[TextBatch]:
@@ -16,56 +15,37 @@ def read_text_lines(unit, reporter: Reporter, batch_rows: int) -> Iterator[TextB
     ``\\r`` removed; a final ``\\n`` ends the last line (no empty document after
     it).  Lines are cut and checked a block at a time with numpy, and each
     batch is a zero-copy Arrow large_string array over the block's bytes."""
-    source = unit.source
     if skip_if_broken(unit, reporter):
         return
-    broken = broken_errors(source.compression)
-    stop = unit.row_stop
-    stream, row, pos = open_at(unit, source.compression)
-    parts: list[bytes] = []
-    with stream:
-        while stop is None or row < stop:
-            try:
-                block = stream.read(compression.BLOCK_BYTES)  # read at call time: tests shrink it
-            except broken as exc:
-                report_broken(reporter, exc, source.compression, row, pos)
-                break
-            if block:
-                cut = block.rfind(b"\n")
-                if cut < 0:
-                    parts.append(block)
-                    continue
-                complete = b"".join(parts + [block[:cut + 1]])
-                parts = [block[cut + 1:]]
-            else:
-                complete = b"".join(parts)
-                parts = []
-                if not complete:
-                    break
-            n_lines = yield from _block_batches(complete, row, pos, unit, reporter, batch_rows)
-            row += n_lines
-            pos += len(complete)
-            if not block:
-                break
+    for block, cut, row, pos in line_blocks(unit, reporter):
+        yield from _block_batches(memoryview(block)[:cut], row, pos, unit, reporter, batch_rows)
 
 
-def _block_batches(block: bytes, row: int, pos: int, unit, reporter: Reporter, batch_rows: int):
-    """Yield the batches of one block of whole lines; return its line count."""
+def _block_batches(block: memoryview, row: int, pos: int, unit, reporter: Reporter, batch_rows: int):
+    """Yield the batches of one block of whole lines (its first is row ``row``)."""
     import pyarrow as pa
 
     arr = np.frombuffer(block, dtype=np.uint8)
     newlines = np.flatnonzero(arr == 10)
-    ends = newlines if block.endswith(b"\n") else np.append(newlines, len(arr))
+    ends = newlines if len(arr) and arr[-1] == 10 else np.append(newlines, len(arr))
     n_lines = len(ends)
     starts = np.zeros(n_lines, dtype=np.int64)
     starts[1:] = ends[:-1] + 1
     lo = max(0, unit.row_start - row)
     hi = n_lines if unit.row_stop is None else min(n_lines, unit.row_stop - row)
     if lo >= hi:
-        return n_lines
+        return
     starts, ends = starts[lo:hi], ends[lo:hi].astype(np.int64)
     rows = np.arange(row + lo, row + hi, dtype=np.int64)
     good = np.ones(len(rows), dtype=bool)
+    if ends[-1] - starts[0] > reporter.max_document_bytes:   # a line over the limit may be here
+        for i in np.flatnonzero(ends - starts > reporter.max_document_bytes).tolist():
+            good[i] = False
+            reporter.too_large(int(rows[i]), int(ends[i] - starts[i]), offset=pos + int(starts[i]), what="line")
+        starts, ends, rows = starts[good], ends[good], rows[good]
+        good = good[good]
+        if not len(rows):
+            return
     try:
         codecs.utf_8_decode(memoryview(block)[starts[0]:ends[-1]], "strict", True)
     except UnicodeDecodeError:
@@ -80,7 +60,7 @@ def _block_batches(block: bytes, row: int, pos: int, unit, reporter: Reporter, b
                                                  f"{SKIP_HINT}", row=int(rows[i]), offset=at)
         starts, ends, rows = starts[good], ends[good], rows[good]
         if not len(rows):
-            return n_lines
+            return
     ends = ends - ((ends > starts) & (arr[ends - 1] == 13))
     keep = np.zeros(len(arr) + 1, dtype=np.int8)   # +1 where a kept line starts, -1 where it ends
     keep[starts] += 1                                # (starts are distinct, ends are distinct; an empty
@@ -91,7 +71,6 @@ def _block_batches(block: bytes, row: int, pos: int, unit, reporter: Reporter, b
     texts = pa.LargeStringArray.from_buffers(len(rows), pa.py_buffer(offsets), pa.py_buffer(data))
     for i in range(0, len(rows), batch_rows):
         yield TextBatch(texts.slice(i, batch_rows), rows[i:i + batch_rows], unit.source.source_id)
-    return n_lines
 
 
 def read_text_file(unit, reporter: Reporter) -> Iterator[TextBatch]:
@@ -101,11 +80,14 @@ def read_text_file(unit, reporter: Reporter) -> Iterator[TextBatch]:
         return
     stream = open_bytes(source.path, source.compression)
     with stream:
-        try:
-            raw = stream.read()
+        try:   # never more than the limit and one byte is read
+            raw = stream.read(reporter.max_document_bytes + 1)
         except broken_errors(source.compression) as exc:
             report_broken(reporter, exc, source.compression, 0, 0)
             return
+    if len(raw) > reporter.max_document_bytes:
+        reporter.too_large(0, reporter.max_document_bytes, what="file (text_mode='file')", at_least=True)
+        return
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

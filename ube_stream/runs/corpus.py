@@ -1,7 +1,7 @@
 """The corpus a job reads, as one value.  Internal.
 
 :class:`Corpus` carries the input options every corpus job takes (inputs,
-column, text mode, format, split, on-error rule, unit size) instead of loose
+column, text mode, format, split, on-error rule, unit size, largest document) instead of loose
 keywords, and knows its sources, work units, batches and fingerprint through
 :mod:`ube_stream.readers` (``resolve_inputs`` / ``plan_units`` /
 ``read_unit``)::
@@ -39,13 +39,16 @@ class Corpus:
     unit_rows: Optional[int] = None
     unit_bytes: Optional[int] = None
     even_bytes: bool = False
+    max_document_bytes: Optional[int] = None   # None: the readers' default (1 GiB)
 
     def check(self) -> "Corpus":
         """ValueError naming a bad option, before any work."""
         from ..readers import TEXT_MODES
-        from ..readers.batch import check_on_error
+        from ..readers.batch import check_max_document_bytes, check_on_error
 
         check_on_error(self.on_error)
+        if self.max_document_bytes is not None:
+            check_max_document_bytes(self.max_document_bytes)
         if self.text_mode not in TEXT_MODES:
             raise ValueError(f"text_mode must be one of {TEXT_MODES}, got {self.text_mode!r}")
         return self
@@ -55,6 +58,13 @@ class Corpus:
         from ..readers import is_paths
 
         return not is_paths(self.inputs)
+
+    @property
+    def document_cap(self) -> int:
+        """The largest document read, in UTF-8 bytes (``max_document_bytes`` or the readers' default)."""
+        from ..readers.batch import DEFAULT_MAX_DOCUMENT_BYTES
+
+        return self.max_document_bytes or DEFAULT_MAX_DOCUMENT_BYTES
 
     def reading(self) -> "Corpus":
         """The reading options alone (no inputs), for unit tasks."""
@@ -80,7 +90,7 @@ class Corpus:
 
         extra = {} if batch_rows is None else {"batch_rows": batch_rows}
         return read_unit(unit, column=self.column, text_mode=self.text_mode, on_error=self.on_error,
-                         skips=skips, **extra)
+                         skips=skips, max_document_bytes=self.document_cap, **extra)
 
     def fingerprint(self, sources) -> List[Dict[str, Any]]:
         """What identifies the bytes read: every source's path, size and

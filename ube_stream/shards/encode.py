@@ -73,6 +73,7 @@ from ..tokenizer import as_tokenizer
 from . import index_format as fmt
 from . import remote as remote_store
 from .locks import FileLock, is_stale, read_holder
+from .overlap import unit_threads
 from .reader import Shard, TokenShards
 from .writer import committed_record, encode_unit, encode_unit_star
 
@@ -253,7 +254,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                   format: Optional[str] = None, split: Optional[str] = None, show_progress: bool = True,
                   rank: Optional[int] = None, world_size: Optional[int] = None,
                   finalize: bool = False, summary: Optional[EncodeSummary] = None,
-                  executor: str | Executor = "local", ray_address: Optional[str] = None) -> Dict[str, Any]:
+                  executor: str | Executor = "local", ray_address: Optional[str] = None,
+                  max_document_bytes: Optional[int] = None) -> Dict[str, Any]:
     """Encode a corpus into a token shard directory; returns the MANIFEST dict.
 
     ``inputs``: files, directories or globs (see :mod:`ube_stream.readers`;
@@ -295,7 +297,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     summary = summary if summary is not None else EncodeSummary()
     corpus = Corpus(inputs, column=column, text_mode=text_mode, format=format, split=split, on_error=on_error,
                     unit_rows=unit_rows or readers.DEFAULT_UNIT_ROWS,
-                    unit_bytes=unit_bytes or readers.DEFAULT_UNIT_BYTES, even_bytes=True).check()
+                    unit_bytes=unit_bytes or readers.DEFAULT_UNIT_BYTES, even_bytes=True,
+                    max_document_bytes=max_document_bytes).check()
     if not isinstance(shard_tokens, int) or shard_tokens < 1:
         raise ValueError(f"shard_tokens must be a positive integer, got {shard_tokens!r}")
     if (rank is None) != (world_size is None):
@@ -344,7 +347,9 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         "options": {"eos_token": eos_name, "bos_token": bos_name, "shard_tokens": shard_tokens,
                     "unit_rows": corpus.unit_rows, "unit_bytes": corpus.unit_bytes, "unit_split": "even",
                     "column": corpus.column, "text_mode": corpus.text_mode, "on_error": corpus.on_error,
-                    "format": corpus.format, "split": corpus.split},
+                    "format": corpus.format, "split": corpus.split,
+                    # recorded when set, so plans of runs without it stay the same
+                    **({"max_document_bytes": corpus.max_document_bytes} if corpus.max_document_bytes else {})},
         "sources": [{"source_id": s.source_id, "path": labels.get(s.path, s.path), "size": s.size,
                      "format": s.format} for s in sources],
         "skipped_files": summary.skipped_files,
@@ -383,7 +388,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         tasks = [dict(unit=u, out_dir=out, corpus=corpus.reading(),
                       shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id, fingerprint=fingerprint,
                       tokenizer_path=os.path.join(out, fmt.TOKENIZER_NAME), dispatched=dispatched,
-                      overlap=overlap)
+                      overlap=overlap, threads=unit_threads(executor, workers, len(pending)))
                  for u in pending]
 
         _run_units(tasks, tok, executor, workers, ray_address, show_progress, _adder(summary))

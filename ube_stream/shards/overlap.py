@@ -1,5 +1,7 @@
 """Overlap a unit's reading and writing with its encoding: one thread runs the
-reader ahead of the encoder, one runs the shard writes behind it.  Internal.
+reader ahead of the encoder, one runs the shard writes behind it, and
+:class:`OrderedMap` runs the encoder (or the chunk counter) itself on several
+threads over the batches of one unit, keeping their order.  Internal.
 
 The encoder releases the GIL for a whole batch, and so do the JSON Lines
 kernel, file reads and writes, ``hashlib`` on large buffers and ``fsync``; so
@@ -15,9 +17,17 @@ in :meth:`close` (also on an error): when a unit ends no thread of it is
 left, so a later fork of the process stays safe (``executors.will_fork``).
 With ``threaded=False`` both do the same work in the calling thread, in the
 same order (for workers that have no idle core to overlap on).
+
+:class:`OrderedMap` is how one large unit (one ``.jsonl.zst`` file: a single
+compressed stream can only be decoded from its start) uses more than one core:
+one reader (decompression runs at ~1 GB/s) feeds ``threads`` encoders
+(~100-200 MB/s each), which all release the GIL in their kernels.  Results
+come back in input order, so what is written does not depend on the thread
+count; an exception is raised where its item would have come.
 """
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from typing import Any, Callable, Iterable, Iterator, Optional
@@ -156,6 +166,127 @@ class WriteBehind:
             self._thread.join()
 
     def __enter__(self) -> "WriteBehind":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def unit_threads(executor: object, workers: int, units: int) -> int:
+    """Threads for each unit's :class:`OrderedMap`: the workers the run has beyond
+    its units (``workers // units`` when there are fewer units than workers: one
+    large file with ``--workers 4`` gets 4 encoder threads in its one worker),
+    at most the cores; 1 under a cluster executor (a Ray task holds one CPU).
+    Outputs never depend on it."""
+    if executor != "local" or units <= 0:
+        return 1
+    return max(1, min(workers, os.cpu_count() or 1) // min(workers, units))
+
+
+class OrderedMap:
+    """``fn(item)`` for each of ``items`` on ``threads`` threads, yielded in the
+    order of ``items``; at most ``depth`` items (default ``2 * threads``) are
+    taken but not yet yielded, which bounds memory.  An exception of ``fn`` or
+    of the iterator is raised in the consumer where its item would have come
+    (the items after it are dropped).  ``threads=1`` runs ``fn`` in the
+    calling thread (no thread is started).  Use as a context manager, or call
+    :meth:`close`: it stops and joins the threads (the iterator is closed by
+    its owner).  ``items`` is consumed by one thread at a time."""
+
+    def __init__(self, items: Iterable[Any], fn: Callable[[Any], Any], threads: int, depth: Optional[int] = None,
+                 name: str = "ube-map"):
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads!r}")
+        self._items, self._fn, self._threads = iter(items), fn, threads
+        self._depth = depth or 2 * threads
+        self._cond = threading.Condition()
+        self._results: dict = {}           # seq -> (result, exception)
+        self._taken = 0                    # items taken from the iterator
+        self._yielded = 0                  # results handed to the consumer
+        self._end: Optional[int] = None    # seq at which the iterator ended (or failed)
+        self._stop = False
+        self._workers: list = []
+        self._take_lock = threading.Lock()
+        if threads > 1:
+            self._workers = [threading.Thread(target=self._run, name=f"{name}-{k}", daemon=True)
+                             for k in range(threads)]
+            for worker in self._workers:
+                worker.start()
+
+    def _take(self):
+        """``(seq, item)`` from the iterator; ``(seq, _DONE)`` at its end or its failure."""
+        with self._cond:
+            while not self._stop and self._end is None and self._taken - self._yielded >= self._depth:
+                self._cond.wait(_POLL_S)
+            if self._stop or self._end is not None:
+                return None, _DONE
+        with self._take_lock:
+            with self._cond:
+                if self._stop or self._end is not None:
+                    return None, _DONE
+                seq = self._taken
+            try:
+                item = next(self._items)
+            except StopIteration:
+                with self._cond:
+                    self._end = seq
+                    self._cond.notify_all()
+                return None, _DONE
+            except BaseException as exc:   # the reader's error: raised where its item would have come
+                with self._cond:
+                    self._results[seq] = (None, exc)
+                    self._end = seq + 1
+                    self._cond.notify_all()
+                return None, _DONE
+            with self._cond:
+                self._taken = seq + 1
+            return seq, item
+
+    def _run(self) -> None:
+        while True:
+            seq, item = self._take()
+            if item is _DONE:
+                return
+            entry: tuple = (None, None)
+            try:
+                entry = (self._fn(item), None)
+            except BaseException as exc:   # raised in the consumer, in order
+                entry = (None, exc)
+            with self._cond:
+                self._results[seq] = entry
+                if entry[1] is not None and (self._end is None or self._end > seq + 1):
+                    self._end = seq + 1    # nothing after a failed item is yielded
+                self._cond.notify_all()
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self._workers:
+            for item in self._items:
+                yield self._fn(item)
+            return
+        while True:
+            with self._cond:
+                while self._yielded not in self._results and (self._end is None or self._yielded < self._end):
+                    self._cond.wait(_POLL_S)
+                if self._yielded not in self._results:   # the end, in order
+                    return
+                result, exc = self._results.pop(self._yielded)
+                self._yielded += 1
+                self._cond.notify_all()
+            if exc is not None:
+                self.close()
+                raise exc
+            yield result
+
+    def close(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        for worker in self._workers:
+            worker.join()
+        self._workers = []
+        self._results.clear()
+
+    def __enter__(self) -> "OrderedMap":
         return self
 
     def __exit__(self, *exc) -> None:

@@ -36,7 +36,7 @@ from ..runs.engine import worker_tokenizer
 from ..storage import atomic_write_json, storage_error
 from . import index_format as fmt
 from .locks import _HOST, FileLock, read_holder
-from .overlap import ReadAhead, WriteBehind
+from .overlap import OrderedMap, ReadAhead, WriteBehind
 
 DISPATCHED_LOCK_WAIT_S = 60.0   # how long a dispatched unit waits for a live holder on its own host
 
@@ -205,7 +205,8 @@ def committed_record(out_dir: str, unit_id: str) -> Optional[Dict[str, Any]]:
 
 def encode_unit(unit, *, out_dir: str, corpus: Corpus, shard_tokens: int,
                 eos_id: Optional[int], bos_id: Optional[int], fingerprint: str,
-                tokenizer_path: str, dispatched: bool = False, overlap: bool = True) -> Dict[str, Any]:
+                tokenizer_path: str, dispatched: bool = False, overlap: bool = True,
+                threads: int = 1) -> Dict[str, Any]:
     """Encode one work unit into ``out_dir/shards`` and commit it with its marker.
 
     Returns the marker record: unit id, shard entries (names, counts,
@@ -214,10 +215,12 @@ def encode_unit(unit, *, out_dir: str, corpus: Corpus, shard_tokens: int,
     process.  Takes ``locks/<unit_id>.lock`` while working.
 
     ``corpus``: the reading options (:meth:`~ube_stream.runs.Corpus.reading`: column, text mode,
-    on-error rule; the unit names its file).  The tokenizer: ``tokenizer_path`` loaded once per process
+    on-error rule, largest document; the unit names its file).  The tokenizer: ``tokenizer_path`` loaded once per process
     (:func:`~ube_stream.executors.worker_state`) and checked against ``fingerprint``.  ``dispatched``: see the module.
     ``overlap``: read ahead and write behind the encoder in two threads (:mod:`.overlap`); the
-    driver turns it off when the workers fill every core.
+    driver turns it off when the workers fill every core.  ``threads``: encoder threads over the unit's
+    batches (:class:`~.overlap.OrderedMap`; the shards do not depend on it), for a run with more idle
+    cores than units (one large compressed file).
     """
     from .. import readers
     from ..readers.batch import drop_bad_documents
@@ -246,21 +249,29 @@ def encode_unit(unit, *, out_dir: str, corpus: Corpus, shard_tokens: int,
         def encode(data, offsets):
             return tokenizer.encode_utf8_batch(data, offsets, bos_id=bos_id, eos_id=eos_id)
 
+        def encode_batch(item):   # in an encoder thread (threads > 1), in any order
+            batch, data, offsets = item
+            dropped = None
+            try:   # the kernel writes BOS/EOS around each document: no copy of the ids
+                ids, token_offsets = encode(data, offsets)
+            except InvalidTextError as exc:
+                dropped = readers.SkipCounter()
+                data, offsets, (ids, token_offsets) = drop_bad_documents(
+                    exc, batch, data, offsets, encode, path, corpus.on_error, dropped)
+            return batch, data, offsets, ids, token_offsets, dropped
+
         def write(ids, token_offsets, rows, data, offsets):   # in the write-behind thread, in batch order
             special_text.add(data, offsets)
             shards.add(ids, token_offsets, rows, unit.source.source_id)
             kill_point(out_dir, unit_id)
 
         batches = corpus.batches(unit, skips=skips)
-        try:   # reading runs a batch ahead of the encoder and writing a batch behind it (see .overlap)
+        try:   # reading runs a batch ahead of the encoder(s) and writing a batch behind them (see .overlap)
             with ReadAhead(batches, prepare=lambda b: (b, *b.utf8()), threaded=overlap) as ahead, \
-                    WriteBehind(threaded=overlap) as behind:
-                for batch, data, offsets in ahead:
-                    try:   # the kernel writes BOS/EOS around each document: no copy of the ids
-                        ids, token_offsets = encode(data, offsets)
-                    except InvalidTextError as exc:
-                        data, offsets, (ids, token_offsets) = drop_bad_documents(
-                            exc, batch, data, offsets, encode, path, corpus.on_error, invalid)
+                    OrderedMap(ahead, encode_batch, threads) as encoded, WriteBehind(threaded=overlap) as behind:
+                for batch, data, offsets, ids, token_offsets, dropped in encoded:
+                    if dropped is not None:
+                        invalid.merge(dropped)
                     if len(token_offsets) <= 1:
                         continue
                     behind.submit(write, ids, token_offsets, batch.rows, data, offsets)

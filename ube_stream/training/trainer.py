@@ -38,6 +38,7 @@ from ..errors import InvalidTextError, check_status, err_buffer
 from ..executors import get_executor
 from ..runs.corpus import Corpus
 from ..runs.engine import run_units
+from ..shards.overlap import unit_threads
 from ..storage import atomic_write_json
 from ..tokenizer.core import Tokenizer, check_superbpe_options
 from .work_dir import TrainWork, run_key, work_root
@@ -160,42 +161,60 @@ def _unit_budgets(units, max_bytes: Optional[int]) -> List[Optional[int]]:
 
 
 def count_unit(unit, *, pattern: str, corpus: Corpus, byte_budget: Optional[int], table_dir: str,
-               superbpe: bool = False) -> CountRecord:
+               superbpe: bool = False, threads: int = 1) -> CountRecord:
     """Phase-1 unit function (``corpus``: the reading options, see
     :meth:`~ube_stream.runs.Corpus.reading`): count the chunks of one work unit into
     ``<table_dir>/<unit_id>.npz`` (with ``superbpe``, also its SuperBPE spans,
     keyed by their chunks joined by 0xFF, into ``<unit_id>.spans.npz``), then
     write its record beside it as ``<unit_id>.json`` (the commit point a rerun
-    looks for)."""
+    looks for).  ``threads``: counting threads over the unit's batches, each
+    with its own table, summed at the end (the saved table is sorted by key:
+    the same bytes for any thread count; see :class:`~ube_stream.shards.overlap.OrderedMap`).
+    The byte budget keeps whole documents in reading order until it is reached."""
+    import threading
+
     from .. import readers
     from ..pretokenizer import chunk_bounds_batch, span_ends, span_keys
     from ..readers.batch import drop_bad_documents
-    from .chunk_table import save_table
+    from ..shards.overlap import OrderedMap
+    from .chunk_table import merge_tables, save_table
 
-    counter = _count.ChunkCounter()
-    span_counter = _count.ChunkCounter() if superbpe else None
-    err = err_buffer()
     skips = readers.SkipCounter()
-    documents = nbytes = nchunks = 0
-    # 256-row batches keep the chunk-ends buffers small: the counting phase sets the peak memory
-    for batch in corpus.batches(unit, skips=skips, batch_rows=256):
-        data, offsets = batch.utf8()
-        if byte_budget is not None:
-            remaining = byte_budget - nbytes
-            if remaining <= 0:
-                break
-            # keep whole documents until the budget is reached (the last one may overshoot)
-            keep = int(np.searchsorted(offsets[1:], remaining, side="left")) + 1
-            keep = min(keep, len(offsets) - 1)
-            offsets = offsets[: keep + 1]
-            data = data[: offsets[-1]]
+    tables: Dict[int, Any] = {}   # thread id -> (chunk counter, span counter, err buffer) of that thread
+
+    def budgeted():
+        # 256-row batches keep the chunk-ends buffers small: the counting phase sets the peak memory
+        read = 0
+        for batch in corpus.batches(unit, skips=skips, batch_rows=256):
+            data, offsets = batch.utf8()
+            if byte_budget is not None:
+                remaining = byte_budget - read
+                if remaining <= 0:
+                    return
+                # keep whole documents until the budget is reached (the last one may overshoot)
+                keep = int(np.searchsorted(offsets[1:], remaining, side="left")) + 1
+                keep = min(keep, len(offsets) - 1)
+                offsets = offsets[: keep + 1]
+                data = data[: offsets[-1]]
+            read += int(offsets[-1] - offsets[0])
+            yield batch, data, offsets
+
+    def count_batch(item):   # in a counting thread (threads > 1), in any order
+        batch, data, offsets = item
+        own = tables.get(threading.get_ident())
+        if own is None:
+            own = tables[threading.get_ident()] = (_count.ChunkCounter(),
+                                                    _count.ChunkCounter() if superbpe else None, err_buffer())
+        counter, span_counter, err = own
+        dropped = None
         try:
             ends, doc_chunks = chunk_bounds_batch(data, offsets, pattern)
         except InvalidTextError as exc:
             # count (or raise on) the invalid document, chunk the batch without it
+            dropped = readers.SkipCounter()
             data, offsets, (ends, doc_chunks) = drop_bad_documents(
                 exc, batch, data, offsets, lambda d, o: chunk_bounds_batch(d, o, pattern), unit.source.path,
-                corpus.on_error, skips)
+                corpus.on_error, dropped)
         data = np.ascontiguousarray(data)
         check_status(counter.add_chunks(data, ends, int(offsets[0]), err), err,
                      what="counting chunks", hint=f"the table holds the {len(counter)} distinct chunks "
@@ -204,17 +223,31 @@ def count_unit(unit, *, pattern: str, corpus: Corpus, byte_budget: Optional[int]
             spans = span_ends(data, ends, int(offsets[0]), doc_chunks)
             keys, key_ends = span_keys(data, ends, spans, int(offsets[0]))
             check_status(span_counter.add_chunks(keys, key_ends, 0, err), err, what="counting SuperBPE spans")
-        documents += len(offsets) - 1
-        nbytes += int(offsets[-1] - offsets[0])
-        nchunks += len(ends)
+        return len(offsets) - 1, int(offsets[-1] - offsets[0]), len(ends), dropped
+
+    documents = nbytes = nchunks = 0
+    invalid = readers.SkipCounter()   # the chunker's skips; the reader (in any thread) counts in `skips`
+    with OrderedMap(budgeted(), count_batch, threads) as counted:
+        for docs, size, chunks, dropped in counted:
+            documents, nbytes, nchunks = documents + docs, nbytes + size, nchunks + chunks
+            if dropped is not None:
+                invalid.merge(dropped)
+    skips.merge(invalid)
+
+    def summed(index: int):   # the unit's table: the one thread's, or the threads' tables summed
+        parts = [own[index] for own in tables.values()]
+        return parts[0].export() if len(parts) == 1 else merge_tables(parts)
+
     kill_point(table_dir, unit.unit_id)
     table_path = span_path = None
-    if len(counter):
+    table = summed(0) if tables else None
+    if table is not None and len(table[2]):
         table_path = os.path.join(table_dir, f"{unit.unit_id}.npz")
-        save_table(table_path, counter.export())
-    if span_counter is not None and len(span_counter):
+        save_table(table_path, table)
+    spans_table = summed(1) if tables and superbpe else None
+    if spans_table is not None and len(spans_table[2]):
         span_path = os.path.join(table_dir, f"{unit.unit_id}{SPAN_TABLE_SUFFIX}")
-        save_table(span_path, span_counter.export())
+        save_table(span_path, spans_table)
     record = CountRecord(unit.unit_id, table_path, documents, nbytes, nchunks,
                          dict(skips.counts), [e.message for e in skips.examples], span_path)
     atomic_write_json(os.path.join(table_dir, f"{unit.unit_id}.json"), record.to_json(), unique=True)
@@ -259,7 +292,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
           ray_address: Optional[str] = None, work_dir: Optional[str] = None,
           output: Optional[str] = None, summary: Optional[TrainSummary] = None,
           char_integrity: bool = False, superbpe_transition: Optional[int] = None,
-          superbpe_max_words: int = DEFAULT_SUPERBPE_MAX_WORDS, keep_work: bool = False) -> Tokenizer:
+          superbpe_max_words: int = DEFAULT_SUPERBPE_MAX_WORDS, keep_work: bool = False,
+          max_document_bytes: Optional[int] = None) -> Tokenizer:
     """Train a byte-level BPE tokenizer on the ``substrate`` alphabet.
 
     ``inputs``: paths, directories, globs (Parquet, Arrow IPC/Feather, JSONL,
@@ -315,7 +349,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     if max_token_length is not None and max_token_length < 2:
         raise ValueError(f"max_token_length must be >= 2 base symbols (or None), got {max_token_length}")
     corpus = Corpus(inputs, column=column, text_mode=text_mode, format=format, split=split, on_error=on_error,
-                    unit_rows=unit_rows).check()
+                    unit_rows=unit_rows, max_document_bytes=max_document_bytes).check()
     superbpe = superbpe_transition is not None
     if not superbpe and superbpe_max_words != DEFAULT_SUPERBPE_MAX_WORDS:
         raise ValueError(f"superbpe_max_words={superbpe_max_words} needs superbpe_transition (SuperBPE's "
@@ -345,7 +379,9 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         sources, units, budgets = plan(corpus)
         description = _phase1_description(corpus, sources, units, budgets, pattern=pattern, column=column,
                                           text_mode=text_mode, on_error=on_error,
-                                          **({"superbpe_spans": "v1"} if superbpe else {}))
+                                          **({"superbpe_spans": "v1"} if superbpe else {}),
+                                          # in the key when set, so keys of runs without it stay the same
+                                          **({"max_document_bytes": corpus.document_cap} if max_document_bytes else {}))
         work = TrainWork(root, run_key(description), description, default_root=default_root,
                          private_if_busy=output is None and work_dir is None)
     summary.work_dir = work.dir
@@ -359,7 +395,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
             sources, units, budgets = plan(corpus)
         done = work.finished(u.unit_id for u in units)
         tasks = [dict(unit=u, pattern=pattern, corpus=corpus.reading(), byte_budget=b, table_dir=work.tables,
-                      superbpe=superbpe)
+                      superbpe=superbpe, threads=unit_threads(executor, workers, len(units) - len(done)))
                  for u, b in zip(units, budgets) if u.unit_id not in done]
         summary.units, summary.units_reused = len(units), len(done)
         from ..progress import planned_rows

@@ -51,7 +51,8 @@ def _corpus_unit(unit, reading: Corpus, tokenizer: Tuple[str, str], max_examples
 def verify_corpus(inputs, tokenizer, *, column: str = "text", text_mode: str = "line", on_error: str = "raise",
                   format: Optional[str] = None, split: Optional[str] = None,
                   unit_rows: Optional[int] = None, workers: Optional[int] = None, show_progress: bool = True,
-                  max_examples: int = 10, executor: Any = "local", ray_address: Optional[str] = None) -> VerifyReport:
+                  max_examples: int = 10, executor: Any = "local", ray_address: Optional[str] = None,
+                  max_document_bytes: Optional[int] = None) -> VerifyReport:
     """``decode(encode(doc)) == doc`` for every document of ``inputs`` (paths,
     directories, globs: see :mod:`ube_stream.readers`), one work unit per task
     on the run engine (``executor``: ``"local"``, a pool of ``workers``
@@ -59,11 +60,12 @@ def verify_corpus(inputs, tokenizer, *, column: str = "text", text_mode: str = "
     tokenizer once from its file.  Rows skipped by the readers (nulls, and bad
     rows with ``on_error="skip"``) are counted by reason; files a directory
     walk leaves out are listed in the report's notes with their reasons.
-    ``format`` and ``split``: as for :func:`~ube_stream.readers.resolve_inputs`."""
+    ``format`` and ``split``: as for :func:`~ube_stream.readers.resolve_inputs`; ``max_document_bytes``:
+    as for :func:`~ube_stream.readers.read_unit` (``None``: its default)."""
     if tokenizer is None:
         raise ValueError("verify_corpus needs a tokenizer (a Tokenizer or a tokenizer file)")
     corpus = Corpus(inputs, column=column, text_mode=text_mode, format=format, split=split, on_error=on_error,
-                    unit_rows=unit_rows)
+                    unit_rows=unit_rows, max_document_bytes=max_document_bytes).check()
     skipped_files: list = []
     sources = corpus.sources(skipped_files)
     units = corpus.units(sources)

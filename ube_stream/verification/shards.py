@@ -253,10 +253,11 @@ class _Where:
 
 
 def _batches(unit, options: Dict[str, Any], skips):
-    from ..readers.inputs import read_unit
+    from ..readers.inputs import DEFAULT_MAX_DOCUMENT_BYTES, read_unit
 
     return read_unit(unit, column=options.get("column", "text"), text_mode=options.get("text_mode", "line"),
-                     on_error=options.get("on_error", "raise"), skips=skips)
+                     on_error=options.get("on_error", "raise"), skips=skips,
+                     max_document_bytes=options.get("max_document_bytes", DEFAULT_MAX_DOCUMENT_BYTES))
 
 
 def _positions(task: UnitTask, shards: List[ShardData], rows: np.ndarray, sids: np.ndarray, where,

@@ -1,0 +1,173 @@
+"""One large compressed file on 1 and 2 workers: `ube train` and `ube encode`
+(fresh processes, the commands users run), wall and CPU seconds, and whether
+the outputs are the same bytes for both worker counts (issue 24 item 2).
+
+    python benchmarks/compressed_scaling.py [--mb 500] [--kinds jsonl.zst,jsonl.gz,txt.zst,jsonl.zst-frames]
+        [--workers 1,2] [--rounds 1] [--out compressed_scaling.json]
+
+The file is built from real text: the running text of ``docs.jsonl.zst`` and
+the short items of ``parallel.jsonl.zst`` (``/work/shared/data``, or
+``--data DIR``), repeated until it holds ``--mb`` MB of JSON Lines, then
+compressed as one stream (gzip, zstd) so it is one work unit: the workers a
+run has beyond its units become encoder threads of that unit
+(``unit_threads``); ``jsonl.zst-frames`` is zstd in independent 4 MB frames
+(as ``zstd --block-size=4MB``), cut into units at frame boundaries.  The tokenizer (vocab 8000) is trained once on the
+bundled sample.  Writes JSON: one row per (kind, command, workers) with the
+median wall and CPU seconds (the process and its workers), the speed-up over
+one worker, and ``same_output``; plus the load average before and after.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def build_corpus(data_dir: str, target_bytes: int, kind: str, path: str) -> int:
+    """Write ``target_bytes`` (about) of JSON Lines or text from the real data,
+    compressed as one stream; returns the uncompressed size."""
+    import zstandard
+
+    docs, items = [], []
+    with open(os.path.join(data_dir, "docs.jsonl.zst"), "rb") as f:
+        for line in zstandard.ZstdDecompressor().stream_reader(f).read().splitlines():
+            docs.append(json.loads(line)["text"])
+    with open(os.path.join(data_dir, "parallel.jsonl.zst"), "rb") as f:
+        reader = zstandard.ZstdDecompressor().stream_reader(f)
+        for k, line in enumerate(reader.read(64 << 20).splitlines()[:-1]):
+            if k % 10 == 0:
+                items.append(json.loads(line)["text"])
+    texts = docs + ["\n".join(items[i:i + 50]) for i in range(0, len(items), 50)]
+    jsonl = kind.startswith("jsonl")
+    written = 0
+    sink = (gzip.open(path, "wb", compresslevel=6) if kind.endswith(".gz")
+            else _Frames(path, 4_000_000) if kind.endswith("-frames")
+            else zstandard.ZstdCompressor(level=3).stream_writer(open(path, "wb")))
+    with sink:
+        rep = 0
+        while written < target_bytes:
+            for text in texts:
+                if not jsonl:
+                    text = text.replace("\n", " ")
+                line = (json.dumps({"text": text, "rep": rep}, ensure_ascii=False) if jsonl else text) + "\n"
+                data = line.encode()
+                sink.write(data)
+                written += len(data)
+                if written >= target_bytes:
+                    break
+            rep += 1
+    return written
+
+
+class _Frames:
+    """A writer of independent zstd frames of ``frame_bytes`` input bytes each."""
+
+    def __init__(self, path: str, frame_bytes: int):
+        import zstandard
+
+        self.file, self.frame_bytes, self.buffer = open(path, "wb"), frame_bytes, bytearray()
+        self.cctx = zstandard.ZstdCompressor(level=3)
+
+    def write(self, data: bytes) -> None:
+        self.buffer += data
+        while len(self.buffer) >= self.frame_bytes:
+            self.file.write(self.cctx.compress(bytes(self.buffer[:self.frame_bytes])))
+            del self.buffer[:self.frame_bytes]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.buffer:
+            self.file.write(self.cctx.compress(bytes(self.buffer)))
+        self.file.close()
+
+
+def run(cmd: list[str], env: dict) -> tuple[float, float]:
+    r0, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    subprocess.run([sys.executable, "-m", "ube_stream", *cmd], check=True, env=env, cwd=ROOT)
+    wall, r1 = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+
+
+def digest_tree(directory: str) -> str:
+    h = hashlib.sha256()
+    for root, dirs, files in sorted(os.walk(directory)):
+        dirs.sort()
+        for name in sorted(files):
+            if name in ("MANIFEST.json",):   # holds wall times
+                continue
+            path = os.path.join(root, name)
+            h.update(os.path.relpath(path, directory).encode())
+            with open(path, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=float, default=500)
+    parser.add_argument("--kinds", default="jsonl.zst,jsonl.gz,txt.zst,jsonl.zst-frames")
+    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--data", default="/work/shared/data")
+    parser.add_argument("--out", default="compressed_scaling.json")
+    args = parser.parse_args(argv)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
+    workers_list = [int(w) for w in args.workers.split(",")]
+    result: dict = {"mb": args.mb, "load_before": os.getloadavg(), "cpu_count": os.cpu_count(), "rows": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        from ube_stream import sample_paths
+
+        tok = os.path.join(tmp, "tok.json")
+        run(["train", sample_paths()["train"], "--vocab-size", str(args.vocab_size), "-o", tok, "-q",
+             "--workers", "1"], env)
+        for kind in args.kinds.split(","):
+            corpus = os.path.join(tmp, f"corpus.{kind}")
+            size = build_corpus(args.data, int(args.mb * 1e6), kind, corpus)
+            for command in ("encode", "train"):
+                times: dict = {}
+                outputs: dict = {}
+                for _ in range(args.rounds):
+                    for workers in workers_list:
+                        out = os.path.join(tmp, f"{command}-{workers}")
+                        shutil.rmtree(out, ignore_errors=True)
+                        if command == "encode":
+                            cmd = ["encode", corpus, "--tokenizer", tok, "-o", out, "--workers", str(workers), "-q"]
+                        else:
+                            os.makedirs(out)
+                            cmd = ["train", corpus, "--vocab-size", str(args.vocab_size), "-o",
+                                   os.path.join(out, "tok.json"), "--workers", str(workers), "-q",
+                                   "--work-dir", os.path.join(tmp, f"work-{workers}")]
+                        times.setdefault(workers, []).append(run(cmd, env))
+                        outputs[workers] = digest_tree(out)
+                one = statistics.median(w for w, _ in times[workers_list[0]])
+                for workers in workers_list:
+                    wall = statistics.median(w for w, _ in times[workers])
+                    result["rows"].append({
+                        "kind": kind, "command": command, "workers": workers, "uncompressed_bytes": size,
+                        "compressed_bytes": os.path.getsize(corpus), "wall_s": round(wall, 3),
+                        "cpu_s": round(statistics.median(c for _, c in times[workers]), 3),
+                        "speedup": round(one / wall, 3), "mb_per_s": round(size / 1e6 / wall, 1),
+                        "same_output": outputs[workers] == outputs[workers_list[0]]})
+                    print(json.dumps(result["rows"][-1]), flush=True)
+    result["load_after"] = os.getloadavg()
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

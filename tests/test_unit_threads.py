@@ -1,0 +1,257 @@
+"""One large unit on several threads (issue 24 item 2): a compressed JSONL/text
+file is one unit (a single stream is decoded from its start), so its batches
+are encoded (and counted) by ``threads`` threads fed by one reader.  The shards
+and the tokenizer must be the same bytes for any thread and worker count, and a
+damaged stream must give the same error as one thread does."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+from _helpers import tree
+
+from ube_stream.errors import InputError
+from ube_stream.shards import encode as _encode_module
+from ube_stream.shards import encode_corpus
+from ube_stream.shards import overlap as _overlap_module
+from ube_stream.shards import writer as _writer_module
+from ube_stream.shards.overlap import OrderedMap, unit_threads
+from ube_stream.training import trainer as _trainer_module
+from ube_stream.training.trainer import train
+
+KINDS = ("jsonl.gz", "jsonl.zst", "jsonl.zst-frames", "txt.zst", "parquet", "arrow")
+
+
+def _frames(raw: bytes, size: int) -> bytes:
+    """zstd frames of ``size`` bytes each, cut anywhere (pzstd / zstd --block-size style)."""
+    cctx = zstandard.ZstdCompressor(write_checksum=True)
+    return b"".join(cctx.compress(raw[i:i + size]) for i in range(0, len(raw), size))
+
+
+@pytest.fixture(scope="module")
+def texts(multilingual_lines):
+    return [t for t in multilingual_lines if "\r" not in t][:9000]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, texts):
+    d = tmp_path_factory.mktemp("big")
+    jsonl = "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts).encode()
+    text = "".join(t + "\n" for t in texts).encode()
+    out = {}
+    for kind in KINDS:
+        name = kind.split("-")[0]
+        path = str(d / f"{kind}.{name}")
+        if kind == "jsonl.gz":
+            data = gzip.compress(jsonl)
+        elif kind == "jsonl.zst":
+            data = zstandard.ZstdCompressor().compress(jsonl)
+        elif kind == "jsonl.zst-frames":
+            data = _frames(jsonl, 37_000)
+        elif kind == "txt.zst":
+            data = zstandard.ZstdCompressor().compress(text)
+        if kind == "parquet":
+            pq.write_table(pa.table({"text": texts}), path, row_group_size=700)
+        elif kind == "arrow":
+            table = pa.table({"text": texts})
+            with ipc.new_file(path, table.schema) as w:
+                w.write_table(table, max_chunksize=700)
+        else:
+            with open(path, "wb") as f:
+                f.write(data)
+        out[kind] = path
+    return out
+
+
+@pytest.fixture(scope="module")
+def tok_path(tmp_path_factory, texts):
+    tok = train(iter(texts[:2000]), vocab_size=512 + 300 + 1, workers=1, show_progress=False)
+    path = tmp_path_factory.mktemp("tok") / "tok.json"
+    tok.save(path)
+    return str(path)
+
+
+def _spy(monkeypatch, module):
+    """The thread counts the unit functions of ``module`` ran their OrderedMap with."""
+    used = []
+
+    class Spy(OrderedMap):
+        def __init__(self, items, fn, threads, **kwargs):
+            used.append(threads)
+            super().__init__(items, fn, threads, **kwargs)
+
+    monkeypatch.setattr(module, "OrderedMap", Spy)
+    return used
+
+
+def _shards(path, tok_path, out, threads, monkeypatch, **kwargs):
+    monkeypatch.setattr(_encode_module, "unit_threads", lambda *a: threads)
+    used = _spy(monkeypatch, _writer_module)
+    encode_corpus([path], tokenizer=tok_path, output=str(out), workers=1, show_progress=False,
+                  shard_tokens=20_000, unit_rows=10**9, **kwargs)
+    assert used == [threads]
+    files = tree(os.path.join(out, "shards"))
+    files.update({k: v for k, v in tree(os.path.join(out, "units")).items()})
+    return files
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_shards_are_the_same_bytes_for_any_thread_count(files, tok_path, tmp_path, monkeypatch, kind):
+    base = _shards(files[kind], tok_path, tmp_path / "t1", 1, monkeypatch)
+    assert len([n for n in base if n.endswith(".tokens")]) > 3   # several shards, many batches
+    for threads in (2, 3):
+        assert _shards(files[kind], tok_path, tmp_path / f"t{threads}", threads, monkeypatch) == base
+
+
+@pytest.mark.parametrize("kind", ["jsonl.zst", "parquet"])
+def test_tokenizer_is_the_same_bytes_for_any_thread_count(files, tmp_path, monkeypatch, kind):
+    got = []
+    for threads in (1, 2, 3):
+        monkeypatch.setattr(_trainer_module, "unit_threads", lambda *a, t=threads: t)
+        used = _spy(monkeypatch, _overlap_module)
+        tok = train([files[kind]], vocab_size=512 + 200 + 1, workers=1, show_progress=False,
+                    unit_rows=10**9, work_dir=str(tmp_path / f"w{threads}"))
+        assert used == [threads]
+        got.append(tok.to_json())
+    assert got[0] == got[1] == got[2]
+
+
+@pytest.mark.parametrize("compression", ["zstd-frames", "gzip"])
+def test_a_damaged_stream_gives_the_same_error_on_threads(texts, tok_path, tmp_path, monkeypatch, compression):
+    raw = "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts).encode()
+    packed = _frames(raw, 37_000) if compression == "zstd-frames" else gzip.compress(raw)
+    cut = packed[: len(packed) * 2 // 3]
+    path = str(tmp_path / ("d.jsonl.zst" if compression == "zstd-frames" else "d.jsonl.gz"))
+    with open(path, "wb") as f:
+        f.write(cut)
+    errors = []
+    for threads in (1, 2):
+        with pytest.raises(InputError) as info:
+            _shards(path, tok_path, tmp_path / f"e{threads}", threads, monkeypatch)
+        errors.append((info.value.reason, info.value.row, info.value.offset, str(info.value)))
+        assert info.value.reason == "truncated_file" and path in str(info.value)
+    assert errors[0] == errors[1]
+    # skip mode: the whole file counted, nothing written, the same for both thread counts
+    skipped = [_shards(path, tok_path, tmp_path / f"s{threads}", threads, monkeypatch, on_error="skip")
+               for threads in (1, 2)]
+    assert skipped[0] == skipped[1]
+
+
+def test_unit_threads_share_out_the_workers(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert unit_threads("local", 8, 1) == 8         # one big file: all workers' cores in its one process
+    assert unit_threads("local", 8, 3) == 2
+    assert unit_threads("local", 8, 20) == 1
+    assert unit_threads("local", 16, 1) == 8        # never more than the cores
+    assert unit_threads("local", 1, 1) == 1
+    assert unit_threads("ray", 8, 1) == 1           # a Ray task holds one CPU
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["jsonl.zst", "jsonl.gz", "parquet"])
+def test_shards_and_tokenizer_are_the_same_bytes_for_1_2_3_workers(files, tok_path, tmp_path, kind):
+    shards, toks = [], []
+    for workers in (1, 2, 3):
+        out = tmp_path / f"o{workers}"
+        encode_corpus([files[kind]], tokenizer=tok_path, output=str(out), workers=workers, show_progress=False,
+                      shard_tokens=20_000)
+        shards.append(tree(os.path.join(out, "shards")))
+        toks.append(train([files[kind]], vocab_size=512 + 200 + 1, workers=workers, show_progress=False,
+                          work_dir=str(tmp_path / f"w{workers}")).to_json())
+    assert shards[0] == shards[1] == shards[2] and toks[0] == toks[1] == toks[2]
+
+
+def test_parquet_units_are_whole_row_groups(tmp_path, texts):
+    import numpy as np
+
+    from ube_stream.readers import plan_units, read_unit, resolve_inputs
+
+    path = str(tmp_path / "g.parquet")
+    with pq.ParquetWriter(path, pa.schema([("text", pa.string())])) as w:   # groups of uneven sizes
+        start = 0
+        for size in (700, 700, 300, 2000, 100, 50):
+            w.write_table(pa.table({"text": texts[start:start + size]}), row_group_size=size)
+            start += size
+    meta = pq.ParquetFile(path).metadata
+    bounds = set(np.cumsum([0] + [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]).tolist())
+    assert sorted(bounds) == [0, 700, 1400, 1700, 3700, 3800, 3850]
+    for unit_rows, expected in ((1000, [0, 700, 1700, 3700]), (1500, [0, 1400, 1700, 3700]),
+                                (10**9, [0])):
+        units = plan_units(resolve_inputs(path), unit_rows=unit_rows)
+        assert [u.row_start for u in units] == expected
+        assert all(u.row_start in bounds and u.row_stop in bounds for u in units)
+        got = [t for u in units for b in read_unit(u) for t in b.to_pylist()]
+        assert got == texts[:3850]
+
+
+# --------------------------------------------------------------------------- multi-frame zstd: units at frames
+
+def _whole_file_rows(path, **kwargs):
+    from ube_stream.readers import iter_batches
+
+    batches = list(iter_batches(path, **kwargs))
+    return [t for b in batches for t in b.to_pylist()], [int(r) for b in batches for r in b.rows]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_frame_units_read_every_row_once_numbered_as_the_whole_file(tmp_path, texts, seed):
+    import random
+
+    from ube_stream.readers import plan_units, read_unit, resolve_inputs
+
+    rng = random.Random(seed)
+    chosen = [texts[rng.randrange(len(texts))] for _ in range(3000)]
+    for k in rng.sample(range(len(chosen)), 5):   # lines longer than a frame, and empty lines
+        chosen[k] = "long " * rng.randrange(2000, 9000) if k % 2 else ""
+    jsonl = seed % 2 == 0
+    raw = ("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in chosen) if jsonl
+           else "".join(t + "\n" for t in chosen)).encode()
+    if seed % 3 == 0:
+        raw = raw[:-1]   # no newline at the end
+    cctx = zstandard.ZstdCompressor(write_checksum=seed % 2 == 1, write_content_size=seed % 3 != 1)
+    cuts = sorted(rng.sample(range(1, len(raw)), 40))
+    frames = [cctx.compress(raw[a:b]) for a, b in zip([0] + cuts, cuts + [len(raw)])]
+    skippable = b"\x5e\x2a\x4d\x18" + (5).to_bytes(4, "little") + b"seek!"   # as the seekable format's table
+    path = str(tmp_path / ("f.jsonl.zst" if jsonl else "f.txt.zst"))
+    with open(path, "wb") as f:
+        f.write(b"".join(frames) + skippable)
+    expected_texts, expected_rows = _whole_file_rows(path, on_error="skip")
+    units = plan_units(resolve_inputs(path), unit_rows=400, unit_bytes=20_000)
+    assert len(units) > 5 and all(u.zstd_frames is not None for u in units)
+    assert [u.row_start for u in units] == sorted({u.row_start for u in units})     # distinct, in order
+    assert all(a.row_stop == b.row_start for a, b in zip(units, units[1:])) and units[-1].row_stop is None
+    got_texts, got_rows = [], []
+    for unit in units:
+        for batch in read_unit(unit, on_error="skip"):
+            got_texts.extend(batch.to_pylist())
+            got_rows.extend(int(r) for r in batch.rows)
+    assert got_rows == expected_rows and got_texts == expected_texts
+    assert expected_texts == chosen and expected_rows == list(range(len(chosen)))
+    assert units == plan_units(resolve_inputs(path), unit_rows=400, unit_bytes=20_000)   # deterministic
+
+
+def test_frame_units_give_the_same_shards_as_one_unit(files, tok_path, tmp_path, monkeypatch):
+    from ube_stream.readers import compression as _compression
+
+    path = files["jsonl.zst-frames"]
+    base = _shards(path, tok_path, tmp_path / "one", 1, monkeypatch)   # one unit (unit_rows=10**9, 16 MiB)
+    out = tmp_path / "many"
+    encode_corpus([path], tokenizer=tok_path, output=str(out), workers=1, show_progress=False,
+                  shard_tokens=20_000, unit_rows=500)
+    units = json.loads(open(os.path.join(out, "MANIFEST.json")).read())["shards"]
+    assert len({s["unit_id"] for s in units}) > 5
+    from ube_stream.shards import TokenShards
+
+    def documents(directory):
+        shards = TokenShards(str(directory))
+        return [(shards.source(i)[1], shards.doc(i).tolist()) for i in range(len(shards))]
+
+    assert documents(out) == documents(tmp_path / "one")
+    assert _compression.zstd_frame_units(files["jsonl.zst"], 500, None) is None   # one frame: one unit
+    assert base
