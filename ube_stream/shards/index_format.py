@@ -24,7 +24,6 @@ The ``.tokens`` file is raw little-endian uint32 ids.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import struct
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ import numpy as np
 from ..errors import ShardFormatError
 from ..storage import (
     TMP_SUFFIX,  # noqa: F401  (temp names inside shard directories)
+    is_url,
     read_bytes,
 )
 
@@ -178,8 +178,17 @@ def sha256_file(path: str) -> str:
 
 
 def read_json(path: str, what: str):
-    try:
-        return json.loads(read_bytes(path).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ShardFormatError(f"{path}: {what} is not valid JSON ({exc}); the file is corrupt. "
-                               f"Re-encode the directory") from None
+    """A MANIFEST (``what="MANIFEST.json"``), unit marker or run plan, read
+    (a local file: only a regular file of at most ``validation.MAX_JSON_BYTES``)
+    and checked against its schema (:mod:`ube_stream.validation`) before any
+    field is used: :class:`ShardFormatError` naming the file and the field."""
+    from .. import validation
+
+    fix = "the file is corrupt. Re-encode the directory"
+    if is_url(path):
+        data = read_bytes(path)
+    else:
+        data = validation.read_bounded(path, what=what, error=ShardFormatError, fix=fix)
+    doc = validation.load_json(data, source=path, what=what, error=ShardFormatError, fix=fix)
+    validation.check_shard_file(doc, what, source=path, error=ShardFormatError)
+    return doc

@@ -57,7 +57,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from .._version import __version__
 from ..errors import TokenizerFormatError
-from ..storage import local_path, read_bytes
+from ..storage import is_url, local_path, read_bytes
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "canonical", "fingerprint", "dumps", "parse", "parse_doc",
            "check_recorded", "read_text"]
@@ -259,9 +259,18 @@ def check_recorded(doc: Mapping[str, Any], *, pattern: str, fingerprint: str, vo
 
 
 def read_text(path: str | os.PathLike) -> str:
-    """The text of a tokenizer file, with the fix when it does not exist."""
+    """The text of a tokenizer file, with the fix when it does not exist.  A local
+    file is read only when it is a regular file of at most
+    :data:`~ube_stream.validation.MAX_JSON_BYTES` (``/dev/zero``, a pipe or a
+    huge file named as a tokenizer is refused before it is read)."""
+    from ..validation import read_bounded
+
     path = local_path(path)
     try:
-        return read_bytes(path).decode("utf-8")
+        data = read_bytes(path) if is_url(path) else read_bounded(
+            path, what="tokenizer file", error=TokenizerFormatError, fix="pass an ube-stream tokenizer file")
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise TokenizerFormatError(f"{path}: no such tokenizer file; train one with `ube train`") from None
+    except UnicodeDecodeError as exc:
+        raise TokenizerFormatError(f"{path}: not UTF-8 text ({exc}); not an ube-stream tokenizer file") from None
