@@ -72,6 +72,8 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..errors import ShardFormatError
+
 __all__ = ["TokenDataset", "collate", "inputs_targets", "torch_dataset"]
 
 
@@ -88,6 +90,13 @@ class TokenDataset:
         drop_last: equal sample counts on every rank (default) or hand out the remainder.
         dtype: ``"int64"`` (default, what embedding layers take) or ``"uint32"``
             (the on-disk width; zero-copy views where a window lies in one shard).
+        verify: what is checked when the directories are opened, as in
+            :class:`~ube_stream.shards.TokenShards`: ``"header"`` (default: MANIFEST,
+            tokenizer fingerprint, every index header and offsets), ``"full"``
+            (also the sha256 of every token and index file, and their largest id),
+            ``"none"``.  At every level each sample is checked against the
+            vocabulary before it is served (one ``max`` over ``seq_len + 1`` ids): a
+            token id outside it is a :class:`~ube_stream.errors.ShardFormatError`.
 
     ``len(ds)`` is this rank's number of remaining samples; ``ds[k]`` its ``k``-th one.
     """
@@ -97,7 +106,7 @@ class TokenDataset:
                  shuffle: bool = True, drop_last: bool = True, dtype: str = "int64",
                  weights: Optional[Sequence[float]] = None, num_samples: Optional[int] = None,
                  split: Optional[Tuple[float, float]] = None, subset: str = "train", split_seed: int = 0,
-                 return_boundaries: bool = False):
+                 return_boundaries: bool = False, verify: str = "header"):
         if int(seq_len) < 1:
             raise ValueError(f"seq_len must be >= 1, got {seq_len}")
         if int(world_size) < 1 or not 0 <= int(rank) < int(world_size):
@@ -138,7 +147,8 @@ class TokenDataset:
         self.split_seed = int(split_seed)
         self.return_boundaries = bool(return_boundaries)
         self.weights = [w / sum(weights) for w in weights]
-        self._components = [_Component(d, self.seq_len, self.split, self.subset, self.split_seed)
+        self.verify = verify
+        self._components = [_Component(d, self.seq_len, self.split, self.subset, self.split_seed, verify)
                             for d in directories]
         self.fingerprint = self._components[0].fingerprint
         for c in self._components:
@@ -274,6 +284,7 @@ class TokenDataset:
             raise IndexError(f"window {i} out of range 0..{comp.n_samples - 1}")
         start = i * self.seq_len
         tokens = comp.read(start, start + self.seq_len + 1)
+        comp.check_vocabulary(tokens, i)
         if self.dtype != np.uint32:
             tokens = tokens.astype(self.dtype)
         if not self.return_boundaries:
@@ -353,11 +364,15 @@ class _Component:
     concatenated stream."""
 
     def __init__(self, directory: str, seq_len: int, split: Optional[Tuple[float, float]], subset: str,
-                 split_seed: int):
+                 split_seed: int, verify: str = "header"):
         from ..shards.encode import TokenShards
 
-        reader = TokenShards(directory, verify="header")
+        reader = TokenShards(directory, verify=verify)
         self.directory = directory
+        # the vocabulary every served id must lie in: the tokenizer's (loaded by the checks),
+        # or under verify="none" the size the MANIFEST records (checked by its schema)
+        self.vocab_size: Optional[int] = (reader.tokenizer.vocab_size if verify != "none"
+                                          else reader.manifest["tokenizer"].get("vocab_size"))
         self.fingerprint = reader.manifest["tokenizer"]["fingerprint"]
         self.shards = list(reader.shards)
         sizes = np.array([s.num_tokens for s in self.shards], dtype=np.int64)
@@ -428,6 +443,15 @@ class _Component:
             out[pos - start:end - start] = self._read_global(g, g + end - pos)
             pos, seg = end, seg + 1
         return out
+
+    def check_vocabulary(self, tokens: np.ndarray, window: int) -> None:
+        """Refuse to serve window ``window`` when one of its ``tokens`` is outside the vocabulary."""
+        if self.vocab_size is not None and tokens.size and int(tokens.max()) >= self.vocab_size:
+            at = int(np.argmax(tokens >= self.vocab_size))
+            raise ShardFormatError(
+                f"{self.directory}: window {window} holds token id {int(tokens[at])} (its token {at}), outside the "
+                f"vocabulary of {self.vocab_size} ids: a token file is corrupt. Find it with "
+                f"TokenShards({self.directory!r}, verify='full') or `ube verify --shards`, then re-encode")
 
     def boundaries(self, start: int, seq_len: int) -> Tuple[np.ndarray, np.ndarray]:
         """``(position_ids, cu_seqlens)`` of the inputs ``[start, start + seq_len)``."""

@@ -12,9 +12,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
+from .. import validation
 from ..errors import ShardFormatError
 from ..storage import is_url, local_path
-from .. import validation
 from . import index_format as fmt
 
 VERIFY_LEVELS = ("none", "header", "full")
