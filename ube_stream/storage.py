@@ -31,7 +31,7 @@ from typing import IO, Any, Iterator, Tuple
 
 from .errors import StorageError
 
-__all__ = ["TMP_SUFFIX", "storage_error", "atomic_open", "atomic_write_bytes", "atomic_write_text",
+__all__ = ["TMP_SUFFIX", "storage_error", "os_error_message", "atomic_open", "atomic_write_bytes", "atomic_write_text",
            "atomic_write_json", "create_exclusive", "dumps_json", "fsync_dir", "is_url", "local_path",
            "filesystem", "join", "exists", "isfile", "isdir", "read_bytes", "open_input", "file_size",
            "cache_root"]
@@ -127,12 +127,19 @@ def isdir(path: str) -> bool:
 
 
 def read_bytes(path: str) -> bytes:
-    """The whole content of a local file or an object (FileNotFoundError when missing)."""
+    """The whole content of a local file or an object (FileNotFoundError when missing;
+    no permission, too many open files...: :class:`StorageError`, an ``OSError``)."""
     if is_url(path):
         fs, inner = filesystem(path)
         return bytes(fs.cat_file(inner))
-    with open(path, "rb") as f:
-        return f.read()
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        translated = storage_error(exc, path, reading=True)
+        if translated is exc:
+            raise
+        raise translated from None
 
 
 def file_size(path: str) -> int:
@@ -143,11 +150,18 @@ def file_size(path: str) -> int:
 
 
 def open_input(path: str) -> IO[bytes]:
-    """A binary reader of a local file or a remote object (streamed, seekable)."""
+    """A binary reader of a local file or a remote object (streamed, seekable); no
+    permission, too many open files...: :class:`StorageError` (an ``OSError``)."""
     if is_url(path):
         fs, inner = filesystem(path)
         return fs.open(inner, "rb", block_size=1 << 22)
-    return open(path, "rb")
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        translated = storage_error(exc, path, reading=True)
+        if translated is exc:
+            raise
+        raise translated from None
 
 
 # --------------------------------------------------------------------------- atomic writes
@@ -171,7 +185,21 @@ def _remote_atomic_open(url: str, mode: str, encoding: str | None) -> Iterator[I
 
 
 #: errors of the file system an output lives on (not of the data): translated by :func:`storage_error`
-_STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO,
+                   errno.EMFILE, errno.ENFILE, errno.ENOTDIR, errno.EISDIR}
+#: what to do about each (``{where}``: the path); the fallback is the last entry
+_FIXES = {
+    errno.ENOSPC: "free space (or raise the quota) there, or use another path",
+    errno.EDQUOT: "free space (or raise the quota) there, or use another path",
+    errno.EFBIG: "free space (or raise the quota) there, or use another path",
+    errno.EROFS: "the file system is mounted read-only: use a path on a writable one",
+    errno.EIO: "check the disk or the network file system",
+    errno.EMFILE: "too many open files in this process: raise the limit (`ulimit -n 4096`) or use fewer workers",
+    errno.ENFILE: "too many open files on this machine: close other programs or raise fs.file-max",
+    errno.ENOTDIR: "a part of the path is a file, not a directory: fix the path",
+    errno.EISDIR: "the path is a directory: name a file",
+    errno.ENOENT: "a directory on the path does not exist: create it or fix the path",
+}
 
 
 def _free_space(path: str) -> str:
@@ -190,22 +218,36 @@ def _free_space(path: str) -> str:
     return ""
 
 
-def storage_error(exc: OSError, path: str) -> OSError:
+def storage_error(exc: OSError, path: str, *, reading: bool = False) -> OSError:
     """``exc`` as a :class:`StorageError` naming ``path``, the free space and
     the fix, when it is a file-system problem (disk full, quota, read-only,
-    permission); other errors are returned as they are."""
-    if isinstance(exc, StorageError) or exc.errno not in _STORAGE_ERRNOS:
+    permission, too many open files); other errors are returned as they are.
+    ``reading``: ``path`` is an input or a cache being read (no free space shown)."""
+    if isinstance(exc, StorageError) or exc.errno not in _STORAGE_ERRNOS | ({errno.ENOENT} if not reading else set()):
         return exc
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        fix = "free space (or raise the quota) there, or write to another output path, then rerun"
-    elif exc.errno == errno.EIO:
-        fix = "check the disk or the network file system, then rerun"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        fix = ("make the file readable for this user (chmod, or run as its owner)" if reading else
+               "make the directory writable for this user, or write to another output path")
     else:
-        fix = "make the directory writable for this user, or write to another output path, then rerun"
-    error = StorageError(exc.errno, f"{path}: cannot write: {exc.strerror} ({_free_space(path)} on that file "
-                                    f"system); {fix}. Files already committed are unchanged, and a rerun "
-                                    f"resumes", path)
-    return error
+        fix = _FIXES[exc.errno]
+    if reading:
+        return StorageError(exc.errno, f"{path}: cannot read: {exc.strerror}; {fix}, then rerun", path)
+    return StorageError(exc.errno, f"{path}: cannot write: {exc.strerror} ({_free_space(path)} on that file "
+                                   f"system); {fix}, then rerun. Files already committed are unchanged, and a "
+                                   f"rerun resumes", path)
+
+
+def os_error_message(exc: OSError) -> str:
+    """One line for an operating-system error that reached the command line untranslated:
+    the path, what failed and the fix."""
+    if isinstance(exc, StorageError) or exc.errno is None:
+        return str(exc)
+    path = exc.filename if exc.filename is not None else "?"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        fix = "check its permissions (inputs readable, the output directory writable) or use another path"
+    else:
+        fix = _FIXES.get(exc.errno, "check the path and its permissions")
+    return f"{path}: {exc.strerror}; {fix}, then rerun"
 
 
 @contextlib.contextmanager
