@@ -330,8 +330,8 @@ def load_json(data: bytes, *, source: str, what: str, error: Type[Exception], fi
 
 _COUNT = Int()
 _SHA256 = Hex(64)
-_SOURCE = Obj({"path": Str(1 << 16)},
-              optional={"source_id": _COUNT, "size": Nullable(_COUNT), "format": Nullable(Str(64)),
+_SOURCE = Obj({"path": Str(1 << 16), "source_id": _COUNT},
+              optional={"size": Nullable(_COUNT), "format": Nullable(Str(64)),
                         "rows_read": _COUNT, "documents": _COUNT, "skipped": Map(_COUNT),
                         "skipped_in_memory": Map(_COUNT)})
 _TOKENIZER = Obj({"fingerprint": Hex(64, "sha256:")},
