@@ -76,6 +76,10 @@ from ..errors import ShardFormatError
 
 __all__ = ["TokenDataset", "collate", "inputs_targets", "torch_dataset"]
 
+#: tokens per block of the serving check (16 KiB ids = 64 KiB): a sample is served once
+#: every block it touches was checked against the vocabulary in this process
+CHECK_BLOCK = 1 << 14
+
 
 class TokenDataset:
     """Fixed-length training samples over a finished shard directory.
@@ -94,9 +98,11 @@ class TokenDataset:
             :class:`~ube_stream.shards.TokenShards`: ``"header"`` (default: MANIFEST,
             tokenizer fingerprint, every index header and offsets), ``"full"``
             (also the sha256 of every token and index file, and their largest id),
-            ``"none"``.  At every level each sample is checked against the
-            vocabulary before it is served (one ``max`` over ``seq_len + 1`` ids): a
-            token id outside it is a :class:`~ube_stream.errors.ShardFormatError`.
+            ``"none"``.  At every level no sample is served before the ids
+            around it were checked against the vocabulary: the first read of
+            each block of :data:`CHECK_BLOCK` tokens (in each process) takes its
+            ``max``; a token id outside the vocabulary is a
+            :class:`~ube_stream.errors.ShardFormatError` naming the token file.
 
     ``len(ds)`` is this rank's number of remaining samples; ``ds[k]`` its ``k``-th one.
     """
@@ -284,7 +290,6 @@ class TokenDataset:
             raise IndexError(f"window {i} out of range 0..{comp.n_samples - 1}")
         start = i * self.seq_len
         tokens = comp.read(start, start + self.seq_len + 1)
-        comp.check_vocabulary(tokens, i)
         if self.dtype != np.uint32:
             tokens = tokens.astype(self.dtype)
         if not self.return_boundaries:
@@ -403,6 +408,9 @@ class _Component:
             self.seg_global = doc_starts[keep[firsts]].astype(np.int64)
         self.n_samples = max(self.n_tokens - 1, 0) // seq_len
         self._maps: Optional[List[np.ndarray]] = None
+        # blocks of CHECK_BLOCK tokens of the directory's stream whose ids were checked
+        # against the vocabulary (in this process): a window is served only from checked blocks
+        self._checked = bytearray(-(-int(self.shard_starts[-1]) // CHECK_BLOCK))
 
     def __getstate__(self) -> Dict[str, Any]:
         return dict(self.__dict__, _maps=None)
@@ -410,6 +418,13 @@ class _Component:
     def _read_global(self, start: int, stop: int) -> np.ndarray:
         if self._maps is None:
             self._maps = [s.tokens for s in self.shards]
+        if self.vocab_size is not None:   # two lookups per sample once its blocks are checked
+            checked = self._checked
+            first, last = start // CHECK_BLOCK, (stop - 1) // CHECK_BLOCK
+            if last - first > 1 or not (checked[first] and checked[last]):
+                for block in range(first, last + 1):
+                    if not checked[block]:
+                        self._check_block(block)
         maps, starts = self._maps, self.shard_starts
         first = min(int(np.searchsorted(starts, start, side="right")) - 1, len(maps) - 1)
         if stop <= int(starts[first + 1]):
@@ -444,14 +459,28 @@ class _Component:
             pos, seg = end, seg + 1
         return out
 
-    def check_vocabulary(self, tokens: np.ndarray, window: int) -> None:
-        """Refuse to serve window ``window`` when one of its ``tokens`` is outside the vocabulary."""
-        if self.vocab_size is not None and tokens.size and int(tokens.max()) >= self.vocab_size:
-            at = int(np.argmax(tokens >= self.vocab_size))
-            raise ShardFormatError(
-                f"{self.directory}: window {window} holds token id {int(tokens[at])} (its token {at}), outside the "
-                f"vocabulary of {self.vocab_size} ids: a token file is corrupt. Find it with "
-                f"TokenShards({self.directory!r}, verify='full') or `ube verify --shards`, then re-encode")
+    def _check_block(self, block: int) -> None:
+        """Check the ids of block ``block`` of the directory's stream against the
+        vocabulary (a ``max`` per shard part); mark it checked or raise."""
+        assert self._maps is not None and self.vocab_size is not None
+        start = block * CHECK_BLOCK
+        stop = min(start + CHECK_BLOCK, int(self.shard_starts[-1]))
+        starts = self.shard_starts
+        shard = int(np.searchsorted(starts, start, side="right")) - 1
+        while start < stop:
+            end = min(stop, int(starts[shard + 1]))
+            if end > start:
+                base = int(starts[shard])
+                part = np.asarray(self._maps[shard][start - base:end - base])
+                if int(part.max()) >= self.vocab_size:
+                    at = int(np.argmax(part >= self.vocab_size))
+                    raise ShardFormatError(
+                        f"{self.shards[shard].tokens_path}: token {start - base + at} is id {int(part[at])}, outside "
+                        f"the vocabulary of {self.vocab_size} ids: the token file is corrupt, and no sample holding "
+                        f"it is served. Find every damaged file with `ube verify --shards {self.directory}`, then "
+                        f"re-encode")
+            start, shard = end, shard + 1
+        self._checked[block] = 1
 
     def boundaries(self, start: int, seq_len: int) -> Tuple[np.ndarray, np.ndarray]:
         """``(position_ids, cu_seqlens)`` of the inputs ``[start, start + seq_len)``."""
