@@ -171,14 +171,14 @@ def test_manifest_tokenizer_file_outside_or_not_a_file_is_refused_unread(copy, n
 
 
 def test_tokenizer_file_that_is_a_device_or_huge_is_refused_before_reading(tmp_path):
-    from ube_stream import validation
+    from ube_stream import storage
     from ube_stream.tokenizer import Tokenizer
 
     with pytest.raises(TokenizerFormatError, match="not a regular file"):
         Tokenizer.load("/dev/zero")
     big = tmp_path / "big.json"
     with open(big, "wb") as f:
-        f.truncate(validation.MAX_JSON_BYTES + 1)   # sparse: no disk used
+        f.truncate(storage.MAX_JSON_BYTES + 1)   # sparse: no disk used
     with pytest.raises(TokenizerFormatError, match="more than the"):
         Tokenizer.load(str(big))
 

@@ -423,7 +423,7 @@ def _table_cache_path(name: str) -> Optional[str]:
 def _read_cached_table(path: str) -> Optional[np.ndarray]:
     """The table kept at ``path`` when the file is whole and its bytes hash to the
     sha256 stored after them; None otherwise (missing, torn, damaged, unreadable)."""
-    from .validation import read_bounded
+    from .storage import read_bounded
 
     try:
         data = read_bounded(path, what="class table", error=ValueError, max_bytes=_CODEPOINTS + _TABLE_DIGEST)

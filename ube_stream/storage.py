@@ -18,6 +18,12 @@ fsspec's usual configuration (``AWS_*`` variables, ``FSSPEC_S3_ENDPOINT_URL``,
 one PUT to the final name when the block ends cleanly: the PUT is the commit
 point (an object store makes an object visible whole or not at all), and a
 failure uploads nothing.  ``file://`` URLs are plain local paths.
+
+**Files ube-stream did not write** (MANIFESTs, markers, tokenizer files,
+caches) are read with :func:`read_bounded` (only a regular file of bounded
+size: never ``/dev/zero``, a pipe or a directory) and named inside their
+directory through :func:`inside` (no absolute path, no ``..``, no symbolic
+link out, checked on the *name* before anything is opened).
 """
 from __future__ import annotations
 
@@ -26,15 +32,16 @@ import errno
 import functools
 import json
 import os
+import stat
 import threading
-from typing import IO, Any, Iterator, Tuple
+from typing import IO, Any, Iterator, Tuple, Type
 
 from .errors import StorageError
 
 __all__ = ["TMP_SUFFIX", "storage_error", "os_error_message", "atomic_open", "atomic_write_bytes", "atomic_write_text",
            "atomic_write_json", "create_exclusive", "dumps_json", "fsync_dir", "is_url", "local_path",
            "filesystem", "join", "exists", "isfile", "isdir", "read_bytes", "open_input", "file_size",
-           "cache_root"]
+           "cache_root", "MAX_JSON_BYTES", "name_problem", "inside", "read_bounded", "load_json"]
 
 TMP_SUFFIX = ".tmp"
 
@@ -338,3 +345,86 @@ def fsync_dir(path: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+# --------------------------------------------------------------------------- reading files ube-stream did not write
+
+#: the largest JSON file read whole (MANIFEST, marker, plan, tokenizer file): 256 MiB
+MAX_JSON_BYTES = 256 << 20
+
+
+def name_problem(name: str) -> "str | None":
+    """Why ``name`` cannot name a file inside a directory, or None (checked on the name alone)."""
+    if not name or len(name) > 4096:
+        return "an empty or over-long name"
+    if "\0" in name or "\\" in name:
+        return "a name with a NUL or a backslash"
+    if os.path.isabs(name) or name.startswith("/"):
+        return "an absolute path"
+    if ".." in name.split("/"):
+        return "a path with '..'"
+    return None
+
+
+def _os_message(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def inside(directory: str, name: Any, *, where: str, field: str, error: Type[Exception], fix: str) -> str:
+    """``directory/name``, refused unless ``name`` passes :func:`name_problem` and,
+    when it exists, resolves inside ``directory`` to a regular file."""
+    problem = name_problem(name) if isinstance(name, str) else "not a string"
+    if problem is not None:
+        shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:57] + "..."
+        raise error(f"{where}: field {field!r} names {shown}, {problem}; files must lie inside "
+                    f"{directory}. {fix}")
+    path = os.path.join(directory, name)
+    real_dir = os.path.realpath(directory)
+    real = os.path.realpath(path)
+    if os.path.commonpath([real_dir, real]) != real_dir:
+        raise error(f"{where}: field {field!r} names {name!r}, which resolves to {real}, outside {directory} "
+                    f"(a symbolic link out); files must lie inside it. {fix}")
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise error(f"{where}: field {field!r}: cannot inspect {path} ({_os_message(exc)}). {fix}") from None
+    if not stat.S_ISREG(mode):
+        raise error(f"{where}: field {field!r} names {name!r}, which is not a regular file (a directory, "
+                    f"device or pipe). {fix}")
+    return path
+
+
+def read_bounded(path: str, *, what: str, error: Type[Exception], max_bytes: int = MAX_JSON_BYTES,
+                 fix: str = "") -> bytes:
+    """The bytes of the local regular file ``path`` of at most ``max_bytes``;
+    ``error`` for a device, pipe or directory, or a larger file (before reading).
+    ``FileNotFoundError`` passes through (callers say how to make the file)."""
+    try:
+        with open(path, "rb") as f:   # open, then fstat the file opened: no race with a rename
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise error(f"{path}: the {what} is not a regular file (a device, pipe or directory); "
+                            f"refusing to read it. {fix}".rstrip())
+            if info.st_size > max_bytes:
+                raise error(f"{path}: the {what} is {info.st_size:,} bytes, more than the {max_bytes:,} such a "
+                            f"file can hold; it is corrupt or not a {what}. {fix}".rstrip())
+            data = f.read(max_bytes + 1)
+    except IsADirectoryError:
+        raise error(f"{path}: the {what} is a directory, not a file. {fix}".rstrip()) from None
+    if len(data) > max_bytes:
+        raise error(f"{path}: the {what} grew past {max_bytes:,} bytes while being read. {fix}".rstrip())
+    return data
+
+
+def load_json(data: bytes, *, source: str, what: str, error: Type[Exception], fix: str) -> Any:
+    """``json.loads`` of ``data`` with every way it can fail turned into ``error``."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise error(f"{source}: the {what} is not UTF-8 text ({exc}). {fix}") from None
+    except RecursionError:
+        raise error(f"{source}: the {what} is JSON nested too deeply. {fix}") from None
+    except ValueError as exc:   # JSONDecodeError, integers of more than 4300 digits
+        raise error(f"{source}: the {what} is not valid JSON ({exc}). {fix}") from None

@@ -89,7 +89,7 @@ def export_megatron(directory: str, prefix: str, *, dtype: str = "int32",
             digest = hashlib.sha256()
             for start in range(0, shard.num_tokens, _CHUNK_TOKENS):
                 chunk = tokens[start:start + _CHUNK_TOKENS]
-                digest.update(chunk)
+                digest.update(chunk.data)
                 largest = int(chunk.max()) if chunk.size else -1
                 if largest >= vocab_size:
                     bad = start + int(np.argmax(chunk >= vocab_size))

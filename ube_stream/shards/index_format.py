@@ -34,6 +34,8 @@ from ..errors import ShardFormatError
 from ..storage import (
     TMP_SUFFIX,  # noqa: F401  (temp names inside shard directories)
     is_url,
+    load_json,
+    read_bounded,
     read_bytes,
 )
 
@@ -179,16 +181,16 @@ def sha256_file(path: str) -> str:
 
 def read_json(path: str, what: str):
     """A MANIFEST (``what="MANIFEST.json"``), unit marker or run plan, read
-    (a local file: only a regular file of at most ``validation.MAX_JSON_BYTES``)
-    and checked against its schema (:mod:`ube_stream.validation`) before any
-    field is used: :class:`ShardFormatError` naming the file and the field."""
-    from .. import validation
+    (a local file: only a regular file of at most ``storage.MAX_JSON_BYTES``)
+    and checked against its schema (:mod:`.schema`) before any field is used:
+    :class:`ShardFormatError` naming the file and the field."""
+    from .schema import check_shard_file
 
     fix = "the file is corrupt. Re-encode the directory"
     if is_url(path):
         data = read_bytes(path)
     else:
-        data = validation.read_bounded(path, what=what, error=ShardFormatError, fix=fix)
-    doc = validation.load_json(data, source=path, what=what, error=ShardFormatError, fix=fix)
-    validation.check_shard_file(doc, what, source=path, error=ShardFormatError)
+        data = read_bounded(path, what=what, error=ShardFormatError, fix=fix)
+    doc = load_json(data, source=path, what=what, error=ShardFormatError, fix=fix)
+    check_shard_file(doc, what, source=path, error=ShardFormatError)
     return doc

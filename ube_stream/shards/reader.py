@@ -12,9 +12,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from .. import validation
 from ..errors import ShardFormatError
-from ..storage import is_url, local_path
+from ..storage import inside, is_url, local_path
 from . import index_format as fmt
 
 VERIFY_LEVELS = ("none", "header", "full")
@@ -25,8 +24,8 @@ _PATH_FIX = "The manifest is corrupt or hostile: re-encode"
 
 def _inside(directory: str, entry: Dict[str, Any], field: str, where: str) -> str:
     """``directory/entry[field]``, refused unless it stays inside ``directory`` and
-    is a regular file when it exists (:func:`ube_stream.validation.inside`)."""
-    return validation.inside(directory, entry[field], where=where, field=field, error=ShardFormatError,
+    is a regular file when it exists (:func:`ube_stream.storage.inside`)."""
+    return inside(directory, entry[field], where=where, field=field, error=ShardFormatError,
                              fix=_PATH_FIX)
 
 
@@ -35,7 +34,7 @@ class Shard:
     ``rows`` (uint64), ``source_ids`` (uint32), all mapped on first use."""
 
     def __init__(self, directory: str, entry: Dict[str, Any], where: str = "MANIFEST.json"):
-        # ``entry`` was checked against validation.SHARD with the whole manifest (fmt.read_json)
+        # ``entry`` was checked against schema.SHARD with the whole manifest (fmt.read_json)
         self.name: str = entry["name"]
         self.unit_id: str = entry["unit_id"]
         self.tokens_path = _inside(directory, entry, "tokens_file", where)
@@ -246,7 +245,7 @@ class TokenShards:
             from ..errors import TokenizerFormatError
             from ..tokenizer.core import Tokenizer
 
-            path = validation.inside(self.directory, self.manifest["tokenizer"].get("file", fmt.TOKENIZER_NAME),
+            path = inside(self.directory, self.manifest["tokenizer"].get("file", fmt.TOKENIZER_NAME),
                                      where=os.path.join(self.directory, fmt.MANIFEST_NAME), field="tokenizer.file",
                                      error=ShardFormatError, fix=_PATH_FIX)
             try:

@@ -57,7 +57,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from .._version import __version__
 from ..errors import TokenizerFormatError
-from ..storage import is_url, local_path, read_bytes
+from ..storage import is_url, local_path, read_bounded, read_bytes
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "canonical", "fingerprint", "dumps", "parse", "parse_doc",
            "check_recorded", "read_text"]
@@ -271,10 +271,8 @@ def check_recorded(doc: Mapping[str, Any], *, pattern: str, fingerprint: str, vo
 def read_text(path: str | os.PathLike) -> str:
     """The text of a tokenizer file, with the fix when it does not exist.  A local
     file is read only when it is a regular file of at most
-    :data:`~ube_stream.validation.MAX_JSON_BYTES` (``/dev/zero``, a pipe or a
+    :data:`~ube_stream.storage.MAX_JSON_BYTES` (``/dev/zero``, a pipe or a
     huge file named as a tokenizer is refused before it is read)."""
-    from ..validation import read_bounded
-
     path = local_path(path)
     try:
         data = read_bytes(path) if is_url(path) else read_bounded(

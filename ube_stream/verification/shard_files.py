@@ -61,7 +61,7 @@ def check_shard(directory: str, record: Dict[str, Any], fingerprint: str, n_sour
                 vocab_size: Optional[int], report: VerifyReport) -> Optional[ShardData]:
     """Header, sizes, checksum and offsets of one shard; its arrays when they can be trusted."""
     from ..errors import ShardFormatError
-    from ..validation import inside
+    from ..storage import inside
 
     name = record["name"]
     report.count("shards", 1)
@@ -159,7 +159,7 @@ def read_manifest(directory: str) -> Dict[str, Any]:
     :class:`~ube_stream.errors.ShardFormatError` naming the field."""
     from ..errors import ShardFormatError
     from ..shards import index_format as fmt
-    from ..validation import inside
+    from ..storage import inside
 
     path = os.path.join(directory, "MANIFEST.json")
     if not os.path.isfile(path):

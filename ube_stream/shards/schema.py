@@ -1,6 +1,6 @@
-"""Checks of every file ube-stream reads that is not a corpus, before anything is
-built from it: one small schema checker for JSON-like documents, a bounded
-reader of local files and the rule for names inside a directory.
+"""The schemas of a shard directory's JSON files (MANIFEST.json, unit markers
+``units/<unit_id>.json``, the run plan ``units/_plan.json``) and the one small
+checker that matches a document against a schema.
 
 A file's fields are *trusted* only after :func:`check` has matched the whole
 document against its schema: a type, a range, a length or a nesting level that
@@ -10,36 +10,25 @@ is not what the schema says is the error class the caller passes (a
 
     SHARD = Obj({"name": Str(), "documents": Int(), "sha256": Hex(64)},
                 optional={"index_sha256": Hex(64)})
-    check(doc, Obj({"shards": List(SHARD)}), source="DIR/MANIFEST.json", error=ShardFormatError)
+    check(doc, Obj({"shards": List(SHARD)}), source="DIR/MANIFEST.json", error=ShardFormatError, fix="...")
 
-Names of files inside a directory (:class:`RelPath` in a schema, then
-:func:`inside` when the directory is known) are checked on the *name* first:
-no absolute path, no ``..``, no NUL, no backslash; then, where the file
-exists, its real path must stay inside the directory (no symlink out) and be a
-regular file (no device, FIFO or directory).  :func:`read_bounded` reads a
-local file only when it is a regular file of at most ``max_bytes``, so
-``/dev/zero`` or a 100 GB file named as a tokenizer is refused before the
-first byte is read.
-
-The schemas of the shard directory's files (MANIFEST, unit markers, run plan)
-live here too, so the code that writes them and every reader check one
-definition (:func:`check_manifest`, :func:`check_marker`, :func:`check_plan`).
+Names of files inside the directory are :class:`RelPath` (checked on the name:
+:func:`ube_stream.storage.name_problem`), then resolved with
+:func:`ube_stream.storage.inside` where the directory is known.  The code that
+writes these files and every reader check one definition
+(:func:`check_shard_file`; ``index_format.read_json`` applies it).
 """
 from __future__ import annotations
 
-import json
-import os
-import stat
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Type
 
-__all__ = ["Schema", "Any_", "Int", "Float", "Bool", "Str", "Hex", "RelPath", "Nullable", "OneOf", "List",
-           "Map", "Obj", "check", "inside", "read_bounded", "load_json", "check_manifest", "check_marker",
-           "check_plan", "MANIFEST", "MARKER", "PLAN", "MAX_DEPTH", "MAX_JSON_BYTES"]
+from ..storage import name_problem
 
-#: deepest nesting a free-form field (``training``, ``skip_examples``) may have
+__all__ = ["Schema", "Any_", "Int", "Float", "Bool", "Str", "Hex", "RelPath", "Nullable", "OneOf", "List",
+           "Map", "Obj", "check", "check_shard_file", "SHARD", "MANIFEST", "MARKER", "PLAN", "MAX_DEPTH"]
+
+#: deepest nesting a free-form field (``skipped_files``) may have
 MAX_DEPTH = 32
-#: the largest JSON file read whole (MANIFEST, marker, plan, tokenizer file): 256 MiB
-MAX_JSON_BYTES = 256 << 20
 _INT_MAX = (1 << 63) - 1
 
 
@@ -140,19 +129,6 @@ class Hex(Schema):
         digits = value[len(self.prefix):]
         if len(digits) != self.n or digits.strip("0123456789abcdef"):
             raise self.fail(where, value)
-
-
-def name_problem(name: str) -> Optional[str]:
-    """Why ``name`` cannot name a file inside a directory, or None (checked on the name alone)."""
-    if not name or len(name) > 4096:
-        return "an empty or over-long name"
-    if "\0" in name or "\\" in name:
-        return "a name with a NUL or a backslash"
-    if os.path.isabs(name) or name.startswith("/"):
-        return "an absolute path"
-    if ".." in name.split("/"):
-        return "a path with '..'"
-    return None
 
 
 class RelPath(Schema):
@@ -261,72 +237,7 @@ def check(doc: Any, schema: Schema, *, source: str, error: Type[Exception], fix:
         raise error(f"{source}: {field} must be {exc.expected}, found {_shown(exc.found)}; {fix}") from None
 
 
-# --------------------------------------------------------------------------- files
-
-def _os_message(exc: OSError) -> str:
-    return exc.strerror or type(exc).__name__
-
-
-def inside(directory: str, name: Any, *, where: str, field: str, error: Type[Exception], fix: str) -> str:
-    """``directory/name``, refused unless ``name`` passes :func:`name_problem` and,
-    when it exists, resolves inside ``directory`` to a regular file."""
-    problem = name_problem(name) if isinstance(name, str) else "not a string"
-    if problem is not None:
-        raise error(f"{where}: field {field!r} names {_shown(name)}, {problem}; files must lie inside "
-                    f"{directory}. {fix}")
-    path = os.path.join(directory, name)
-    real_dir = os.path.realpath(directory)
-    real = os.path.realpath(path)
-    if os.path.commonpath([real_dir, real]) != real_dir:
-        raise error(f"{where}: field {field!r} names {name!r}, which resolves to {real}, outside {directory} "
-                    f"(a symbolic link out); files must lie inside it. {fix}")
-    try:
-        mode = os.stat(real).st_mode
-    except FileNotFoundError:
-        return path
-    except OSError as exc:
-        raise error(f"{where}: field {field!r}: cannot inspect {path} ({_os_message(exc)}). {fix}") from None
-    if not stat.S_ISREG(mode):
-        raise error(f"{where}: field {field!r} names {name!r}, which is not a regular file (a directory, "
-                    f"device or pipe). {fix}")
-    return path
-
-
-def read_bounded(path: str, *, what: str, error: Type[Exception], max_bytes: int = MAX_JSON_BYTES,
-                 fix: str = "") -> bytes:
-    """The bytes of the local regular file ``path`` of at most ``max_bytes``;
-    ``error`` for a device, pipe or directory, or a larger file (before reading).
-    ``FileNotFoundError`` passes through (callers say how to make the file)."""
-    try:
-        with open(path, "rb") as f:   # open, then fstat the file opened: no race with a rename
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise error(f"{path}: the {what} is not a regular file (a device, pipe or directory); "
-                            f"refusing to read it. {fix}".rstrip())
-            if info.st_size > max_bytes:
-                raise error(f"{path}: the {what} is {info.st_size:,} bytes, more than the {max_bytes:,} such a "
-                            f"file can hold; it is corrupt or not a {what}. {fix}".rstrip())
-            data = f.read(max_bytes + 1)
-    except IsADirectoryError:
-        raise error(f"{path}: the {what} is a directory, not a file. {fix}".rstrip()) from None
-    if len(data) > max_bytes:
-        raise error(f"{path}: the {what} grew past {max_bytes:,} bytes while being read. {fix}".rstrip())
-    return data
-
-
-def load_json(data: bytes, *, source: str, what: str, error: Type[Exception], fix: str) -> Any:
-    """``json.loads`` of ``data`` with every way it can fail turned into ``error``."""
-    try:
-        return json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise error(f"{source}: the {what} is not UTF-8 text ({exc}). {fix}") from None
-    except RecursionError:
-        raise error(f"{source}: the {what} is JSON nested too deeply. {fix}") from None
-    except ValueError as exc:   # JSONDecodeError, integers of more than 4300 digits
-        raise error(f"{source}: the {what} is not valid JSON ({exc}). {fix}") from None
-
-
-# --------------------------------------------------------------------------- shard directory files
+# --------------------------------------------------------------------------- the files
 
 _COUNT = Int()
 _SHA256 = Hex(64)
@@ -376,21 +287,3 @@ def check_shard_file(doc: Any, what: str, *, source: str, error: Type[Exception]
     """Check a MANIFEST (``what="MANIFEST.json"``), unit marker or run plan."""
     schema, fix = _KINDS[what]
     check(doc, schema, source=source, error=error, fix=fix)
-
-
-def check_manifest(doc: Any, source: str) -> None:
-    from .errors import ShardFormatError
-
-    check_shard_file(doc, "MANIFEST.json", source=source, error=ShardFormatError)
-
-
-def check_marker(doc: Any, source: str) -> None:
-    from .errors import ShardFormatError
-
-    check_shard_file(doc, "unit marker", source=source, error=ShardFormatError)
-
-
-def check_plan(doc: Any, source: str) -> None:
-    from .errors import ShardFormatError
-
-    check_shard_file(doc, "run plan", source=source, error=ShardFormatError)
