@@ -118,6 +118,29 @@ def test_a_sparse_id_map_within_the_bound_still_loads(tok):
                   id_map=ids[:-1] + [max_model_id(n) + 1])
 
 
+@pytest.mark.parametrize("where", ["added_token", "vocab"])
+def test_hf_id_of_2_pow_31_is_refused_under_a_memory_cap(corpus, tmp_path, where):
+    from ube_stream import train
+
+    doc = train(str(corpus), vocab_size=400, workers=1, show_progress=False, substrate="utf8").to_hf_dict()
+    if where == "added_token":
+        doc["added_tokens"][0]["id"] = 2**31
+    else:
+        doc["model"]["vocab"][list(doc["model"]["vocab"])[-1]] = 2**31
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc))
+    out = _child(f"""
+from ube_stream.errors import TokenizerFormatError
+from ube_stream.tokenizer import Tokenizer
+try:
+    Tokenizer.from_hf({str(path)!r})
+except TokenizerFormatError as exc:
+    print("refused:", exc)
+""")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "refused:" in out.stdout and "model id 2147483648" in out.stdout
+
+
 def test_tiktoken_rank_of_2_pow_31_is_refused_under_a_memory_cap(tmp_path):
     lines = [f"{base64.b64encode(bytes([b])).decode()} {b}" for b in range(256)]
     lines.append(f"{base64.b64encode(b'ab').decode()} {2**31}")

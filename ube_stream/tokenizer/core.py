@@ -220,7 +220,8 @@ class Tokenizer:
             if n_internal and arr.max() > bound:
                 at = int(np.argmax(arr))
                 raise TokenizerFormatError(
-                    f"id_map gives token {at} the model id {int(arr[at])}, but a vocabulary of {n_internal} tokens "
+                    f"token {at} has the model id {int(arr[at])} (id_map, or the ids a HF or tiktoken vocabulary "
+                    f"gives its tokens), but a vocabulary of {n_internal} tokens "
                     f"may number them only up to {bound} (twice its size plus 1024: the id -> token table is "
                     f"sized by the largest id); the file is corrupt or hostile")
             if np.unique(arr).size != arr.size:
