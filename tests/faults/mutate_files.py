@@ -39,6 +39,9 @@ HOSTILE = [2**31, 2**63, -1, 0, 10**30, 1.5, "", "../../etc/passwd", "/dev/zero"
            None, True, [], {}, [[[[[[]]]]]], {"a": {"b": {"c": []}}}, "sha256:" + "0" * 64, "shards/../../x"]
 
 
+DETAIL: list = []   # why the last case was counted served_wrong
+
+
 class Hang(Exception):
     pass
 
@@ -144,6 +147,7 @@ def served_shards(directory) -> str:
     reader = TokenShards(str(directory), verify="full")
     docs = [reader.doc(i).tolist() for i in range(len(reader))]
     if docs != CLEAN_DOCS:
+        DETAIL.append(f"documents differ: {len(docs)} vs {len(CLEAN_DOCS)} documents")
         return "served_wrong"
     # a MANIFEST has no checksum of its own: its source paths are provenance, not served tokens
     if kind != "manifest" and [reader.source(i) for i in range(len(reader))] != CLEAN_SOURCES:
@@ -197,6 +201,7 @@ def run_case(case_dir: Path, rng: random.Random) -> str:
             record = committed_record(str(case_dir), name[:-len(".json")])
             if record is not None and (record["shards"] != clean_record["shards"]
                                        or record["unit_id"] != clean_record["unit_id"]):
+                DETAIL.append(f"{name}: marker trusted: {json.dumps(record)[:600]}")
                 return "served_wrong"   # a marker whose files are not the unit's was trusted
         for rank in (0, 1):   # finish the run: a refused marker is re-encoded, a bad plan refused
             encode_corpus(str(corpus), tokenizer=tok, output=str(case_dir), workers=1, unit_rows=30,
@@ -246,7 +251,8 @@ for case in range(n_cases):
     finally:
         signal.alarm(0)
     if outcome == "served_wrong":
-        tally["examples"].append(f"case {case}: served wrong")
+        tally["examples"].append(f"case {case}: served wrong {' '.join(DETAIL)}")
+    DETAIL.clear()
     tally[outcome] += 1
     tally["cases"] += 1
     shutil.rmtree(case_dir, ignore_errors=True)
