@@ -435,6 +435,29 @@ def test_deeply_nested_manifest_is_a_format_error(copy):
         TokenShards(copy)
 
 
+def test_schema_checker_names_the_deepest_field_and_what_was_expected():
+    """Hand-worked cases of the one checker (shards/schema.py)."""
+    from ube_stream.shards.schema import Hex, Int, List, Map, Nullable, Obj, RelPath, Str, check
+
+    schema = Obj({"shards": List(Obj({"file": RelPath(), "n": Int()})), "ids": Map(Nullable(Int(0, 9)))},
+                 optional={"sha": Hex(4, "s:"), "kind": Str(choices=["a", "b"])})
+    good = {"shards": [{"file": "x/y", "n": 3}], "ids": {"eos": None, "bos": 9}, "sha": "s:00af", "kind": "b"}
+    check(good, schema, source="F", error=ShardFormatError, fix="fix it")
+    for doc, field, expected in [
+        ({**good, "shards": [{"file": "x", "n": 3}, {"file": "../x", "n": 1}]}, "shards[1].file", "a relative path"),
+        ({**good, "shards": [{"file": "x", "n": True}]}, "shards[0].n", "a non-negative integer"),
+        ({**good, "shards": [{"file": "/etc/passwd", "n": 1}]}, "shards[0].file", "a relative path"),
+        ({**good, "ids": {"eos": 10}}, "ids.eos", "an integer in 0..9 or null"),
+        ({**good, "sha": "s:00AF"}, "sha", "'s:' and 4 hex digits"),
+        ({**good, "kind": "c"}, "kind", "one of ['a', 'b']"),
+        ({"ids": {}}, "shards", "present"),
+    ]:
+        with pytest.raises(ShardFormatError) as info:
+            check(doc, schema, source="F", error=ShardFormatError, fix="fix it")
+        message = str(info.value)
+        assert message.startswith(f"F: field '{field}' must be {expected}") and message.endswith("; fix it"), message
+
+
 # ---------------------------------------------------------------- row: Ctrl-C
 
 def test_ctrl_c_is_one_line_exit_130_nothing_in_tmpdir_and_the_rerun_resumes(tok, tmp_path):

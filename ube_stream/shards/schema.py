@@ -24,8 +24,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Type
 
 from ..storage import name_problem
 
-__all__ = ["Schema", "Any_", "Int", "Float", "Bool", "Str", "Hex", "RelPath", "Nullable", "OneOf", "List",
-           "Map", "Obj", "check", "check_shard_file", "SHARD", "MANIFEST", "MARKER", "PLAN", "MAX_DEPTH"]
+__all__ = ["Schema", "Any_", "Int", "Str", "Hex", "RelPath", "Nullable", "List", "Map", "Obj", "check", "check_shard_file", "SHARD", "MANIFEST", "MARKER", "PLAN", "MAX_DEPTH"]
 
 #: deepest nesting a free-form field (``skipped_files``) may have
 MAX_DEPTH = 32
@@ -88,22 +87,6 @@ class Int(Schema):
             raise self.fail(where, value)
 
 
-class Float(Schema):
-    expected = "a number"
-
-    def check(self, value: Any, where: str, depth: int) -> None:
-        if type(value) not in (int, float):
-            raise self.fail(where, value)
-
-
-class Bool(Schema):
-    expected = "true or false"
-
-    def check(self, value: Any, where: str, depth: int) -> None:
-        if type(value) is not bool:
-            raise self.fail(where, value)
-
-
 class Str(Schema):
     """A string of at most ``max_len`` characters, one of ``choices`` when given."""
 
@@ -156,23 +139,6 @@ class Nullable(Schema):
                 raise
 
 
-class OneOf(Schema):
-    """The first of ``options`` that matches (for fields whose type changed between versions)."""
-
-    def __init__(self, *options: Schema):
-        self.options = options
-        self.expected = " or ".join(o.expected for o in options)
-
-    def check(self, value: Any, where: str, depth: int) -> None:
-        for option in self.options:
-            try:
-                option.check(value, where, depth)
-                return
-            except Invalid:
-                continue
-        raise self.fail(where, value)
-
-
 class List(Schema):
     def __init__(self, item: Schema, max_len: int = 1 << 28):
         self.item, self.max_len = item, max_len
@@ -203,11 +169,10 @@ class Map(Schema):
 
 class Obj(Schema):
     """An object with ``fields`` (required) and ``optional`` fields; other keys are
-    allowed (newer writers may add provenance) unless ``closed``."""
+    allowed (newer writers may add provenance)."""
 
-    def __init__(self, fields: Mapping[str, Schema], optional: Optional[Mapping[str, Schema]] = None,
-                 closed: bool = False):
-        self.fields, self.optional, self.closed = dict(fields), dict(optional or {}), closed
+    def __init__(self, fields: Mapping[str, Schema], optional: Optional[Mapping[str, Schema]] = None):
+        self.fields, self.optional = dict(fields), dict(optional or {})
         self.expected = "an object with " + ", ".join(repr(k) for k in self.fields) if self.fields else "an object"
 
     def check(self, value: Any, where: str, depth: int) -> None:
@@ -221,10 +186,6 @@ class Obj(Schema):
         for key, schema in self.optional.items():
             if key in value:
                 schema.check(value[key], prefix + key, depth + 1)
-        if self.closed:
-            extra = sorted(set(value) - set(self.fields) - set(self.optional))
-            if extra:
-                raise Invalid(f"{prefix}{extra[0]}", "absent (not a field of this file)", value[extra[0]])
 
 
 def check(doc: Any, schema: Schema, *, source: str, error: Type[Exception], fix: str) -> None:
