@@ -245,31 +245,7 @@ _KINDS: Dict[str, Tuple[Schema, str]] = {
 
 
 def check_shard_file(doc: Any, what: str, *, source: str, error: Type[Exception]) -> None:
-    """Check a MANIFEST (``what="MANIFEST.json"``), unit marker or run plan."""
+    """Check a MANIFEST (``what="MANIFEST.json"``), unit marker or run plan against its
+    schema (``index_format.read_json`` adds what a marker's fields must agree on)."""
     schema, fix = _KINDS[what]
     check(doc, schema, source=source, error=error, fix=fix)
-    if what == "unit marker":
-        _check_marker_agrees(doc, source, error, fix)
-
-
-def _check_marker_agrees(record: Dict[str, Any], source: str, error: Type[Exception], fix: str) -> None:
-    """A marker's fields agree with each other (a marker has no checksum of its own:
-    its shards' names and files follow from its unit id, its counts add up)."""
-    from .index_format import SHARDS_DIR, index_size
-
-    unit_id = record["unit_id"]
-    for k, shard in enumerate(record["shards"]):
-        name = f"{unit_id}-{k:04d}"
-        expected = {"name": name, "unit_id": unit_id, "tokens_file": f"{SHARDS_DIR}/{name}.tokens",
-                    "index_file": f"{SHARDS_DIR}/{name}.idx", "index_bytes": index_size(shard["documents"])}
-        for key, value in expected.items():
-            if shard[key] != value:
-                raise error(f"{source}: field 'shards[{k}].{key}' must be {value!r} (unit {unit_id}, shard {k}, "
-                            f"{shard['documents']} documents), found {shard[key]!r}; {fix}")
-    for key in ("documents", "tokens"):
-        total = sum(shard[key] for shard in record["shards"])
-        if total != record[key]:
-            raise error(f"{source}: field {key!r} is {record[key]}, but its shards hold {total}; {fix}")
-    if record["rows_read"] != record["documents"] + sum(record["skipped"].values()):
-        raise error(f"{source}: field 'rows_read' is {record['rows_read']}, not documents + skipped "
-                    f"({record['documents']} + {sum(record['skipped'].values())}); {fix}")
