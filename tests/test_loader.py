@@ -28,7 +28,10 @@ from ube_stream.tokenizer import Tokenizer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # a real (tiny) tokenizer: shard directories carry tokenizer.json, and the
 # reader checks its fingerprint against MANIFEST and the index headers
-TOKENIZER = Tokenizer(substrate="utf8", merges=[], special_tokens=["<|endoftext|>"])
+# 8,449 ids (every byte pair (a, b < 32) merged): synthetic token streams whose ids are their
+# positions stay inside the vocabulary, which the dataset checks every sample against
+TOKENIZER = Tokenizer(substrate="utf8", merges=[(a, b) for a in range(256) for b in range(32)],
+                      special_tokens=["<|endoftext|>"])
 FINGERPRINT = TOKENIZER.fingerprint
 
 
@@ -36,7 +39,7 @@ FINGERPRINT = TOKENIZER.fingerprint
 # writing the shard format directly (the spec, not ube_stream.shards)
 
 
-def write_shard_dir(path, shards, *, unit_id="00000-000000000000"):
+def write_shard_dir(path, shards, *, unit_id="00000-000000000000", tokenizer=TOKENIZER):
     """shards: list of shards, each a list of documents (sequences of ints < 2**32)."""
     os.makedirs(os.path.join(path, "shards"))
     records = []
@@ -50,7 +53,7 @@ def write_shard_dir(path, shards, *, unit_id="00000-000000000000"):
             f.write(tokens.tobytes())
         digest = hashlib.sha256(tokens.tobytes()).digest()
         header = (b"UBESHRD1" + struct.pack("<II", 1, 4) + struct.pack("<QQ", len(docs), tokens.size) + digest
-                  + bytes.fromhex(FINGERPRINT[7:]) + bytes(32))
+                  + bytes.fromhex(tokenizer.fingerprint[7:]) + bytes(32))
         assert len(header) == 128
         rows = np.arange(row, row + len(docs), dtype="<u8")
         row += len(docs)
@@ -58,10 +61,10 @@ def write_shard_dir(path, shards, *, unit_id="00000-000000000000"):
             f.write(header + offsets.tobytes() + rows.tobytes() + np.zeros(len(docs), "<u4").tobytes())
         records.append({"name": name, "unit_id": unit_id, "tokens_file": tokens_file, "index_file": index_file,
                         "documents": len(docs), "tokens": int(tokens.size), "sha256": digest.hex()})
-    TOKENIZER.save(os.path.join(path, "tokenizer.json"))
+    tokenizer.save(os.path.join(path, "tokenizer.json"))
     manifest = {"format": "ube-stream-shards", "version": 1, "ube_stream_version": "0.1.0", "dtype": "uint32",
-                "tokenizer": {"file": "tokenizer.json", "fingerprint": FINGERPRINT, "substrate": "utf8",
-                              "vocab_size": TOKENIZER.vocab_size},
+                "tokenizer": {"file": "tokenizer.json", "fingerprint": tokenizer.fingerprint, "substrate": "utf8",
+                              "vocab_size": tokenizer.vocab_size},
                 "special_ids": {"eos": None, "bos": None}, "options": {"eos_token": None, "bos_token": None},
                 "sources": [{"source_id": 0, "path": "synthetic", "size": 0, "format": "jsonl",
                              "rows_read": row, "documents": row, "skipped": {}}],
@@ -151,7 +154,8 @@ def test_every_token_is_a_target_exactly_once_per_epoch(shard_dir, seq_len):
        seq_len=st.integers(1, 40), data=st.data())
 def test_windows_property(tmp_path_factory, doc_lengths, seq_len, data):
     rng = np.random.default_rng(len(doc_lengths) * 1000 + seq_len)
-    shards = [[rng.integers(0, 2**32, size=n, dtype=np.uint64).tolist() for n in docs] for docs in doc_lengths]
+    shards = [[rng.integers(0, TOKENIZER.vocab_size, size=n, dtype=np.uint64).tolist() for n in docs]
+              for docs in doc_lengths]
     path = write_shard_dir(str(tmp_path_factory.mktemp("prop") / "dir"), shards)
     stream = stream_of(shards)
     if stream.size < seq_len + 1:   # shorter than one sample: an error naming both sizes
@@ -388,7 +392,7 @@ def read_megatron(prefix):
 def test_megatron_export_reads_back_document_for_document(tmp_path):
     rng = np.random.default_rng(3)
     shards = uneven_shards(rng, n_shards=7)
-    shards[3].append([2**31 - 1, 0, 2**31 - 2])  # the largest ids int32 holds
+    shards[3].append([TOKENIZER.vocab_size - 1, 0, TOKENIZER.vocab_size - 2])  # the largest ids of the vocabulary
     path = write_shard_dir(str(tmp_path / "dir"), shards)
     summary = export_megatron(path, str(tmp_path / "out" / "corpus_text_document"))
     docs = [d for s in shards for d in s]
@@ -404,22 +408,27 @@ def test_megatron_export_reads_back_document_for_document(tmp_path):
     assert sorted(os.listdir(tmp_path / "out")) == ["corpus_text_document.bin", "corpus_text_document.idx"]
 
 
-def test_megatron_export_refuses_ids_beyond_int32_and_leaves_nothing(tmp_path):
-    path = write_shard_dir(str(tmp_path / "dir"), [[[1, 2]], [[3, 2**31]]])
-    with pytest.raises(ValueError, match="2\\*\\*31"):
+def test_megatron_export_refuses_ids_beyond_the_vocabulary_and_leaves_nothing(tmp_path):
+    path = write_shard_dir(str(tmp_path / "dir"), [[[1, 2]], [[3, TOKENIZER.vocab_size]]])
+    with pytest.raises(ShardFormatError, match=f"id {TOKENIZER.vocab_size}, outside the vocabulary"):
         export_megatron(path, str(tmp_path / "out" / "x"))
     assert os.listdir(tmp_path / "out") == []
+    huge = write_shard_dir(str(tmp_path / "huge"), [[[1, 2]], [[3, 2**31]]])   # was refused only for int32
+    with pytest.raises(ShardFormatError, match="outside the vocabulary"):
+        export_megatron(huge, str(tmp_path / "out" / "y"))
 
 
 def test_megatron_uint16_export(tmp_path):
+    wide = Tokenizer(substrate="utf8", merges=[(a, b) for a in range(256) for b in range(256)],
+                     special_tokens=["<|endoftext|>"])   # 65,793 ids: 65536 is in the vocabulary
     shards = [[[0, 65535, 7], []], [[1, 2, 3, 4]]]
-    path = write_shard_dir(str(tmp_path / "dir"), shards)
+    path = write_shard_dir(str(tmp_path / "dir"), shards, tokenizer=wide)
     export_megatron(path, str(tmp_path / "u16"), dtype="uint16")
     got = read_megatron(str(tmp_path / "u16"))
     assert got["dtype_code"] == 8 and got["bin_bytes"] == 2 * 7
     assert got["pointers"].tolist() == [0, 6, 6]
     assert [d.tolist() for d in got["documents"]] == [[0, 65535, 7], [], [1, 2, 3, 4]]
-    big = write_shard_dir(str(tmp_path / "big"), [[[65536]]])
+    big = write_shard_dir(str(tmp_path / "big"), [[[65536]]], tokenizer=wide)
     with pytest.raises(ValueError, match="dtype='int32'"):
         export_megatron(big, str(tmp_path / "big16"), dtype="uint16")
     with pytest.raises(ValueError, match="dtype"):

@@ -7,6 +7,7 @@ Python's own codecs; cl100k/o200k/custom patterns against ``regex``.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 from pathlib import Path
@@ -453,8 +454,9 @@ def test_class_tables_are_kept_in_the_cache_and_read_without_regex(tmp_path):
     loaded, first = _run_cached({"UBE_STREAM_CACHE": str(cache)})
     files = sorted(p.name for p in cache.iterdir())
     assert loaded and len(files) == 2 and files[0].startswith("classes-gpt2-") and files[1].startswith("classes-tik")
-    assert (cache / files[0]).read_bytes() == _probe_gpt2_classes().tobytes()
-    assert (cache / files[1]).read_bytes() == _probe_tiktoken_classes().tobytes()
+    for name, probe in zip(files, (_probe_gpt2_classes, _probe_tiktoken_classes)):   # the table, then its sha256
+        raw = probe().tobytes()
+        assert (cache / name).read_bytes() == raw + hashlib.sha256(raw).digest()
     loaded, second = _run_cached({"UBE_STREAM_CACHE": str(cache)})
     assert not loaded and second == first
 
@@ -471,7 +473,7 @@ def test_a_damaged_or_unwritable_cache_is_rebuilt_or_skipped(tmp_path, monkeypat
         f.write(b"\x00")
     table = p._cached_table("gpt2", p._probe_gpt2_classes)
     assert np.array_equal(table, p._probe_gpt2_classes()) and not table.flags.writeable
-    assert os.listdir(tmp_path) == [os.path.basename(path)] and os.path.getsize(path) == 0x110000
+    assert os.listdir(tmp_path) == [os.path.basename(path)] and os.path.getsize(path) == 0x110000 + 32
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
     monkeypatch.setenv("UBE_STREAM_CACHE", str(blocked))

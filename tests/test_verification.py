@@ -260,6 +260,7 @@ def _flip_one_token(directory, fix_checksums):
             f.seek(32)
             f.write(digest)
         record["sha256"] = digest.hex()
+        record["index_sha256"] = hashlib.sha256(open(idx_path, "rb").read()).hexdigest()
         write_manifest(directory, manifest)
     source = manifest["sources"][int(sources[doc])]["path"]
     return record["name"], doc, source, int(rows[doc])

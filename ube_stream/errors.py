@@ -134,9 +134,14 @@ class LockError(UbeError, RuntimeError):
 
 
 class StorageError(UbeError, OSError):
-    """Writing an output failed (disk full, quota, read-only file system, no
-    permission).  The message names the path, the free space and what to do;
-    ``errno`` is the original one.  Nothing committed was changed."""
+    """Writing an output or reading an input or cache failed for a reason of the
+    operating system (disk full, quota, read-only file system, no permission, too
+    many open files, a missing directory).  The message names the path, (for
+    outputs) the free space and what to do; ``errno`` and ``filename`` are the
+    original ones.  Nothing committed was changed."""
+
+    def __str__(self) -> str:   # the message alone (it names the path), not "[Errno 13] ...: 'path'"
+        return str(self.strerror)
 
 
 # --------------------------------------------------------------------------- kernel status

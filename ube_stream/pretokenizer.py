@@ -394,7 +394,13 @@ _PROBES = ((CLASS_LETTER, r"\p{L}+"), (CLASS_NUMBER, r"\p{N}+"), (CLASS_SPACE, r
 # A class table is a pure function of the installed regex module and of this file's
 # probes: built once (~40-70 ms of probing, plus ~40 ms to import regex), it is kept in
 # ube-stream's cache directory (storage.cache_root()) under a key of both, so a process
-# that splits with a compiled pattern loads 1.1 MB and never imports regex.
+# that splits with a compiled pattern loads 1.1 MB and never imports regex.  The file is
+# the table followed by the sha256 of the table (_TABLE_DIGEST bytes): a table whose
+# bytes do not hash to it (a flipped bit, a torn or foreign file) is never used, it is
+# built again and rewritten, so a damaged cache cannot change what encode() returns.
+_TABLE_DIGEST = 32
+
+
 def _table_cache_path(name: str) -> Optional[str]:
     """Where the table ``name`` of this regex module and this file is kept
     (``storage.cache_root()``), or None (no regex module found: then the build
@@ -414,10 +420,26 @@ def _table_cache_path(name: str) -> Optional[str]:
     return os.path.join(root, f"classes-{name}-{key.hexdigest()[:24]}.u8")
 
 
+def _read_cached_table(path: str) -> Optional[np.ndarray]:
+    """The table kept at ``path`` when the file is whole and its bytes hash to the
+    sha256 stored after them; None otherwise (missing, torn, damaged, unreadable)."""
+    from .storage import read_bounded
+
+    try:
+        data = read_bounded(path, what="class table", error=ValueError, max_bytes=_CODEPOINTS + _TABLE_DIGEST)
+    except (OSError, ValueError):
+        return None
+    if len(data) != _CODEPOINTS + _TABLE_DIGEST:
+        return None
+    if hashlib.sha256(memoryview(data)[:_CODEPOINTS]).digest() != data[_CODEPOINTS:]:
+        return None
+    return np.frombuffer(data, dtype=np.uint8, count=_CODEPOINTS)
+
+
 def _cached_table(name: str, build) -> np.ndarray:
     """``build()`` (a uint8 table of every code point), read from the cache when it
-    is there and whole, else built and written there (``storage.atomic_write_bytes``;
-    an unwritable cache is skipped).  Read-only."""
+    is there, whole and matches its sha256, else built and written there
+    (``storage.atomic_write_bytes``; an unwritable cache is skipped).  Read-only."""
     from .storage import atomic_write_bytes
 
     try:
@@ -425,18 +447,15 @@ def _cached_table(name: str, build) -> np.ndarray:
     except OSError:
         path = None
     if path is not None:
-        try:
-            table = np.fromfile(path, dtype=np.uint8)
-            if table.shape[0] == _CODEPOINTS:
-                table.setflags(write=False)
-                return table
-        except (OSError, ValueError):
-            pass
+        cached = _read_cached_table(path)
+        if cached is not None:
+            return cached   # np.frombuffer of bytes: read-only
     table = build()
     if path is not None:
         folder, prefix = os.path.dirname(path), f"classes-{name}-"
+        raw = table.tobytes()
         try:   # unique: other processes may build the same table at the same moment
-            atomic_write_bytes(path, table.tobytes(), unique=True)
+            atomic_write_bytes(path, raw + hashlib.sha256(raw).digest(), unique=True)
             for old in os.listdir(folder):   # tables of an earlier regex or ube-stream
                 if old.startswith(prefix) and old.endswith(".u8") and old != os.path.basename(path):
                     os.unlink(os.path.join(folder, old))

@@ -18,6 +18,12 @@ fsspec's usual configuration (``AWS_*`` variables, ``FSSPEC_S3_ENDPOINT_URL``,
 one PUT to the final name when the block ends cleanly: the PUT is the commit
 point (an object store makes an object visible whole or not at all), and a
 failure uploads nothing.  ``file://`` URLs are plain local paths.
+
+**Files ube-stream did not write** (MANIFESTs, markers, tokenizer files,
+caches) are read with :func:`read_bounded` (only a regular file of bounded
+size: never ``/dev/zero``, a pipe or a directory) and named inside their
+directory through :func:`inside` (no absolute path, no ``..``, no symbolic
+link out, checked on the *name* before anything is opened).
 """
 from __future__ import annotations
 
@@ -26,15 +32,16 @@ import errno
 import functools
 import json
 import os
+import stat
 import threading
-from typing import IO, Any, Iterator, Tuple
+from typing import IO, Any, Iterator, Tuple, Type
 
 from .errors import StorageError
 
-__all__ = ["TMP_SUFFIX", "storage_error", "atomic_open", "atomic_write_bytes", "atomic_write_text",
+__all__ = ["TMP_SUFFIX", "storage_error", "os_error_message", "atomic_open", "atomic_write_bytes", "atomic_write_text",
            "atomic_write_json", "create_exclusive", "dumps_json", "fsync_dir", "is_url", "local_path",
            "filesystem", "join", "exists", "isfile", "isdir", "read_bytes", "open_input", "file_size",
-           "cache_root"]
+           "cache_root", "MAX_JSON_BYTES", "name_problem", "inside", "read_bounded", "load_json"]
 
 TMP_SUFFIX = ".tmp"
 
@@ -127,12 +134,19 @@ def isdir(path: str) -> bool:
 
 
 def read_bytes(path: str) -> bytes:
-    """The whole content of a local file or an object (FileNotFoundError when missing)."""
+    """The whole content of a local file or an object (FileNotFoundError when missing;
+    no permission, too many open files...: :class:`StorageError`, an ``OSError``)."""
     if is_url(path):
         fs, inner = filesystem(path)
         return bytes(fs.cat_file(inner))
-    with open(path, "rb") as f:
-        return f.read()
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        translated = storage_error(exc, path, reading=True)
+        if translated is exc:
+            raise
+        raise translated from None
 
 
 def file_size(path: str) -> int:
@@ -143,11 +157,18 @@ def file_size(path: str) -> int:
 
 
 def open_input(path: str) -> IO[bytes]:
-    """A binary reader of a local file or a remote object (streamed, seekable)."""
+    """A binary reader of a local file or a remote object (streamed, seekable); no
+    permission, too many open files...: :class:`StorageError` (an ``OSError``)."""
     if is_url(path):
         fs, inner = filesystem(path)
         return fs.open(inner, "rb", block_size=1 << 22)
-    return open(path, "rb")
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        translated = storage_error(exc, path, reading=True)
+        if translated is exc:
+            raise
+        raise translated from None
 
 
 # --------------------------------------------------------------------------- atomic writes
@@ -171,7 +192,21 @@ def _remote_atomic_open(url: str, mode: str, encoding: str | None) -> Iterator[I
 
 
 #: errors of the file system an output lives on (not of the data): translated by :func:`storage_error`
-_STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO,
+                   errno.EMFILE, errno.ENFILE, errno.ENOTDIR, errno.EISDIR}
+#: what to do about each (``{where}``: the path); the fallback is the last entry
+_FIXES = {
+    errno.ENOSPC: "free space (or raise the quota) there, or use another path",
+    errno.EDQUOT: "free space (or raise the quota) there, or use another path",
+    errno.EFBIG: "free space (or raise the quota) there, or use another path",
+    errno.EROFS: "the file system is mounted read-only: use a path on a writable one",
+    errno.EIO: "check the disk or the network file system",
+    errno.EMFILE: "too many open files in this process: raise the limit (`ulimit -n 4096`) or use fewer workers",
+    errno.ENFILE: "too many open files on this machine: close other programs or raise fs.file-max",
+    errno.ENOTDIR: "a part of the path is a file, not a directory: fix the path",
+    errno.EISDIR: "the path is a directory: name a file",
+    errno.ENOENT: "a directory on the path does not exist: create it or fix the path",
+}
 
 
 def _free_space(path: str) -> str:
@@ -190,22 +225,36 @@ def _free_space(path: str) -> str:
     return ""
 
 
-def storage_error(exc: OSError, path: str) -> OSError:
+def storage_error(exc: OSError, path: str, *, reading: bool = False) -> OSError:
     """``exc`` as a :class:`StorageError` naming ``path``, the free space and
     the fix, when it is a file-system problem (disk full, quota, read-only,
-    permission); other errors are returned as they are."""
-    if isinstance(exc, StorageError) or exc.errno not in _STORAGE_ERRNOS:
+    permission, too many open files); other errors are returned as they are.
+    ``reading``: ``path`` is an input or a cache being read (no free space shown)."""
+    if isinstance(exc, StorageError) or exc.errno not in _STORAGE_ERRNOS | ({errno.ENOENT} if not reading else set()):
         return exc
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        fix = "free space (or raise the quota) there, or write to another output path, then rerun"
-    elif exc.errno == errno.EIO:
-        fix = "check the disk or the network file system, then rerun"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        fix = ("make the file readable for this user (chmod, or run as its owner)" if reading else
+               "make the directory writable for this user, or write to another output path")
     else:
-        fix = "make the directory writable for this user, or write to another output path, then rerun"
-    error = StorageError(exc.errno, f"{path}: cannot write: {exc.strerror} ({_free_space(path)} on that file "
-                                    f"system); {fix}. Files already committed are unchanged, and a rerun "
-                                    f"resumes", path)
-    return error
+        fix = _FIXES[exc.errno]
+    if reading:
+        return StorageError(exc.errno, f"{path}: cannot read: {exc.strerror}; {fix}, then rerun", path)
+    return StorageError(exc.errno, f"{path}: cannot write: {exc.strerror} ({_free_space(path)} on that file "
+                                   f"system); {fix}, then rerun. Files already committed are unchanged, and a "
+                                   f"rerun resumes", path)
+
+
+def os_error_message(exc: OSError) -> str:
+    """One line for an operating-system error that reached the command line untranslated:
+    the path, what failed and the fix."""
+    if isinstance(exc, StorageError) or exc.errno is None:
+        return str(exc)
+    path = exc.filename if exc.filename is not None else "?"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        fix = "check its permissions (inputs readable, the output directory writable) or use another path"
+    else:
+        fix = _FIXES.get(exc.errno, "check the path and its permissions")
+    return f"{path}: {exc.strerror}; {fix}, then rerun"
 
 
 @contextlib.contextmanager
@@ -296,3 +345,86 @@ def fsync_dir(path: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+# --------------------------------------------------------------------------- reading files ube-stream did not write
+
+#: the largest JSON file read whole (MANIFEST, marker, plan, tokenizer file): 256 MiB
+MAX_JSON_BYTES = 256 << 20
+
+
+def name_problem(name: str) -> "str | None":
+    """Why ``name`` cannot name a file inside a directory, or None (checked on the name alone)."""
+    if not name or len(name) > 4096:
+        return "an empty or over-long name"
+    if "\0" in name or "\\" in name:
+        return "a name with a NUL or a backslash"
+    if os.path.isabs(name) or name.startswith("/"):
+        return "an absolute path"
+    if ".." in name.split("/"):
+        return "a path with '..'"
+    return None
+
+
+def _os_message(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def inside(directory: str, name: Any, *, where: str, field: str, error: Type[Exception], fix: str) -> str:
+    """``directory/name``, refused unless ``name`` passes :func:`name_problem` and,
+    when it exists, resolves inside ``directory`` to a regular file."""
+    problem = name_problem(name) if isinstance(name, str) else "not a string"
+    if problem is not None:
+        shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:57] + "..."
+        raise error(f"{where}: field {field!r} names {shown}, {problem}; files must lie inside "
+                    f"{directory}. {fix}")
+    path = os.path.join(directory, name)
+    real_dir = os.path.realpath(directory)
+    real = os.path.realpath(path)
+    if os.path.commonpath([real_dir, real]) != real_dir:
+        raise error(f"{where}: field {field!r} names {name!r}, which resolves to {real}, outside {directory} "
+                    f"(a symbolic link out); files must lie inside it. {fix}")
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise error(f"{where}: field {field!r}: cannot inspect {path} ({_os_message(exc)}). {fix}") from None
+    if not stat.S_ISREG(mode):
+        raise error(f"{where}: field {field!r} names {name!r}, which is not a regular file (a directory, "
+                    f"device or pipe). {fix}")
+    return path
+
+
+def read_bounded(path: str, *, what: str, error: Type[Exception], max_bytes: int = MAX_JSON_BYTES,
+                 fix: str = "") -> bytes:
+    """The bytes of the local regular file ``path`` of at most ``max_bytes``;
+    ``error`` for a device, pipe or directory, or a larger file (before reading).
+    ``FileNotFoundError`` passes through (callers say how to make the file)."""
+    try:
+        with open(path, "rb") as f:   # open, then fstat the file opened: no race with a rename
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise error(f"{path}: the {what} is not a regular file (a device, pipe or directory); "
+                            f"refusing to read it. {fix}".rstrip())
+            if info.st_size > max_bytes:
+                raise error(f"{path}: the {what} is {info.st_size:,} bytes, more than the {max_bytes:,} such a "
+                            f"file can hold; it is corrupt or not a {what}. {fix}".rstrip())
+            data = f.read(max_bytes + 1)
+    except IsADirectoryError:
+        raise error(f"{path}: the {what} is a directory, not a file. {fix}".rstrip()) from None
+    if len(data) > max_bytes:
+        raise error(f"{path}: the {what} grew past {max_bytes:,} bytes while being read. {fix}".rstrip())
+    return data
+
+
+def load_json(data: bytes, *, source: str, what: str, error: Type[Exception], fix: str) -> Any:
+    """``json.loads`` of ``data`` with every way it can fail turned into ``error``."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise error(f"{source}: the {what} is not UTF-8 text ({exc}). {fix}") from None
+    except RecursionError:
+        raise error(f"{source}: the {what} is JSON nested too deeply. {fix}") from None
+    except ValueError as exc:   # JSONDecodeError, integers of more than 4300 digits
+        raise error(f"{source}: the {what} is not valid JSON ({exc}). {fix}") from None

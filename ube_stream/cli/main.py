@@ -57,8 +57,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         with start_method("fork"):   # our __main__ is guarded and starts no threads: workers fork (where safe)
             return args.func(args)
-    except (UbeError, ValueError, FileNotFoundError, ImportError) as exc:
+    except (UbeError, ValueError, ImportError) as exc:
         print(f"ube {args.command}: error: {in_flag_terms(str(exc))}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `ube ... | head`
         return 0
+    except OSError as exc:   # permission, read-only file system, too many open files...: one line, no traceback
+        from ..storage import os_error_message
+
+        print(f"ube {args.command}: error: {os_error_message(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:   # committed work is kept: the same command resumes it
+        print(f"ube {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130

@@ -72,7 +72,13 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..errors import ShardFormatError
+
 __all__ = ["TokenDataset", "collate", "inputs_targets", "torch_dataset"]
+
+#: tokens per block of the serving check (16 KiB ids = 64 KiB): a sample is served once
+#: every block it touches was checked against the vocabulary in this process
+CHECK_BLOCK = 1 << 14
 
 
 class TokenDataset:
@@ -88,6 +94,15 @@ class TokenDataset:
         drop_last: equal sample counts on every rank (default) or hand out the remainder.
         dtype: ``"int64"`` (default, what embedding layers take) or ``"uint32"``
             (the on-disk width; zero-copy views where a window lies in one shard).
+        verify: what is checked when the directories are opened, as in
+            :class:`~ube_stream.shards.TokenShards`: ``"header"`` (default: MANIFEST,
+            tokenizer fingerprint, every index header and offsets), ``"full"``
+            (also the sha256 of every token and index file, and their largest id),
+            ``"none"``.  At every level no sample is served before the ids
+            around it were checked against the vocabulary: the first read of
+            each block of :data:`CHECK_BLOCK` tokens (in each process) takes its
+            ``max``; a token id outside the vocabulary is a
+            :class:`~ube_stream.errors.ShardFormatError` naming the token file.
 
     ``len(ds)`` is this rank's number of remaining samples; ``ds[k]`` its ``k``-th one.
     """
@@ -97,7 +112,7 @@ class TokenDataset:
                  shuffle: bool = True, drop_last: bool = True, dtype: str = "int64",
                  weights: Optional[Sequence[float]] = None, num_samples: Optional[int] = None,
                  split: Optional[Tuple[float, float]] = None, subset: str = "train", split_seed: int = 0,
-                 return_boundaries: bool = False):
+                 return_boundaries: bool = False, verify: str = "header"):
         if int(seq_len) < 1:
             raise ValueError(f"seq_len must be >= 1, got {seq_len}")
         if int(world_size) < 1 or not 0 <= int(rank) < int(world_size):
@@ -138,7 +153,8 @@ class TokenDataset:
         self.split_seed = int(split_seed)
         self.return_boundaries = bool(return_boundaries)
         self.weights = [w / sum(weights) for w in weights]
-        self._components = [_Component(d, self.seq_len, self.split, self.subset, self.split_seed)
+        self.verify = verify
+        self._components = [_Component(d, self.seq_len, self.split, self.subset, self.split_seed, verify)
                             for d in directories]
         self.fingerprint = self._components[0].fingerprint
         for c in self._components:
@@ -353,11 +369,15 @@ class _Component:
     concatenated stream."""
 
     def __init__(self, directory: str, seq_len: int, split: Optional[Tuple[float, float]], subset: str,
-                 split_seed: int):
+                 split_seed: int, verify: str = "header"):
         from ..shards.encode import TokenShards
 
-        reader = TokenShards(directory, verify="header")
+        reader = TokenShards(directory, verify=verify)
         self.directory = directory
+        # the vocabulary every served id must lie in: the tokenizer's (loaded by the checks),
+        # or under verify="none" the size the MANIFEST records (checked by its schema)
+        self.vocab_size: Optional[int] = (reader.tokenizer.vocab_size if verify != "none"
+                                          else reader.manifest["tokenizer"].get("vocab_size"))
         self.fingerprint = reader.manifest["tokenizer"]["fingerprint"]
         self.shards = list(reader.shards)
         sizes = np.array([s.num_tokens for s in self.shards], dtype=np.int64)
@@ -388,6 +408,9 @@ class _Component:
             self.seg_global = doc_starts[keep[firsts]].astype(np.int64)
         self.n_samples = max(self.n_tokens - 1, 0) // seq_len
         self._maps: Optional[List[np.ndarray]] = None
+        # blocks of CHECK_BLOCK tokens of the directory's stream whose ids were checked
+        # against the vocabulary (in this process): a window is served only from checked blocks
+        self._checked = bytearray(-(-int(self.shard_starts[-1]) // CHECK_BLOCK))
 
     def __getstate__(self) -> Dict[str, Any]:
         return dict(self.__dict__, _maps=None)
@@ -395,6 +418,13 @@ class _Component:
     def _read_global(self, start: int, stop: int) -> np.ndarray:
         if self._maps is None:
             self._maps = [s.tokens for s in self.shards]
+        if self.vocab_size is not None:   # two lookups per sample once its blocks are checked
+            checked = self._checked
+            first, last = start // CHECK_BLOCK, (stop - 1) // CHECK_BLOCK
+            if last - first > 1 or not (checked[first] and checked[last]):
+                for block in range(first, last + 1):
+                    if not checked[block]:
+                        self._check_block(block)
         maps, starts = self._maps, self.shard_starts
         first = min(int(np.searchsorted(starts, start, side="right")) - 1, len(maps) - 1)
         if stop <= int(starts[first + 1]):
@@ -428,6 +458,29 @@ class _Component:
             out[pos - start:end - start] = self._read_global(g, g + end - pos)
             pos, seg = end, seg + 1
         return out
+
+    def _check_block(self, block: int) -> None:
+        """Check the ids of block ``block`` of the directory's stream against the
+        vocabulary (a ``max`` per shard part); mark it checked or raise."""
+        assert self._maps is not None and self.vocab_size is not None
+        start = block * CHECK_BLOCK
+        stop = min(start + CHECK_BLOCK, int(self.shard_starts[-1]))
+        starts = self.shard_starts
+        shard = int(np.searchsorted(starts, start, side="right")) - 1
+        while start < stop:
+            end = min(stop, int(starts[shard + 1]))
+            if end > start:
+                base = int(starts[shard])
+                part = np.asarray(self._maps[shard][start - base:end - base])
+                if int(part.max()) >= self.vocab_size:
+                    at = int(np.argmax(part >= self.vocab_size))
+                    raise ShardFormatError(
+                        f"{self.shards[shard].tokens_path}: token {start - base + at} is id {int(part[at])}, outside "
+                        f"the vocabulary of {self.vocab_size} ids: the token file is corrupt, and no sample holding "
+                        f"it is served. Find every damaged file with `ube verify --shards {self.directory}`, then "
+                        f"re-encode")
+            start, shard = end, shard + 1
+        self._checked[block] = 1
 
     def boundaries(self, start: int, seq_len: int) -> Tuple[np.ndarray, np.ndarray]:
         """``(position_ids, cu_seqlens)`` of the inputs ``[start, start + seq_len)``."""

@@ -23,6 +23,7 @@ renamed when complete.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from typing import Any, Dict, Optional
@@ -52,7 +53,10 @@ def export_megatron(directory: str, prefix: str, *, dtype: str = "int32",
     Megatron's ``preprocess_data.py`` picks for vocabularies under 65,500).
     Returns ``{"bin", "idx", "documents", "tokens", "shards", "dtype"}``.
     Raises :class:`~ube_stream.errors.ShardFormatError` for a damaged
-    directory and ``ValueError`` when a token id does not fit the dtype.
+    directory (checked as it is copied: every token against the vocabulary,
+    every token file's and index file's sha256 against the MANIFEST, so a
+    corrupt shard is never exported) and ``ValueError`` when a token id does
+    not fit the dtype.
     ``progress``, if given, is called with each shard's name after its tokens
     are written.  Existing ``prefix.bin`` / ``prefix.idx`` raise
     ``FileExistsError`` unless ``overwrite=True``.  ``directory`` and
@@ -66,7 +70,8 @@ def export_megatron(directory: str, prefix: str, *, dtype: str = "int32",
     directory = os.fspath(directory)
     prefix = local_path(prefix)
 
-    shards = TokenShards(directory, verify="header").shards
+    reader = TokenShards(directory, verify="header")
+    shards, vocab_size = reader.shards, reader.tokenizer.vocab_size
     bin_path, idx_path = prefix + ".bin", prefix + ".idx"
     existing = [p for p in (bin_path, idx_path) if storage_exists(p)]
     if existing and not overwrite:
@@ -80,15 +85,28 @@ def export_megatron(directory: str, prefix: str, *, dtype: str = "int32",
     with atomic_open(bin_path, "wb", unique=True) as out, atomic_open(idx_path, "wb", unique=True) as out_idx:
         for shard in shards:
             tokens = shard.tokens
+            shard.check_index_checksum()
+            digest = hashlib.sha256()
             for start in range(0, shard.num_tokens, _CHUNK_TOKENS):
                 chunk = tokens[start:start + _CHUNK_TOKENS]
-                if chunk.size and int(chunk.max()) > max_id:
+                digest.update(chunk.data)
+                largest = int(chunk.max()) if chunk.size else -1
+                if largest >= vocab_size:
+                    bad = start + int(np.argmax(chunk >= vocab_size))
+                    raise ShardFormatError(f"{shard.tokens_path}: token {bad} is id {int(tokens[bad])}, outside the "
+                                           f"vocabulary of {vocab_size} ids; the token file is corrupt. Nothing was "
+                                           f"exported: re-encode the directory")
+                if largest > max_id:
                     bad = start + int(np.argmax(chunk > max_id))
                     raise ValueError(f"{shard.tokens_path}: token {bad} is id {int(tokens[bad])}, which does not "
                                      f"fit Megatron {dtype} tokens (ids must be <= {max_id}); "
                                      + ("export with dtype='int32'" if dtype != "int32" else
                                         "Megatron cannot hold ids of 2**31 or more"))
                 out.write(chunk.astype(token_dtype).tobytes())
+            if digest.hexdigest() != shard.sha256:
+                raise ShardFormatError(f"{shard.tokens_path}: sha256 is {digest.hexdigest()}, MANIFEST.json records "
+                                       f"{shard.sha256}; the token file changed after encoding. Nothing was "
+                                       f"exported: re-encode the directory or restore the file")
             del tokens
             if progress is not None:
                 progress(shard.name)

@@ -635,7 +635,7 @@ def build_manifest(plan: Dict[str, Any], records: List[Dict[str, Any]]) -> Dict[
             totals["special_text"][text] = totals["special_text"].get(text, 0) + n
         for shard in record["shards"]:
             shards.append({k: shard[k] for k in ("name", "unit_id", "tokens_file", "index_file", "documents",
-                                                 "tokens", "sha256")})
+                                                 "tokens", "sha256", "index_sha256")})
     for src in sources:
         src["skipped"] = dict(sorted(src["skipped"].items()))
     totals["skipped"] = dict(sorted(totals["skipped"].items()))

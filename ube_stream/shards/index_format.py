@@ -24,18 +24,22 @@ The ``.tokens`` file is raw little-endian uint32 ids.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import struct
 from dataclasses import dataclass
+from typing import Any, Dict
 
 import numpy as np
 
 from ..errors import ShardFormatError
 from ..storage import (
     TMP_SUFFIX,  # noqa: F401  (temp names inside shard directories)
+    is_url,
+    load_json,
+    read_bounded,
     read_bytes,
 )
+from .schema import check_shard_file
 
 MAGIC = b"UBESHRD1"
 FORMAT_VERSION = 2
@@ -178,8 +182,39 @@ def sha256_file(path: str) -> str:
 
 
 def read_json(path: str, what: str):
-    try:
-        return json.loads(read_bytes(path).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ShardFormatError(f"{path}: {what} is not valid JSON ({exc}); the file is corrupt. "
-                               f"Re-encode the directory") from None
+    """A MANIFEST (``what="MANIFEST.json"``), unit marker or run plan, read
+    (a local file: only a regular file of at most ``storage.MAX_JSON_BYTES``)
+    and checked against its schema (:mod:`.schema`) before any field is used:
+    :class:`ShardFormatError` naming the file and the field."""
+    fix = "the file is corrupt. Re-encode the directory"
+    if is_url(path):
+        data = read_bytes(path)
+    else:
+        data = read_bounded(path, what=what, error=ShardFormatError, fix=fix)
+    doc = load_json(data, source=path, what=what, error=ShardFormatError, fix=fix)
+    check_shard_file(doc, what, source=path, error=ShardFormatError)
+    if what == "unit marker":
+        check_marker_agrees(doc, path)
+    return doc
+
+
+def check_marker_agrees(record: Dict[str, Any], source: str) -> None:
+    """A marker's fields agree with each other (a marker has no checksum of its own:
+    its shards' names and files follow from its unit id, its counts add up)."""
+    fix = "the unit will be encoded again on the next run"
+    unit_id = record["unit_id"]
+    for k, shard in enumerate(record["shards"]):
+        name = f"{unit_id}-{k:04d}"
+        expected = {"name": name, "unit_id": unit_id, "tokens_file": f"{SHARDS_DIR}/{name}.tokens",
+                    "index_file": f"{SHARDS_DIR}/{name}.idx", "index_bytes": index_size(shard["documents"])}
+        for key, value in expected.items():
+            if shard[key] != value:
+                raise ShardFormatError(f"{source}: field 'shards[{k}].{key}' must be {value!r} (unit {unit_id}, "
+                                       f"shard {k}, {shard['documents']} documents), found {shard[key]!r}; {fix}")
+    for key in ("documents", "tokens"):
+        total = sum(shard[key] for shard in record["shards"])
+        if total != record[key]:
+            raise ShardFormatError(f"{source}: field {key!r} is {record[key]}, but its shards hold {total}; {fix}")
+    if record["rows_read"] != record["documents"] + sum(record["skipped"].values()):
+        raise ShardFormatError(f"{source}: field 'rows_read' is {record['rows_read']}, not documents + skipped "
+                               f"({record['documents']} + {sum(record['skipped'].values())}); {fix}")

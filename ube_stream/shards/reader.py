@@ -13,21 +13,20 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from ..errors import ShardFormatError
-from ..storage import is_url, local_path
+from ..storage import inside, is_url, local_path
 from . import index_format as fmt
 
 VERIFY_LEVELS = ("none", "header", "full")
 
 
-def _inside(directory: str, relative: str, where: str) -> str:
-    """``directory/relative``, refused unless it stays inside ``directory``
-    (no absolute paths, no ``..``, no symlink out)."""
-    path = os.path.join(directory, relative)
-    real_dir = os.path.realpath(directory)
-    if os.path.isabs(relative) or os.path.commonpath([real_dir, os.path.realpath(path)]) != real_dir:
-        raise ShardFormatError(f"{where}: shard file {relative!r} is outside the directory {directory}; "
-                               f"shard files must lie inside it. The manifest is corrupt or hostile: re-encode")
-    return path
+_PATH_FIX = "The manifest is corrupt or hostile: re-encode"
+
+
+def _inside(directory: str, entry: Dict[str, Any], field: str, where: str) -> str:
+    """``directory/entry[field]``, refused unless it stays inside ``directory`` and
+    is a regular file when it exists (:func:`ube_stream.storage.inside`)."""
+    return inside(directory, entry[field], where=where, field=field, error=ShardFormatError,
+                             fix=_PATH_FIX)
 
 
 class Shard:
@@ -35,23 +34,16 @@ class Shard:
     ``rows`` (uint64), ``source_ids`` (uint32), all mapped on first use."""
 
     def __init__(self, directory: str, entry: Dict[str, Any], where: str = "MANIFEST.json"):
-        if not isinstance(entry, dict):
-            raise ShardFormatError(f"{where}: a shard entry must be an object, found {type(entry).__name__}; "
-                                   f"the manifest is corrupt. Re-encode")
-        for key, kind in (("name", str), ("unit_id", str), ("tokens_file", str), ("index_file", str),
-                          ("documents", int), ("tokens", int), ("sha256", str)):
-            value = entry.get(key)
-            if type(value) is not kind or (isinstance(value, int) and not 0 <= value < 1 << 63):
-                raise ShardFormatError(f"{where}: shard field {key!r} must be "
-                                       f"{'a non-negative integer' if kind is int else 'a string'}, found "
-                                       f"{value!r:.60}; the manifest is corrupt. Re-encode")
+        # ``entry`` was checked against schema.SHARD with the whole manifest (fmt.read_json)
         self.name: str = entry["name"]
         self.unit_id: str = entry["unit_id"]
-        self.tokens_path = _inside(directory, entry["tokens_file"], where)
-        self.index_path = _inside(directory, entry["index_file"], where)
+        self.tokens_path = _inside(directory, entry, "tokens_file", where)
+        self.index_path = _inside(directory, entry, "index_file", where)
         self.num_docs: int = int(entry["documents"])
         self.num_tokens: int = int(entry["tokens"])
         self.sha256: str = entry["sha256"]
+        #: sha256 of the index file (MANIFESTs written before it was recorded: None)
+        self.index_sha256: Optional[str] = entry.get("index_sha256")
         self._index: Optional[np.ndarray] = None
         self._tokens: Optional[np.ndarray] = None
 
@@ -110,6 +102,16 @@ class Shard:
     def doc(self, i: int) -> np.ndarray:
         offsets = self.doc_offsets
         return self.tokens[int(offsets[i]):int(offsets[i + 1])]
+
+    def check_index_checksum(self) -> None:
+        """The index file's sha256 against the MANIFEST's ``index_sha256`` (a
+        MANIFEST written before it was recorded: nothing to check)."""
+        if self.index_sha256 is not None:
+            digest = fmt.sha256_file(self.index_path)
+            if digest != self.index_sha256:
+                raise ShardFormatError(f"{self.index_path}: sha256 is {digest}, MANIFEST.json records "
+                                       f"{self.index_sha256}; the index (document offsets, rows or sources) changed "
+                                       f"after encoding. Re-encode the directory or restore the file")
 
     def close(self) -> None:
         self._index = self._tokens = None
@@ -171,46 +173,8 @@ class TokenShards:
 
     # ------------------------------------------------------------------ checks
     def _check_manifest(self, path: str) -> None:
+        """What the schema (checked by ``fmt.read_json``) cannot say: the totals add up."""
         m = self.manifest
-        if not isinstance(m, dict) or m.get("format") != fmt.MANIFEST_FORMAT:
-            found = m.get("format") if isinstance(m, dict) else type(m).__name__
-            raise ShardFormatError(f"{path}: format is {found!r}, expected {fmt.MANIFEST_FORMAT!r}; this is not an "
-                                   f"ube-stream shard manifest")
-        if m.get("version") != fmt.MANIFEST_VERSION:
-            raise ShardFormatError(f"{path}: shard format version {m.get('version')!r}; this ube-stream reads "
-                                   f"version {fmt.MANIFEST_VERSION}. Upgrade ube-stream or re-encode")
-        if m.get("dtype") != "uint32":
-            raise ShardFormatError(f"{path}: dtype {m.get('dtype')!r}, expected 'uint32'; the manifest is corrupt")
-        missing = [k for k in ("tokenizer", "special_ids", "options", "sources", "shards", "totals") if k not in m]
-        if missing:
-            raise ShardFormatError(f"{path}: missing fields {missing}; the manifest is corrupt. Re-encode")
-        for key, kind in (("tokenizer", dict), ("special_ids", dict), ("options", dict), ("sources", list),
-                          ("shards", list), ("totals", dict)):
-            if not isinstance(m[key], kind):
-                raise ShardFormatError(f"{path}: field {key!r} must be a{'n object' if kind is dict else ' list'}, "
-                                       f"found {type(m[key]).__name__}; the manifest is corrupt. Re-encode")
-        for key in ("documents", "tokens", "shards"):
-            if type(m["totals"].get(key)) is not int:
-                raise ShardFormatError(f"{path}: field 'totals.{key}' must be an integer, found "
-                                       f"{m['totals'].get(key)!r:.60}; the manifest is corrupt. Re-encode")
-        if not isinstance(m["tokenizer"].get("fingerprint"), str):
-            raise ShardFormatError(f"{path}: field 'tokenizer.fingerprint' is missing or not a string; the "
-                                   f"manifest is corrupt. Re-encode")
-        for key, value in m["special_ids"].items():
-            if value is not None and type(value) is not int:
-                raise ShardFormatError(f"{path}: field 'special_ids.{key}' must be an integer or null, found "
-                                       f"{value!r:.60}; the manifest is corrupt. Re-encode")
-        if not all(isinstance(src, dict) and isinstance(src.get("path"), str) for src in m["sources"]):
-            raise ShardFormatError(f"{path}: every entry of field 'sources' must be an object with a 'path'; "
-                                   f"the manifest is corrupt. Re-encode")
-        for i, entry in enumerate(m["shards"]):
-            if not isinstance(entry, dict):
-                raise ShardFormatError(f"{path}: field 'shards[{i}]' must be an object; the manifest is corrupt. "
-                                       f"Re-encode")
-            for key in ("documents", "tokens"):
-                if type(entry.get(key)) is not int or not 0 <= entry[key] < 1 << 63:
-                    raise ShardFormatError(f"{path}: field 'shards[{i}].{key}' must be a non-negative integer, "
-                                           f"found {entry.get(key)!r:.60}; the manifest is corrupt. Re-encode")
         docs = sum(s["documents"] for s in m["shards"])
         tokens = sum(s["tokens"] for s in m["shards"])
         if (docs, tokens, len(m["shards"])) != (m["totals"]["documents"], m["totals"]["tokens"], m["totals"]["shards"]):
@@ -270,6 +234,7 @@ class TokenShards:
                     raise ShardFormatError(f"{shard.tokens_path}: sha256 is {digest}, MANIFEST.json and the index "
                                            f"record {shard.sha256}; the token file is corrupt (changed after "
                                            f"encoding). Re-encode the directory or restore the file")
+                shard.check_index_checksum()
             shard.close()
 
     # ------------------------------------------------------------------ access
@@ -280,7 +245,9 @@ class TokenShards:
             from ..errors import TokenizerFormatError
             from ..tokenizer.core import Tokenizer
 
-            path = os.path.join(self.directory, self.manifest["tokenizer"].get("file", fmt.TOKENIZER_NAME))
+            path = inside(self.directory, self.manifest["tokenizer"].get("file", fmt.TOKENIZER_NAME),
+                                     where=os.path.join(self.directory, fmt.MANIFEST_NAME), field="tokenizer.file",
+                                     error=ShardFormatError, fix=_PATH_FIX)
             try:
                 self._tokenizer = Tokenizer.load(path)
             except TokenizerFormatError as exc:

@@ -196,7 +196,8 @@ def committed_record(out_dir: str, unit_id: str) -> Optional[Dict[str, Any]]:
             index = os.path.join(out_dir, shard["index_file"])
             if (os.path.getsize(tokens) != fmt.TOKEN_WIDTH * shard["tokens"]
                     or os.path.getsize(index) != shard["index_bytes"]
-                    or fmt.sha256_file(index) != shard["index_sha256"]):
+                    or fmt.sha256_file(index) != shard["index_sha256"]
+                    or fmt.read_header(index).tokens_sha256.hex() != shard["sha256"]):   # as the index records
                 return None
         return record
     except (ValueError, KeyError, TypeError, OSError):

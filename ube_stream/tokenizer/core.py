@@ -131,6 +131,14 @@ def check_superbpe_options(substrate: str, superbpe: bool, char_integrity: bool)
             "Train SuperBPE or char_integrity, or use substrate='utf8'")
 
 
+def max_model_id(n_tokens: int) -> int:
+    """The largest model id a vocabulary of ``n_tokens`` tokens may use (``id_map``,
+    HF vocab and added-token ids, tiktoken ranks): ``2 * n_tokens + 1023``.  Model
+    ids may leave gaps, but never so many that a table indexed by id (``np.full(max_id
+    + 1)``) is sized by one hostile number rather than by the vocabulary."""
+    return 2 * n_tokens + 1023
+
+
 class Tokenizer:
     """A UBE / BBPE / BBPE16 byte-level BPE tokenizer.
 
@@ -208,6 +216,14 @@ class Tokenizer:
                     f"token and special token ({n_internal})")
             if n_internal and (arr.min() < 0 or arr.max() >= 0xFFFFFFFF):
                 raise TokenizerFormatError("id_map holds ids outside 0..2**32-2")
+            bound = max_model_id(n_internal)
+            if n_internal and arr.max() > bound:
+                at = int(np.argmax(arr))
+                raise TokenizerFormatError(
+                    f"token {at} has the model id {int(arr[at])} (id_map, or the ids a HF or tiktoken vocabulary "
+                    f"gives its tokens), but a vocabulary of {n_internal} tokens "
+                    f"may number them only up to {bound} (twice its size plus 1024: the id -> token table is "
+                    f"sized by the largest id); the file is corrupt or hostile")
             if np.unique(arr).size != arr.size:
                 raise TokenizerFormatError("id_map gives two tokens the same model id")
             if not np.array_equal(arr, np.arange(n_internal)):

@@ -57,7 +57,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from .._version import __version__
 from ..errors import TokenizerFormatError
-from ..storage import local_path, read_bytes
+from ..storage import is_url, local_path, read_bounded, read_bytes
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "canonical", "fingerprint", "dumps", "parse", "parse_doc",
            "check_recorded", "read_text"]
@@ -173,6 +173,10 @@ def _pattern_argument(pattern: Mapping[str, Any], source: str) -> str:
     return pattern_spec(name, pattern["regex"]) if name == "custom" else name
 
 
+#: the largest id a tokenizer file may hold (ids are uint32; 2**32-1 is no id)
+_MAX_ID = (1 << 32) - 2
+
+
 def _is_int(value: Any) -> bool:
     return type(value) is int   # not bool, not float
 
@@ -212,15 +216,21 @@ def check_fields(doc: Mapping[str, Any], source: str) -> None:
         for rank, merge in enumerate(merges):
             if not (isinstance(merge, list) and len(merge) == 2 and _is_int(merge[0]) and _is_int(merge[1])):
                 raise bad(f"merges[{rank}]", "a pair of integer ids [left, right]", merge)
+    ids = list(itertools.chain.from_iterable(merges))
+    if ids and (min(ids) < 0 or max(ids) > _MAX_ID):   # before numpy sees them (an int64 overflows)
+        rank = next(r for r, m in enumerate(merges) if not (0 <= m[0] <= _MAX_ID and 0 <= m[1] <= _MAX_ID))
+        raise bad(f"merges[{rank}]", f"a pair of ids in 0..{_MAX_ID}", merges[rank])
     specials = doc["special_tokens"]
     if not isinstance(specials, list):
         raise bad("special_tokens", 'a list of {"id": int, "text": str}', specials)
     for i, special in enumerate(specials):
-        if not (isinstance(special, dict) and _is_int(special.get("id")) and isinstance(special.get("text"), str)):
-            raise bad(f"special_tokens[{i}]", 'an object {"id": int, "text": str}', special)
+        if not (isinstance(special, dict) and _is_int(special.get("id")) and isinstance(special.get("text"), str)
+                and 0 <= special["id"] <= _MAX_ID):
+            raise bad(f"special_tokens[{i}]", f'an object {{"id": 0..{_MAX_ID}, "text": str}}', special)
     id_map = doc.get("id_map")
-    if id_map is not None and not (isinstance(id_map, list) and set(map(type, id_map)) <= {int}):
-        raise bad("id_map", "a list of integer model ids", id_map)
+    if id_map is not None and not (isinstance(id_map, list) and set(map(type, id_map)) <= {int}
+                                   and (not id_map or (min(id_map) >= 0 and max(id_map) <= _MAX_ID))):
+        raise bad("id_map", f"a list of integer model ids in 0..{_MAX_ID}", id_map)
     v2_fields = [k for k in ("char_integrity", "superbpe") if k in doc]
     if v2_fields and doc["version"] < 2:
         raise bad("version", f"2 for a file with {v2_fields}", doc["version"])
@@ -259,9 +269,16 @@ def check_recorded(doc: Mapping[str, Any], *, pattern: str, fingerprint: str, vo
 
 
 def read_text(path: str | os.PathLike) -> str:
-    """The text of a tokenizer file, with the fix when it does not exist."""
+    """The text of a tokenizer file, with the fix when it does not exist.  A local
+    file is read only when it is a regular file of at most
+    :data:`~ube_stream.storage.MAX_JSON_BYTES` (``/dev/zero``, a pipe or a
+    huge file named as a tokenizer is refused before it is read)."""
     path = local_path(path)
     try:
-        return read_bytes(path).decode("utf-8")
+        data = read_bytes(path) if is_url(path) else read_bounded(
+            path, what="tokenizer file", error=TokenizerFormatError, fix="pass an ube-stream tokenizer file")
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise TokenizerFormatError(f"{path}: no such tokenizer file; train one with `ube train`") from None
+    except UnicodeDecodeError as exc:
+        raise TokenizerFormatError(f"{path}: not UTF-8 text ({exc}); not an ube-stream tokenizer file") from None

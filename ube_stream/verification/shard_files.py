@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 from typing import Any, Dict, Optional
 
@@ -61,11 +60,21 @@ class ShardData:
 def check_shard(directory: str, record: Dict[str, Any], fingerprint: str, n_sources: int,
                 vocab_size: Optional[int], report: VerifyReport) -> Optional[ShardData]:
     """Header, sizes, checksum and offsets of one shard; its arrays when they can be trusted."""
-    name = record.get("name", record.get("tokens_file", "?"))
-    tokens_path = os.path.join(directory, record["tokens_file"])
-    index_path = os.path.join(directory, record["index_file"])
-    n_docs, n_tokens = int(record["documents"]), int(record["tokens"])
+    from ..errors import ShardFormatError
+    from ..storage import inside
+
+    name = record["name"]
     report.count("shards", 1)
+    paths = []
+    for field in ("tokens_file", "index_file"):
+        try:
+            paths.append(inside(directory, record[field], where="MANIFEST.json", field=f"{name}.{field}",
+                                error=ShardFormatError, fix="the manifest is corrupt or hostile: re-encode"))
+        except ShardFormatError as exc:
+            report.fail(Mismatch("files", record[field], "-", str(exc), shard=name, document=None))
+            return None
+    tokens_path, index_path = paths
+    n_docs, n_tokens = int(record["documents"]), int(record["tokens"])
 
     def fail(category: str, message: str) -> None:
         report.fail(Mismatch(category, index_path if category == "index" else tokens_path, "-", message,
@@ -110,6 +119,13 @@ def check_shard(directory: str, record: Dict[str, Any], fingerprint: str, n_sour
                           f"record{'s' if len(wrong) == 1 else ''} {recorded[wrong[0]]}: the tokens changed "
                           "after they were written")
     report.count("checksums", 1)
+    if record.get("index_sha256") is not None:   # MANIFESTs written before it was recorded: not checked
+        index_digest = _sha256_file(index_path)
+        if index_digest != record["index_sha256"]:
+            fail("checksums", f"sha256 of the index file is {index_digest}, MANIFEST records "
+                              f"{record['index_sha256']}: the document offsets, rows or sources changed after "
+                              "they were written")
+            return None
     if header[64:96] != _fingerprint_bytes(fingerprint):
         fail("fingerprint", f"index header records tokenizer sha256:{header[64:96].hex()}, MANIFEST {fingerprint}")
     if any(header[104:128]) or (version == 1 and any(header[96:104])):
@@ -138,19 +154,18 @@ def check_shard(directory: str, record: Dict[str, Any], fingerprint: str, n_sour
 
 
 def read_manifest(directory: str) -> Dict[str, Any]:
+    """MANIFEST.json, read bounded and checked against its schema
+    (:func:`ube_stream.shards.index_format.read_json`): a malformed one is a
+    :class:`~ube_stream.errors.ShardFormatError` naming the field."""
     from ..errors import ShardFormatError
+    from ..shards import index_format as fmt
+    from ..storage import inside
 
     path = os.path.join(directory, "MANIFEST.json")
     if not os.path.isfile(path):
         raise ShardFormatError(f"{directory}: no MANIFEST.json, so not a finished shard directory (finish the "
                                "encoding run, or finalize it with finalize=True)")
-    try:
-        with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
-    except ValueError as exc:
-        raise ShardFormatError(f"{path}: not valid JSON ({exc}); the manifest is damaged") from None
-    if manifest.get("format") != "ube-stream-shards" or manifest.get("version") != 1 \
-            or manifest.get("dtype", "uint32") != "uint32":
-        raise ShardFormatError(f"{path}: format {manifest.get('format')!r} version {manifest.get('version')!r} "
-                               f"dtype {manifest.get('dtype')!r}; expected 'ube-stream-shards' 1 'uint32'")
+    manifest = fmt.read_json(path, "MANIFEST.json")
+    inside(directory, manifest["tokenizer"].get("file", fmt.TOKENIZER_NAME), where=path, field="tokenizer.file",
+           error=ShardFormatError, fix="the manifest is corrupt or hostile: re-encode")
     return manifest

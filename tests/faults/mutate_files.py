@@ -1,0 +1,260 @@
+"""Fault injection child (run by tests/test_hostile_files.py): build a clean shard
+directory (and an unfinished one, for markers and the run plan), then for each
+case copy it, mutate one file of KIND (random bytes, or one JSON value replaced
+by a hostile one: 2**31, -1, a path out of the directory, a device, a wrong
+type, deep nesting), run what reads that file, and print a JSON tally:
+
+    ok            read and served exactly what the clean file serves (or refused nothing it should)
+    error         a UbeError (the file is named, the fix given)
+    traceback     any other exception (a bug: counted, examples kept)
+    served_wrong  read without error but served other tokens, ids or a different table
+    hang          a case ran past its time cap (SIGALRM)
+
+A crash (or a hang inside C code: faulthandler's watchdog) ends this process,
+which the parent counts.  The parent caps this process's memory (RLIMIT_AS).
+
+    python tests/faults/mutate_files.py KIND CASES SEED WORKDIR
+"""
+import copy
+import faulthandler
+import json
+import os
+import random
+import shutil
+import signal
+import sys
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+faulthandler.enable()
+kind, n_cases, seed, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+CASE_SECONDS = 20
+
+from ube_stream import encode_corpus, train  # noqa: E402
+from ube_stream.errors import UbeError  # noqa: E402
+
+HOSTILE = [2**31, 2**63, -1, 0, 10**30, 1.5, "", "../../etc/passwd", "/dev/zero", "/etc/passwd", "x" * 300,
+           None, True, [], {}, [[[[[[]]]]]], {"a": {"b": {"c": []}}}, "sha256:" + "0" * 64, "shards/../../x"]
+
+
+DETAIL: list = []   # why the last case was counted served_wrong
+
+
+class Hang(Exception):
+    pass
+
+
+def on_alarm(signum, frame):
+    raise Hang()
+
+
+signal.signal(signal.SIGALRM, on_alarm)
+
+
+def mutate_bytes(raw: bytes, rng: random.Random) -> bytes:
+    data = bytearray(raw)
+    what = rng.random()
+    if what < 0.15 and data:
+        return bytes(data[:rng.randrange(len(data))])   # truncated
+    if what < 0.25:
+        at = rng.randrange(len(data) + 1)
+        return bytes(data[:at] + bytes(rng.randrange(256) for _ in range(rng.choice([1, 8, 64]))) + data[at:])
+    for _ in range(rng.choice([1, 1, 2, 4, 16])):
+        if data:
+            at = rng.randrange(len(data))
+            data[at] = rng.randrange(256) if rng.random() < 0.5 else data[at] ^ (1 << rng.randrange(8))
+    return bytes(data)
+
+
+def _nodes(doc, path=()):
+    yield path
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            yield from _nodes(value, path + (key,))
+    elif isinstance(doc, list):
+        for i, value in enumerate(doc[:50]):
+            yield from _nodes(value, path + (i,))
+
+
+def mutate_json(raw: bytes, rng: random.Random) -> bytes:
+    if rng.random() < 0.4:
+        return mutate_bytes(raw, rng)
+    doc = json.loads(raw)
+    paths = [p for p in _nodes(doc) if p]
+    for _ in range(rng.choice([1, 1, 2])):
+        path = rng.choice(paths)
+        parent = doc
+        for key in path[:-1]:
+            parent = parent[key]
+        action = rng.random()
+        if action < 0.15 and isinstance(parent, dict):
+            del parent[path[-1]]
+            paths = [p for p in _nodes(doc) if p]
+            continue
+        if action < 0.3 and isinstance(parent[path[-1]], int) and not isinstance(parent[path[-1]], bool):
+            parent[path[-1]] += rng.choice([-1, 1, 2**31, -(2**31)])
+        else:
+            parent[path[-1]] = copy.deepcopy(rng.choice(HOSTILE))
+        paths = [p for p in _nodes(doc) if p]
+    return json.dumps(doc).encode()
+
+
+# ---------------------------------------------------------------- clean material
+
+corpus = workdir / "corpus.jsonl"
+corpus.write_text("".join(json.dumps({"text": f"doc {i} h\u00e9llo w\u00f6rld \u4e16\u754c 42 " * (1 + i % 5)}) + "\n"
+                          for i in range(120)))
+tok = train(str(corpus), vocab_size=600, workers=1, show_progress=False)
+tok_path = workdir / "tok.json"
+tok.save(str(tok_path))
+clean_dir = workdir / "clean"
+encode_corpus(str(corpus), tokenizer=tok, output=str(clean_dir), workers=1, unit_rows=30, shard_tokens=2000,
+              show_progress=False)
+unfinished = workdir / "unfinished"   # rank 0 of 2: markers and the plan stay
+encode_corpus(str(corpus), tokenizer=tok, output=str(unfinished), workers=1, unit_rows=30, shard_tokens=2000,
+              show_progress=False, rank=0, world_size=2)
+TEXTS = ["h\u00e9llo w\u00f6rld 123 \u4e16\u754c!", "doc 7  \t\n caf\u00e9 42x"]
+CLEAN_IDS = [tok.encode(t).tolist() for t in TEXTS]
+VOCAB = tok.vocab_size
+
+
+def clean_docs():
+    from ube_stream.shards import TokenShards
+
+    reader = TokenShards(str(clean_dir))
+    return [reader.doc(i).tolist() for i in range(len(reader))], [reader.source(i) for i in range(len(reader))]
+
+
+CLEAN_DOCS, CLEAN_SOURCES = clean_docs()
+
+
+def samples(directory, verify):
+    from ube_stream.loader import TokenDataset
+
+    ds = TokenDataset(str(directory), 16, shuffle=False, verify=verify, dtype="uint32")
+    return [ds[k].tolist() for k in range(len(ds))]
+
+
+CLEAN_SAMPLES = samples(clean_dir, "full")
+
+
+def served_shards(directory) -> str:
+    """'ok' or 'served_wrong' for what TokenShards(verify='full') and TokenDataset serve."""
+    from ube_stream.shards import TokenShards
+
+    reader = TokenShards(str(directory), verify="full")
+    docs = [reader.doc(i).tolist() for i in range(len(reader))]
+    if docs != CLEAN_DOCS:
+        DETAIL.append(f"documents differ: {len(docs)} vs {len(CLEAN_DOCS)} documents")
+        return "served_wrong"
+    # a MANIFEST has no checksum of its own: its source paths are provenance, not served tokens
+    if kind != "manifest" and [reader.source(i) for i in range(len(reader))] != CLEAN_SOURCES:
+        return "served_wrong"
+    if samples(directory, "full") != CLEAN_SAMPLES:
+        return "served_wrong"
+    return "ok"
+
+
+def target(directory: Path) -> Path:
+    manifest = json.loads((clean_dir / "MANIFEST.json").read_text())
+    entry = manifest["shards"][min(1, len(manifest["shards"]) - 1)]
+    return {"manifest": directory / "MANIFEST.json", "index": directory / entry["index_file"],
+            "tokens": directory / entry["tokens_file"], "tokenizer": directory / "tokenizer.json"}[kind]
+
+
+def run_case(case_dir: Path, rng: random.Random) -> str:
+    if kind in ("manifest", "index", "tokens"):
+        shutil.copytree(clean_dir, case_dir)
+        path = target(case_dir)
+        raw = path.read_bytes()
+        path.write_bytes(mutate_json(raw, rng) if kind == "manifest" else mutate_bytes(raw, rng))
+        outcome = served_shards(case_dir)
+        if kind == "tokens":   # the cheap level: an id outside the vocabulary is never served
+            for sample in samples(case_dir, "header"):
+                if sample and max(sample) >= VOCAB:
+                    return "served_wrong"
+        if kind == "manifest":
+            from ube_stream.verification import verify_shards
+
+            verify_shards(str(case_dir), workers=1, show_progress=False)
+        return outcome
+    if kind == "tokenizer":
+        from ube_stream.tokenizer import Tokenizer
+
+        case_dir.mkdir()
+        path = case_dir / "tok.json"
+        path.write_bytes(mutate_json(tok_path.read_bytes(), rng))
+        loaded = Tokenizer.load(str(path))
+        return "ok" if [loaded.encode(t).tolist() for t in TEXTS] == CLEAN_IDS else "served_wrong"
+    if kind in ("marker", "plan"):
+        from ube_stream.shards.writer import committed_record
+
+        shutil.copytree(unfinished, case_dir)
+        names = sorted(p.name for p in (case_dir / "units").glob("*.json") if p.name != "_plan.json")
+        name = "_plan.json" if kind == "plan" else rng.choice(names)
+        path = case_dir / "units" / name
+        clean_record = json.loads(path.read_text())
+        path.write_bytes(mutate_json(path.read_bytes(), rng))
+        if kind == "marker":
+            record = committed_record(str(case_dir), name[:-len(".json")])
+            if record is not None and (record["shards"] != clean_record["shards"]
+                                       or record["unit_id"] != clean_record["unit_id"]):
+                DETAIL.append(f"{name}: marker trusted: {json.dumps(record)[:600]}")
+                return "served_wrong"   # a marker whose files are not the unit's was trusted
+        for rank in (0, 1):   # finish the run: a refused marker is re-encoded, a bad plan refused
+            encode_corpus(str(corpus), tokenizer=tok, output=str(case_dir), workers=1, unit_rows=30,
+                          shard_tokens=2000, show_progress=False, rank=rank, world_size=2)
+        encode_corpus(str(corpus), tokenizer=tok, output=str(case_dir), workers=1, unit_rows=30,
+                      shard_tokens=2000, show_progress=False, rank=0, world_size=2, finalize=True)
+        return served_shards(case_dir)
+    if kind == "class_table":
+        from ube_stream import pretokenizer as p
+
+        tables = sorted(Path(os.environ["UBE_STREAM_CACHE"]).glob("classes-*.u8"))
+        path = rng.choice(tables)
+        path.write_bytes(mutate_bytes(path.read_bytes(), rng))
+        p.gpt2_class_table.cache_clear()
+        p.tiktoken_class_table.cache_clear()
+        same = (np.array_equal(p.gpt2_class_table(), CLEAN_TABLES[0])
+                and np.array_equal(p.tiktoken_class_table(), CLEAN_TABLES[1]))
+        return "ok" if same else "served_wrong"
+    raise SystemExit(f"unknown kind {kind!r}")
+
+
+if kind == "class_table":
+    from ube_stream import pretokenizer as p
+
+    os.environ["UBE_STREAM_CACHE"] = str(workdir / "table-cache")
+    p.gpt2_class_table.cache_clear()
+    p.tiktoken_class_table.cache_clear()
+    CLEAN_TABLES = (p._probe_gpt2_classes(), p._probe_tiktoken_classes())
+    p.gpt2_class_table(), p.tiktoken_class_table()   # written to the cache
+
+rng = random.Random(seed)
+tally = {"cases": 0, "ok": 0, "error": 0, "traceback": 0, "served_wrong": 0, "hang": 0, "crash": 0,
+         "examples": []}
+faulthandler.dump_traceback_later(CASE_SECONDS * n_cases + 120, exit=True)   # a hang inside C code
+for case in range(n_cases):
+    case_dir = workdir / f"case{case}"
+    signal.alarm(CASE_SECONDS)
+    try:
+        outcome = run_case(case_dir, rng)
+    except Hang:
+        outcome = "hang"
+    except UbeError:
+        outcome = "error"
+    except Exception:
+        outcome = "traceback"
+        tally["examples"].append(f"case {case}: {traceback.format_exc()[-1500:]}")
+    finally:
+        signal.alarm(0)
+    if outcome == "served_wrong":
+        tally["examples"].append(f"case {case}: served wrong {' '.join(DETAIL)}")
+    DETAIL.clear()
+    tally[outcome] += 1
+    tally["cases"] += 1
+    shutil.rmtree(case_dir, ignore_errors=True)
+tally["examples"] = tally["examples"][:5]
+print(json.dumps(tally))
