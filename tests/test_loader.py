@@ -36,8 +36,9 @@ FINGERPRINT = TOKENIZER.fingerprint
 # writing the shard format directly (the spec, not ube_stream.shards)
 
 
-def write_shard_dir(path, shards, *, unit_id="00000-000000000000"):
+def write_shard_dir(path, shards, *, unit_id="00000-000000000000", tokenizer=TOKENIZER):
     """shards: list of shards, each a list of documents (sequences of ints < 2**32)."""
+    fingerprint = tokenizer.fingerprint
     os.makedirs(os.path.join(path, "shards"))
     records = []
     row = 0
@@ -50,7 +51,7 @@ def write_shard_dir(path, shards, *, unit_id="00000-000000000000"):
             f.write(tokens.tobytes())
         digest = hashlib.sha256(tokens.tobytes()).digest()
         header = (b"UBESHRD1" + struct.pack("<II", 1, 4) + struct.pack("<QQ", len(docs), tokens.size) + digest
-                  + bytes.fromhex(FINGERPRINT[7:]) + bytes(32))
+                  + bytes.fromhex(fingerprint[7:]) + bytes(32))
         assert len(header) == 128
         rows = np.arange(row, row + len(docs), dtype="<u8")
         row += len(docs)
@@ -58,10 +59,10 @@ def write_shard_dir(path, shards, *, unit_id="00000-000000000000"):
             f.write(header + offsets.tobytes() + rows.tobytes() + np.zeros(len(docs), "<u4").tobytes())
         records.append({"name": name, "unit_id": unit_id, "tokens_file": tokens_file, "index_file": index_file,
                         "documents": len(docs), "tokens": int(tokens.size), "sha256": digest.hex()})
-    TOKENIZER.save(os.path.join(path, "tokenizer.json"))
+    tokenizer.save(os.path.join(path, "tokenizer.json"))
     manifest = {"format": "ube-stream-shards", "version": 1, "ube_stream_version": "0.1.0", "dtype": "uint32",
-                "tokenizer": {"file": "tokenizer.json", "fingerprint": FINGERPRINT, "substrate": "utf8",
-                              "vocab_size": TOKENIZER.vocab_size},
+                "tokenizer": {"file": "tokenizer.json", "fingerprint": fingerprint, "substrate": "utf8",
+                              "vocab_size": tokenizer.vocab_size},
                 "special_ids": {"eos": None, "bos": None}, "options": {"eos_token": None, "bos_token": None},
                 "sources": [{"source_id": 0, "path": "synthetic", "size": 0, "format": "jsonl",
                              "rows_read": row, "documents": row, "skipped": {}}],

@@ -44,6 +44,13 @@ function of the directories, weights, seed and epoch, so ranks, DataLoader
 workers and ``consumed_samples`` work on it exactly as on one directory; a
 component asked for more samples than it has starts another pass over its
 windows with permutation ``SeedSequence([seed, epoch, c, pass])``.
+A blend is refused (:class:`~ube_stream.errors.ShardFormatError` naming both
+directories and both fingerprints) when the directories were encoded with
+different tokenizers: the same id would mean different text in different
+samples.  ``mixed_tokenizers=True`` opts in (for a model trained over several
+vocabularies on purpose); ``fingerprints`` lists every directory's tokenizer,
+and ``fingerprint`` is the shared one, or ``"mixed:"`` followed by every
+directory's fingerprint (comma-separated, in directory order) for a mixed blend.
 
 **Validation split** (``split=(0.98, 0.02), subset="valid"``).  Per
 component, documents are assigned to train or valid by a fixed permutation of
@@ -88,6 +95,8 @@ class TokenDataset:
         drop_last: equal sample counts on every rank (default) or hand out the remainder.
         dtype: ``"int64"`` (default, what embedding layers take) or ``"uint32"``
             (the on-disk width; zero-copy views where a window lies in one shard).
+        mixed_tokenizers: allow a blend of directories encoded with different
+            tokenizers (refused by default; see the module).
 
     ``len(ds)`` is this rank's number of remaining samples; ``ds[k]`` its ``k``-th one.
     """
@@ -97,7 +106,7 @@ class TokenDataset:
                  shuffle: bool = True, drop_last: bool = True, dtype: str = "int64",
                  weights: Optional[Sequence[float]] = None, num_samples: Optional[int] = None,
                  split: Optional[Tuple[float, float]] = None, subset: str = "train", split_seed: int = 0,
-                 return_boundaries: bool = False):
+                 return_boundaries: bool = False, mixed_tokenizers: bool = False):
         if int(seq_len) < 1:
             raise ValueError(f"seq_len must be >= 1, got {seq_len}")
         if int(world_size) < 1 or not 0 <= int(rank) < int(world_size):
@@ -140,7 +149,18 @@ class TokenDataset:
         self.weights = [w / sum(weights) for w in weights]
         self._components = [_Component(d, self.seq_len, self.split, self.subset, self.split_seed)
                             for d in directories]
-        self.fingerprint = self._components[0].fingerprint
+        self.fingerprints = [c.fingerprint for c in self._components]
+        first = self._components[0]
+        other = next((c for c in self._components if c.fingerprint != first.fingerprint), None)
+        if other is not None and not mixed_tokenizers:
+            from ..errors import ShardFormatError
+
+            raise ShardFormatError(
+                f"{other.directory}: encoded with tokenizer {other.fingerprint}, but {first.directory} with "
+                f"{first.fingerprint}; a blend of different tokenizers serves ids that mean different text. "
+                f"Re-encode one directory with the other's tokenizer, or pass mixed_tokenizers=True if the "
+                f"model is meant to see both vocabularies")
+        self.fingerprint = first.fingerprint if other is None else "mixed:" + ",".join(self.fingerprints)
         for c in self._components:
             if c.n_samples == 0:
                 what = f" ({self.subset} subset of split {self.split})" if self.split is not None else ""
