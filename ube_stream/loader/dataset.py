@@ -75,7 +75,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -97,6 +97,9 @@ class TokenDataset:
             (the on-disk width; zero-copy views where a window lies in one shard).
         mixed_tokenizers: allow a blend of directories encoded with different
             tokenizers (refused by default; see the module).
+        cache_limit: for directories on a store (``s3://...``): the local
+            cache's size limit (see :class:`~ube_stream.shards.TokenShards`);
+            token files are fetched as samples need them.
 
     ``len(ds)`` is this rank's number of remaining samples; ``ds[k]`` its ``k``-th one.
     """
@@ -106,7 +109,8 @@ class TokenDataset:
                  shuffle: bool = True, drop_last: bool = True, dtype: str = "int64",
                  weights: Optional[Sequence[float]] = None, num_samples: Optional[int] = None,
                  split: Optional[Tuple[float, float]] = None, subset: str = "train", split_seed: int = 0,
-                 return_boundaries: bool = False, mixed_tokenizers: bool = False):
+                 return_boundaries: bool = False, mixed_tokenizers: bool = False,
+                 cache_limit: "int | str | None" = None):
         if int(seq_len) < 1:
             raise ValueError(f"seq_len must be >= 1, got {seq_len}")
         if int(world_size) < 1 or not 0 <= int(rank) < int(world_size):
@@ -147,7 +151,7 @@ class TokenDataset:
         self.split_seed = int(split_seed)
         self.return_boundaries = bool(return_boundaries)
         self.weights = [w / sum(weights) for w in weights]
-        self._components = [_Component(d, self.seq_len, self.split, self.subset, self.split_seed)
+        self._components = [_Component(d, self.seq_len, self.split, self.subset, self.split_seed, cache_limit)
                             for d in directories]
         self.fingerprints = [c.fingerprint for c in self._components]
         first = self._components[0]
@@ -373,10 +377,10 @@ class _Component:
     concatenated stream."""
 
     def __init__(self, directory: str, seq_len: int, split: Optional[Tuple[float, float]], subset: str,
-                 split_seed: int):
+                 split_seed: int, cache_limit: "int | str | None" = None):
         from ..shards.encode import TokenShards
 
-        reader = TokenShards(directory, verify="header")
+        reader = TokenShards(directory, verify="header", cache_limit=cache_limit)
         self.directory = directory
         self.fingerprint = reader.manifest["tokenizer"]["fingerprint"]
         self.shards = list(reader.shards)
@@ -407,26 +411,21 @@ class _Component:
             self.seg_starts = np.concatenate([self.doc_starts[firsts], [self.n_tokens]]).astype(np.int64)
             self.seg_global = doc_starts[keep[firsts]].astype(np.int64)
         self.n_samples = max(self.n_tokens - 1, 0) // seq_len
-        self._maps: Optional[List[np.ndarray]] = None
-
-    def __getstate__(self) -> Dict[str, Any]:
-        return dict(self.__dict__, _maps=None)
 
     def _read_global(self, start: int, stop: int) -> np.ndarray:
-        if self._maps is None:
-            self._maps = [s.tokens for s in self.shards]
-        maps, starts = self._maps, self.shard_starts
-        first = min(int(np.searchsorted(starts, start, side="right")) - 1, len(maps) - 1)
+        # Shard.read maps a local token file once; on a store it fetches only the blocks a window needs
+        shards, starts = self.shards, self.shard_starts
+        first = min(int(np.searchsorted(starts, start, side="right")) - 1, len(shards) - 1)
         if stop <= int(starts[first + 1]):
             base = int(starts[first])
-            return maps[first][start - base:stop - base]
+            return shards[first].read(start - base, stop - base)
         out = np.empty(stop - start, dtype="<u4")
         pos, shard = start, first
         while pos < stop:
             end = min(stop, int(starts[shard + 1]))
             if end > pos:
                 base = int(starts[shard])
-                out[pos - start:end - start] = maps[shard][pos - base:end - base]
+                out[pos - start:end - start] = shards[shard].read(pos - base, end - base)
             pos, shard = end, shard + 1
         return out
 
