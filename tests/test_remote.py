@@ -324,3 +324,28 @@ def test_encode_in_memory_data_to_s3_matches_local(s3, trained, tmp_path, multil
     assert remote["sources"] == local["sources"] and remote["sources"][0]["path"].startswith("<in-memory ")
     assert not s3.exists(f"{BUCKET}/in-memory-shards/units")
     assert TokenShards(url).decode_doc(7) == lines[7]
+
+
+def test_staging_directories_of_killed_workers_are_removed(tmp_path, monkeypatch):
+    """A worker killed mid-unit leaves $TMPDIR/ube-unit-<host>-<pid>-*; the next
+    unit on the host removes it, and never a live worker's."""
+    import tempfile
+
+    from ube_stream.shards.remote import remove_dead_staging
+    from ube_stream.storage import hostname
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        names = [f"ube-unit-{hostname()}-{dead.pid}-00001-000000000040-abc",
+                 f"ube-unit-{hostname()}-{live.pid}-00002-000000000040-def",
+                 f"ube-unit-otherhost-{dead.pid}-00003-000000000040-ghi", "unrelated"]
+        for name in names:
+            os.makedirs(tmp_path / name / "locks")
+        remove_dead_staging()
+        assert sorted(os.listdir(tmp_path)) == sorted(names[1:])
+    finally:
+        live.kill()
+        live.wait()

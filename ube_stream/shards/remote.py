@@ -23,7 +23,9 @@ A crash at any point therefore leaves either a committed unit or an
 uncommitted one, and a rerun of the same command resumes.  Two writers on one
 URL are not detected (there is no lock): they do the same work twice and
 write the same bytes, so the result is still correct; the plan file
-(``units/_plan.json``) stops a rerun with *other* settings.
+(``units/_plan.json``) stops a rerun with *other* settings.  A worker stages
+in ``$TMPDIR/ube-unit-<host>-<pid>-<unit>-*``; a killed worker's staging
+directory is removed by the next unit that starts on that host.
 
 **Reading** (:class:`RemoteShards`).  :class:`~ube_stream.shards.TokenShards`
 on a URL reads the directory where it lives, fetching files on first use into
@@ -63,6 +65,7 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
@@ -76,10 +79,12 @@ from ..storage import (
     atomic_write_json,
     cache_root,
     filesystem,
+    hostname,
     join,
     resolve_cache_limit,
 )
 from . import index_format as fmt
+from .locks import _pid_alive
 from .writer import encode_unit
 
 __all__ = ["encode_unit_remote", "remote_committed_records", "remote_entries", "RemoteShards", "cached_directory",
@@ -139,6 +144,24 @@ def remote_committed_records(url: str, unit_ids: Iterable[str]) -> Dict[str, Dic
     return out
 
 
+def _staging_prefix() -> str:
+    return f"ube-unit-{hostname()}-"
+
+
+def remove_dead_staging() -> None:
+    """Remove the staging directories (``$TMPDIR/ube-unit-<host>-<pid>-<unit>-*``)
+    that killed workers of this host left behind (their pid is gone)."""
+    root, prefix = tempfile.gettempdir(), _staging_prefix()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        pid_text = name[len(prefix):].partition("-")[0] if name.startswith(prefix) else ""
+        if pid_text.isdigit() and int(pid_text) != os.getpid() and not _pid_alive(int(pid_text)):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
 def encode_unit_remote(task: Dict[str, Any]) -> Dict[str, Any]:
     """:func:`~ube_stream.shards.writer.encode_unit` for an output URL (see the
     module): encode into a local staging directory, upload the shard files,
@@ -146,7 +169,8 @@ def encode_unit_remote(task: Dict[str, Any]) -> Dict[str, Any]:
     url = task["out_dir"]
     unit_id = task["unit"].unit_id
     fs, inner = filesystem(url)
-    with tempfile.TemporaryDirectory(prefix=f"ube-unit-{unit_id}-") as staging:
+    remove_dead_staging()
+    with tempfile.TemporaryDirectory(prefix=f"{_staging_prefix()}{os.getpid()}-{unit_id}-") as staging:
         for sub in (fmt.SHARDS_DIR, fmt.UNITS_DIR, fmt.LOCKS_DIR):
             os.makedirs(os.path.join(staging, sub))
         record = encode_unit(**dict(task, out_dir=staging, dispatched=False))
