@@ -187,6 +187,16 @@ def test_hostile_names_are_refused_before_anything_is_written(directory, cache, 
                 assert payload not in f.read()
 
 
+def test_a_token_file_named_like_an_index_is_refused(directory, cache, s3):  # noqa: F811
+    """Token files are the evictable part of the cache, told apart by their suffix."""
+    def swap(manifest):
+        manifest["shards"][0]["tokens_file"] = manifest["shards"][0]["index_file"].replace(".idx", ".bin")
+
+    with pytest.raises(ShardFormatError, match="a tokens file name ends with '.tokens'"):
+        TokenShards(_hostile(s3, "bad-suffix", swap))
+    assert cached(cache) == {}
+
+
 def test_sizes_that_disagree_with_the_manifest_are_refused_before_download(directory, cache, s3):  # noqa: F811
     def grow(manifest):   # the manifest claims more tokens than the object holds: a bounded read could overrun
         manifest["shards"][1]["tokens"] += 10

@@ -36,7 +36,8 @@ of its ``MANIFEST.json``, so a re-encoded directory gets fresh files):
 1. ``MANIFEST.json`` is read (its size bounded by the listing) and **every
    name in it is checked before anything is downloaded or written**: a
    relative ``/``-separated path inside the directory (no absolute path, no
-   ``..``, no empty or ``.`` part, no backslash or NUL), listed by the store
+   ``..``, no empty or ``.`` part, no backslash or NUL; token files end in
+   ``.tokens``, index files in ``.idx``), listed by the store
    with exactly the size the manifest implies (``4 * tokens`` for a token
    file, the index size for ``documents``; the tokenizer file at most
    :data:`MAX_TOKENIZER_BYTES`).  Downloads read at most that many bytes.
@@ -226,9 +227,13 @@ def _manifest_files(url: str, manifest_bytes: bytes) -> Tuple[str, Dict[str, int
                 raise ShardFormatError(f"{url}/{fmt.MANIFEST_NAME}: field 'shards[{i}].{key}' must be a "
                                        f"non-negative integer, found {entry.get(key)!r:.60}; the manifest is "
                                        f"corrupt. Re-encode")
-        for key, size in (("index_file", fmt.index_size(entry["documents"])),
-                          ("tokens_file", fmt.TOKEN_WIDTH * entry["tokens"])):
+        for key, size, suffix in (("index_file", fmt.index_size(entry["documents"]), ".idx"),
+                                  ("tokens_file", fmt.TOKEN_WIDTH * entry["tokens"], ".tokens")):
             name = _check_name(url, f"'shards[{i}].{key}'", entry.get(key))
+            if not name.endswith(suffix):
+                raise ShardFormatError(f"{url}/{fmt.MANIFEST_NAME}: field 'shards[{i}].{key}' is {name!r:.120}; "
+                                       f"a {key.replace('_', ' ')} name ends with {suffix!r}. The manifest is "
+                                       f"corrupt: nothing was downloaded. Re-encode the directory")
             if name in sizes or name == tokenizer_name:
                 raise ShardFormatError(f"{url}/{fmt.MANIFEST_NAME}: field 'shards[{i}].{key}' names {name!r} "
                                        f"a second time; the manifest is corrupt. Re-encode")
