@@ -49,7 +49,8 @@ def s3(tmp_path_factory):
     fsspec.config.set_conf_env(fsspec.config.conf)
     fsspec.filesystem("s3").clear_instance_cache()
     fs = fsspec.filesystem("s3", endpoint_url=env["FSSPEC_S3_ENDPOINT_URL"])
-    fs.mkdir(BUCKET)
+    if not fs.exists(BUCKET):   # moto keeps its buckets per process: another module's server made it
+        fs.mkdir(BUCKET)
     try:
         yield fs
     finally:
