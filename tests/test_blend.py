@@ -8,9 +8,11 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from test_loader import write_shard_dir
+from test_loader import TOKENIZER, write_shard_dir
 
+from ube_stream.errors import ShardFormatError
 from ube_stream.loader import TokenDataset, collate
+from ube_stream.tokenizer import Tokenizer
 
 
 def make_dir(path, seed, n_docs, base):
@@ -248,3 +250,42 @@ def test_collate_boundaries_through_a_torch_dataloader(dirs):
     assert batch["cu_seqlens"].tolist() == numpy_batch["cu_seqlens"].tolist()
     assert batch["input_ids"].tolist() == numpy_batch["input_ids"].tolist()
     assert batch["position_ids"].tolist() == numpy_batch["position_ids"].tolist()
+
+
+# ------------------------------------------------------------------ tokenizers must agree
+
+def _manifest_fingerprint(directory):
+    import json
+
+    with open(os.path.join(directory, "MANIFEST.json")) as f:
+        return json.load(f)["tokenizer"]["fingerprint"]
+
+
+def test_blend_of_different_tokenizers_is_refused_unless_asked_for(dirs, tmp_path):
+    """A blend whose directories hold ids of different vocabularies would serve ids
+    that mean different text: refused, naming both directories and both
+    fingerprints (read from each MANIFEST here), unless mixed_tokenizers=True."""
+    other_tok = Tokenizer(substrate="utf8", merges=[(101, 32)], special_tokens=["<|endoftext|>", "<|pad|>"])
+    assert other_tok.fingerprint != TOKENIZER.fingerprint
+    (a, _), (b, _) = dirs[0], dirs[1]
+    c = write_shard_dir(str(tmp_path / "other"), [[list(range(0, 40)), list(range(40, 90))]], tokenizer=other_tok)
+    fa, fc = _manifest_fingerprint(a), _manifest_fingerprint(c)
+    assert fa != fc
+    for pair, (first, second) in (([a, c], (a, c)), ([c, a], (c, a))):
+        with pytest.raises(ShardFormatError) as info:
+            TokenDataset(pair, 8, weights=[0.5, 0.5])
+        message = str(info.value)
+        assert first in message and second in message and fa in message and fc in message
+        assert "mixed_tokenizers=True" in message
+    mixed = TokenDataset([a, c], 8, weights=[0.5, 0.5], mixed_tokenizers=True)
+    assert mixed.fingerprints == [fa, fc]
+    assert mixed.fingerprint == f"mixed:{fa},{fc}"
+    assert mixed.state_dict()["fingerprint"] == mixed.fingerprint
+    # a checkpoint records every tokenizer: one from a blend with another tokenizer does not resume here
+    state = dict(mixed.state_dict(), fingerprint=f"mixed:{fa},{fa}")
+    with pytest.raises(ValueError, match="fingerprint"):
+        mixed.load_state_dict(state)
+    # the same tokenizer everywhere: one fingerprint, which describes every directory
+    same = TokenDataset([a, b], 8, weights=[0.5, 0.5])
+    assert same.fingerprints == [fa, _manifest_fingerprint(b)] and same.fingerprint == fa
+    assert TokenDataset(c, 8).fingerprint == fc

@@ -41,6 +41,7 @@ FINGERPRINT = TOKENIZER.fingerprint
 
 def write_shard_dir(path, shards, *, unit_id="00000-000000000000", tokenizer=TOKENIZER):
     """shards: list of shards, each a list of documents (sequences of ints < 2**32)."""
+    fingerprint = tokenizer.fingerprint
     os.makedirs(os.path.join(path, "shards"))
     records = []
     row = 0
@@ -53,7 +54,7 @@ def write_shard_dir(path, shards, *, unit_id="00000-000000000000", tokenizer=TOK
             f.write(tokens.tobytes())
         digest = hashlib.sha256(tokens.tobytes()).digest()
         header = (b"UBESHRD1" + struct.pack("<II", 1, 4) + struct.pack("<QQ", len(docs), tokens.size) + digest
-                  + bytes.fromhex(tokenizer.fingerprint[7:]) + bytes(32))
+                  + bytes.fromhex(fingerprint[7:]) + bytes(32))
         assert len(header) == 128
         rows = np.arange(row, row + len(docs), dtype="<u8")
         row += len(docs)
@@ -63,7 +64,7 @@ def write_shard_dir(path, shards, *, unit_id="00000-000000000000", tokenizer=TOK
                         "documents": len(docs), "tokens": int(tokens.size), "sha256": digest.hex()})
     tokenizer.save(os.path.join(path, "tokenizer.json"))
     manifest = {"format": "ube-stream-shards", "version": 1, "ube_stream_version": "0.1.0", "dtype": "uint32",
-                "tokenizer": {"file": "tokenizer.json", "fingerprint": tokenizer.fingerprint, "substrate": "utf8",
+                "tokenizer": {"file": "tokenizer.json", "fingerprint": fingerprint, "substrate": "utf8",
                               "vocab_size": tokenizer.vocab_size},
                 "special_ids": {"eos": None, "bos": None}, "options": {"eos_token": None, "bos_token": None},
                 "sources": [{"source_id": 0, "path": "synthetic", "size": 0, "format": "jsonl",
@@ -394,7 +395,7 @@ def test_megatron_export_reads_back_document_for_document(tmp_path):
     shards = uneven_shards(rng, n_shards=7)
     shards[3].append([TOKENIZER.vocab_size - 1, 0, TOKENIZER.vocab_size - 2])  # the largest ids of the vocabulary
     path = write_shard_dir(str(tmp_path / "dir"), shards)
-    summary = export_megatron(path, str(tmp_path / "out" / "corpus_text_document"))
+    summary = export_megatron(path, str(tmp_path / "out" / "corpus_text_document"), dtype="int32")
     docs = [d for s in shards for d in s]
     got = read_megatron(str(tmp_path / "out" / "corpus_text_document"))
     assert got["magic"] == b"MMIDIDX\x00\x00" and got["version"] == 1 and got["dtype_code"] == 4
@@ -431,6 +432,8 @@ def test_megatron_uint16_export(tmp_path):
     big = write_shard_dir(str(tmp_path / "big"), [[[65536]]], tokenizer=wide)
     with pytest.raises(ValueError, match="dtype='int32'"):
         export_megatron(big, str(tmp_path / "big16"), dtype="uint16")
+    with pytest.raises(ValueError, match="dtype='int32'"):   # auto: the 258-id vocabulary picks uint16
+        export_megatron(big, str(tmp_path / "big-auto"))
     with pytest.raises(ValueError, match="dtype"):
         export_megatron(path, str(tmp_path / "x"), dtype="int64")
 
@@ -457,11 +460,14 @@ def test_cli_export_megatron(tmp_path, shard_dir, capsys):
     capsys.readouterr()
     got = read_megatron(str(tmp_path / "m"))
     assert [d.tolist() for d in got["documents"]] == [list(d) for s in shards for d in s]
-    args = parser.parse_args(["export-megatron", "--dtype", "uint16", "-q", path, str(tmp_path / "m16")])
+    # the default follows Megatron's rule: this vocabulary has fewer than 65,500 ids -> uint16
+    assert TOKENIZER.vocab_size < 65500 and got["dtype_code"] == 8 and "(uint16)" in err
+    assert got["bin_bytes"] == 2 * sum(len(d) for s in shards for d in s)
+    args = parser.parse_args(["export-megatron", "--dtype", "int32", "-q", path, str(tmp_path / "m32")])
     assert args.func(args) == 0 and capsys.readouterr().err == ""
-    got16 = read_megatron(str(tmp_path / "m16"))
-    assert got16["dtype_code"] == 8
-    assert [d.tolist() for d in got16["documents"]] == [d.tolist() for d in got["documents"]]
+    got32 = read_megatron(str(tmp_path / "m32"))
+    assert got32["dtype_code"] == 4 and got32["bin_bytes"] == 2 * got["bin_bytes"]
+    assert [d.tolist() for d in got32["documents"]] == [d.tolist() for d in got["documents"]]
     missing = parser.parse_args(["export-megatron", str(tmp_path / "nope"), str(tmp_path / "n")])
     with pytest.raises(ShardFormatError, match="nope: no such shard directory"):
         missing.func(missing)
@@ -521,9 +527,19 @@ def test_megatron_core_reads_the_export(tmp_path, shard_dir):
     docs = [list(d) for s in shards for d in s]
     ds = indexed.IndexedDataset(str(tmp_path / "m"))
     assert len(ds) == len(docs)
-    assert ds.index.dtype == np.int32
+    # the default is the dtype megatron-core's own rule picks for this vocabulary
+    assert ds.index.dtype == indexed.DType.optimal_dtype(TOKENIZER.vocab_size) == np.uint16
     assert ds.document_indices.tolist() == list(range(len(docs) + 1))
     assert [ds[i].tolist() for i in range(len(ds))] == docs
-    export_megatron(path, str(tmp_path / "m16"), dtype="uint16")
-    ds16 = indexed.IndexedDataset(str(tmp_path / "m16"))
-    assert ds16.index.dtype == np.uint16 and [ds16[i].tolist() for i in range(len(ds16))] == docs
+    export_megatron(path, str(tmp_path / "m32"), dtype="int32")
+    ds32 = indexed.IndexedDataset(str(tmp_path / "m32"))
+    assert ds32.index.dtype == np.int32 and [ds32[i].tolist() for i in range(len(ds32))] == docs
+
+
+def test_megatron_auto_dtype_follows_megatron_core_rule(tmp_path):
+    """`dtype="auto"` picks what megatron-core's DType.optimal_dtype picks, at the 65,500 edge too."""
+    indexed = pytest.importorskip("megatron.core.datasets.indexed_dataset")
+    from ube_stream.loader.megatron import megatron_dtype
+
+    for vocab in (256, 32000, 65499, 65500, 65536, 100277, 200019):
+        assert np.dtype(megatron_dtype(vocab)) == np.dtype(indexed.DType.optimal_dtype(vocab)), vocab

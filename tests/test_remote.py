@@ -3,6 +3,7 @@ server mode, started here on 127.0.0.1: no network): train, encode with 2
 workers, a worker killed between its shard uploads and its marker, rerun,
 ranks + finalize, inspect, verify, TokenShards, TokenDataset and
 export-megatron on ``s3://`` give the same bytes as the same run on local disk."""
+import contextlib
 import json
 import os
 import socket
@@ -48,7 +49,8 @@ def s3(tmp_path_factory):
     fsspec.config.set_conf_env(fsspec.config.conf)
     fsspec.filesystem("s3").clear_instance_cache()
     fs = fsspec.filesystem("s3", endpoint_url=env["FSSPEC_S3_ENDPOINT_URL"])
-    fs.mkdir(BUCKET)
+    if not fs.exists(BUCKET):   # moto keeps its buckets per process: another module's server made it
+        fs.mkdir(BUCKET)
     try:
         yield fs
     finally:
@@ -351,3 +353,94 @@ def test_rerun_on_s3_replaces_a_run_that_committed_nothing(corpus, trained, s3, 
     with pytest.raises(ShardFormatError, match=r"options.eos_token: '<\|endoftext\|>' recorded, None now"):
         encode_corpus(source, tokenizer=trained[1], output=ranked, workers=1, rank=1, world_size=2, eos=False,
                       **OPTIONS)
+
+
+def test_staging_directories_of_killed_workers_are_removed(tmp_path, monkeypatch):
+    """A worker killed mid-unit leaves $TMPDIR/ube-unit-<host>-<pid>-*; the next
+    unit on the host removes it, and never a live worker's."""
+    import tempfile
+
+    from ube_stream.shards.remote import remove_dead_staging
+    from ube_stream.storage import hostname
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        names = [f"ube-unit-{hostname()}-{dead.pid}-00001-000000000040-abc",
+                 f"ube-unit-{hostname()}-{live.pid}-00002-000000000040-def",
+                 f"ube-unit-otherhost-{dead.pid}-00003-000000000040-ghi", "unrelated"]
+        for name in names:
+            os.makedirs(tmp_path / name / "locks")
+        remove_dead_staging()
+        assert sorted(os.listdir(tmp_path)) == sorted(names[1:])
+    finally:
+        live.kill()
+        live.wait()
+
+
+@pytest.fixture(scope="module")
+def ray_start_cluster(s3):
+    """A Ray cluster started the way clusters are (`ray start --head`), from an
+    environment WITHOUT the store's credentials or endpoint: only this (driver)
+    process has them.  Stopped by killing the process group this fixture started."""
+    import shutil
+    import signal
+    import tempfile
+    import time
+
+    ray = pytest.importorskip("ray")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "FSSPEC_", "BOTO_"))}
+    env.update(PYTHONPATH=ROOT, AWS_EC2_METADATA_DISABLED="true", RAY_USAGE_STATS_ENABLED="0")
+    temp_dir = tempfile.mkdtemp(prefix="ube-ray-", dir="/tmp")
+    proc = subprocess.Popen(["ray", "start", "--head", f"--port={port}", "--num-cpus=2", "--block",
+                             "--include-dashboard=false", f"--temp-dir={temp_dir}", "--disable-usage-stats"],
+                            env=env, cwd=temp_dir, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                ray.init(address=f"127.0.0.1:{port}", log_to_driver=False)
+                break
+            except Exception:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(1)
+        yield ray
+    finally:
+        ray.shutdown()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+# slow: starts a Ray cluster with `ray start`
+@pytest.mark.slow
+def test_ray_cluster_gets_the_drivers_storage_settings(ray_start_cluster, corpus, trained, local_shards, s3):
+    """Credentials and endpoint set only in the driver reach the `ray start`
+    workers (runtime_env env_vars): the S3 run equals the local one.  Without
+    them (forward_storage_env=False) the failure is one StorageError line naming
+    the unit and the URLs, not a botocore traceback."""
+    from ube_stream.errors import StorageError
+    from ube_stream.executors import RayExecutor
+    from ube_stream.shards import encode_corpus
+
+    url = f"s3://{BUCKET}/ray-start"
+    encode_corpus(corpus[1], tokenizer=trained[0], output=url, executor=RayExecutor(), **OPTIONS)
+    same_shard_dirs(local_shards, s3_tree(s3, f"{BUCKET}/ray-start"))
+
+    with pytest.raises(StorageError) as info:
+        encode_corpus(corpus[1], tokenizer=trained[0], output=f"s3://{BUCKET}/ray-nocreds",
+                      executor=RayExecutor(forward_storage_env=False), **OPTIONS)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "unit 0000" in message and f"{corpus[1]}/" in message and f"s3://{BUCKET}/ray-nocreds" in message
+    assert "NoCredentialsError" in message and "storage_options" in message

@@ -18,6 +18,18 @@ function calls ``worker_state(setup, *args)``, which runs ``setup`` once per
 process and caches it by its arguments, so a worker that runs many tasks
 loads it once.
 
+**Storage settings on a cluster.**  A cluster started with ``ray start``
+runs its workers with the environment of the machine that started it, not
+the driver's: credentials and endpoints the driver has (``AWS_*``,
+``FSSPEC_*``, ...) would not reach them.  :class:`RayExecutor` therefore
+forwards the driver's storage variables (:data:`STORAGE_ENV_PREFIXES`) and an
+explicit ``storage_options`` (``{"s3": {"endpoint_url": ...}}``, passed as
+fsspec's ``FSSPEC_<PROTOCOL>`` variables) to its tasks in Ray's
+``runtime_env`` ``env_vars``.  A storage error inside a task (no credentials,
+access denied, an unreachable endpoint) reaches the driver as one
+:class:`~ube_stream.errors.StorageError` line naming the unit, its URLs and
+the fix.
+
 System failures (a worker process killed, a node lost) are retried a bounded
 number of times by Ray, and a task whose retries are spent is submitted again
 by the driver (bounded too); application errors (a corrupt input file) are raised at once,
@@ -34,7 +46,7 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tupl
 from .errors import UbeError
 
 __all__ = ["Executor", "LocalExecutor", "WorkerDiedError", "RayExecutor", "EXECUTORS", "executor_class", "get_executor", "worker_state",
-           "seed_worker_state", "start_method", "will_fork"]
+           "seed_worker_state", "start_method", "will_fork", "storage_env", "STORAGE_ENV_PREFIXES"]
 
 _WORKER_STATE: Dict[Tuple[Any, ...], Any] = {}
 _START_METHOD = ["spawn"]   # what local pools start workers with (see start_method)
@@ -356,7 +368,11 @@ class RayExecutor(Executor):
     ``resubmits`` times, then the run stops with :class:`WorkerDiedError`
     naming the unit and the Ray error.  Unit functions are idempotent (they
     commit by atomic rename and take over dead attempts' locks), so a rerun
-    attempt is always safe."""
+    attempt is always safe.
+
+    ``storage_options`` (``{protocol: fsspec options}``) and, unless
+    ``forward_storage_env=False``, the driver's storage variables are set in
+    every task's environment (see the module)."""
 
     name = "ray"
     multi_host = True
@@ -364,7 +380,8 @@ class RayExecutor(Executor):
     LOST = ("WorkerCrashedError", "NodeDiedError", "ObjectLostError", "OwnerDiedError", "LocalRayletDiedError")
 
     def __init__(self, address: Optional[str] = None, *, max_retries: int = 3, resubmits: int = 2,
-                 num_cpus: Optional[int] = None):
+                 num_cpus: Optional[int] = None, storage_options: Optional[Dict[str, Dict[str, Any]]] = None,
+                 forward_storage_env: bool = True):
         ray = import_ray()
         if not ray.is_initialized():
             kwargs: Dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
@@ -376,6 +393,9 @@ class RayExecutor(Executor):
         self._ray = ray
         self.resubmits = resubmits
         self._remote = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(_ray_call)
+        self.env_vars = storage_env(storage_options, forward_storage_env)
+        if self.env_vars:
+            self._remote = self._remote.options(runtime_env={"env_vars": self.env_vars})
         self._lost = tuple(getattr(ray.exceptions, name) for name in self.LOST if hasattr(ray.exceptions, name))
 
     def map(self, fn: Callable[[Any], Any], tasks: Sequence[Any], *,
@@ -425,8 +445,58 @@ class RayExecutor(Executor):
         return results
 
 
+#: driver environment variables a worker may need to reach object stores (fsspec, S3, GCS, Azure, the HF Hub)
+STORAGE_ENV_PREFIXES = ("AWS_", "BOTO_", "FSSPEC_", "GOOGLE_", "GCS_", "AZURE_", "HF_TOKEN", "HF_ENDPOINT")
+#: modules whose exceptions are storage errors (credentials, permissions, endpoints)
+_STORAGE_MODULES = ("botocore", "aiobotocore", "s3fs", "gcsfs", "google", "azure", "adlfs", "fsspec", "aiohttp")
+
+
+def storage_env(storage_options: Optional[Dict[str, Dict[str, Any]]] = None, forward: bool = True) -> Dict[str, str]:
+    """The environment a cluster task needs for storage: this process's
+    :data:`STORAGE_ENV_PREFIXES` variables (with ``forward``), plus
+    ``storage_options`` as fsspec's ``FSSPEC_<PROTOCOL>`` JSON variables.
+
+    >>> storage_env({"s3": {"endpoint_url": "http://127.0.0.1:9000"}}, forward=False)
+    {'FSSPEC_S3': '{"endpoint_url": "http://127.0.0.1:9000"}'}
+    """
+    import json
+
+    env = {k: v for k, v in os.environ.items() if k.startswith(STORAGE_ENV_PREFIXES)} if forward else {}
+    for protocol, options in (storage_options or {}).items():
+        if not isinstance(options, dict):
+            raise ValueError(f"storage_options must map a protocol to its fsspec options, e.g. "
+                             f"{{'s3': {{'endpoint_url': ...}}}}; got {protocol!r}: {options!r:.80}")
+        env[f"FSSPEC_{protocol.upper()}"] = json.dumps(options)
+    return env
+
+
+def _is_storage_error(exc: BaseException) -> bool:
+    module = type(exc).__module__.partition(".")[0]
+    return module in _STORAGE_MODULES or isinstance(exc, (PermissionError, ConnectionError, TimeoutError))
+
+
 def _ray_call(fn: Callable[[Any], Any], task: Any) -> Any:
-    return fn(task)
+    try:
+        return fn(task)
+    except UbeError:
+        raise
+    except Exception as exc:
+        if not _is_storage_error(exc):
+            raise
+        from .errors import StorageError
+        from .storage import is_url
+
+        out = task.get("out_dir") if isinstance(task, dict) else None
+        where = f" writing to {out}" if isinstance(out, str) and is_url(out) else ""
+        detail = " ".join(str(exc).split()) or "no detail"
+        import socket
+
+        raise StorageError(getattr(exc, "errno", None) or 5,
+                           f"{_describe(task)}{where}: the Ray worker on {socket.gethostname()} cannot reach the "
+                           f"store ({type(exc).__name__}: {detail}). Give the workers the store's credentials and "
+                           f"endpoint: set them in the driver's environment (AWS_*, FSSPEC_*, ... are forwarded to "
+                           f"the tasks) or pass RayExecutor(storage_options=...), or configure every node; "
+                           f"committed units are kept, rerun to resume") from None
 
 
 def import_ray():

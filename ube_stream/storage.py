@@ -41,7 +41,8 @@ from .errors import StorageError
 __all__ = ["TMP_SUFFIX", "storage_error", "os_error_message", "atomic_open", "atomic_write_bytes", "atomic_write_text",
            "atomic_write_json", "create_exclusive", "dumps_json", "fsync_dir", "is_url", "local_path",
            "filesystem", "join", "exists", "isfile", "isdir", "read_bytes", "open_input", "file_size",
-           "cache_root", "MAX_JSON_BYTES", "name_problem", "inside", "read_bounded", "load_json"]
+           "cache_root", "MAX_JSON_BYTES", "name_problem", "inside", "read_bounded", "load_json",
+           "resolve_cache_limit", "DEFAULT_CACHE_LIMIT"]
 
 TMP_SUFFIX = ".tmp"
 
@@ -52,6 +53,38 @@ def cache_root() -> str:
     else ``~/.cache/ube-stream``."""
     return os.environ.get("UBE_STREAM_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "ube-stream")
+
+
+#: the shard cache's size limit when neither ``cache_limit=`` nor ``$UBE_STREAM_CACHE_LIMIT`` sets one
+DEFAULT_CACHE_LIMIT = 100 << 30
+_SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
+               "t": 10**12, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def resolve_cache_limit(value: "int | str | None" = None) -> int:
+    """The shard cache's size limit in bytes: ``value`` (bytes, or a size such as
+    ``"20GB"``, ``"512MiB"``), else ``$UBE_STREAM_CACHE_LIMIT``, else
+    :data:`DEFAULT_CACHE_LIMIT` (100 GiB).
+
+    >>> resolve_cache_limit("1.5 GiB"), resolve_cache_limit(4096), resolve_cache_limit("20GB")
+    (1610612736, 4096, 20000000000)
+    """
+    where = "cache_limit"
+    if value is None:
+        value, where = os.environ.get("UBE_STREAM_CACHE_LIMIT") or DEFAULT_CACHE_LIMIT, "UBE_STREAM_CACHE_LIMIT"
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    else:
+        text = str(value).strip().lower().replace(" ", "").replace("_", "")
+        number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+        try:
+            size = int(float(number) * _SIZE_UNITS[text[len(number):]])
+        except (ValueError, KeyError):
+            size = -1
+    if size < 1:
+        raise ValueError(f"{where}={value!r}: expected a positive size in bytes, such as 20GB, 512MiB or "
+                         f"1000000000")
+    return size
 
 
 @functools.lru_cache(maxsize=None)

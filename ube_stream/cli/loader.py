@@ -23,14 +23,15 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     p = subparsers.add_parser(
         "export-megatron", help="write a shard directory as Megatron-LM PREFIX.bin / PREFIX.idx",
         description="Write every document of a finished shard directory (manifest order) as one Megatron-LM "
-                    "sequence: PREFIX.bin holds int32 (or uint16) tokens, PREFIX.idx the MMIDIDX index. "
+                    "sequence: PREFIX.bin holds the tokens (uint16 for vocabularies below 65,500 ids, else int32: "
+                    "Megatron's own rule), PREFIX.idx the MMIDIDX index. "
                     "Point Megatron's "
                     "--data-path at PREFIX.")
     p.add_argument("directory", metavar="DIR", help="finished shard directory (with MANIFEST.json)")
     p.add_argument("prefix", metavar="PREFIX", help="output path prefix: writes PREFIX.bin and PREFIX.idx")
-    p.add_argument("--dtype", choices=("int32", "uint16"), default="int32",
-                   help="token type in PREFIX.bin: int32 (default) or uint16 "
-                        "(vocabularies below 65,536; half the size)")
+    p.add_argument("--dtype", choices=("auto", "int32", "uint16"), default="auto",
+                   help="token type in PREFIX.bin: auto (default: Megatron's rule, uint16 when the vocabulary "
+                        "has fewer than 65,500 ids, else int32), int32, or uint16 (half the size)")
     p.add_argument("--overwrite", action="store_true", help="replace existing PREFIX.bin / PREFIX.idx")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     p.set_defaults(func=_cmd_export_megatron)

@@ -44,6 +44,13 @@ function of the directories, weights, seed and epoch, so ranks, DataLoader
 workers and ``consumed_samples`` work on it exactly as on one directory; a
 component asked for more samples than it has starts another pass over its
 windows with permutation ``SeedSequence([seed, epoch, c, pass])``.
+A blend is refused (:class:`~ube_stream.errors.ShardFormatError` naming both
+directories and both fingerprints) when the directories were encoded with
+different tokenizers: the same id would mean different text in different
+samples.  ``mixed_tokenizers=True`` opts in (for a model trained over several
+vocabularies on purpose); ``fingerprints`` lists every directory's tokenizer,
+and ``fingerprint`` is the shared one, or ``"mixed:"`` followed by every
+directory's fingerprint (comma-separated, in directory order) for a mixed blend.
 
 **Validation split** (``split=(0.98, 0.02), subset="valid"``).  Per
 component, documents are assigned to train or valid by a fixed permutation of
@@ -68,7 +75,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -103,6 +110,11 @@ class TokenDataset:
             each block of :data:`CHECK_BLOCK` tokens (in each process) takes its
             ``max``; a token id outside the vocabulary is a
             :class:`~ube_stream.errors.ShardFormatError` naming the token file.
+        mixed_tokenizers: allow a blend of directories encoded with different
+            tokenizers (refused by default; see the module).
+        cache_limit: for directories on a store (``s3://...``): the local
+            cache's size limit (see :class:`~ube_stream.shards.TokenShards`);
+            token files are fetched as samples need them.
 
     ``len(ds)`` is this rank's number of remaining samples; ``ds[k]`` its ``k``-th one.
     """
@@ -112,7 +124,8 @@ class TokenDataset:
                  shuffle: bool = True, drop_last: bool = True, dtype: str = "int64",
                  weights: Optional[Sequence[float]] = None, num_samples: Optional[int] = None,
                  split: Optional[Tuple[float, float]] = None, subset: str = "train", split_seed: int = 0,
-                 return_boundaries: bool = False, verify: str = "header"):
+                 return_boundaries: bool = False, verify: str = "header", mixed_tokenizers: bool = False,
+                 cache_limit: "int | str | None" = None):
         if int(seq_len) < 1:
             raise ValueError(f"seq_len must be >= 1, got {seq_len}")
         if int(world_size) < 1 or not 0 <= int(rank) < int(world_size):
@@ -154,9 +167,21 @@ class TokenDataset:
         self.return_boundaries = bool(return_boundaries)
         self.weights = [w / sum(weights) for w in weights]
         self.verify = verify
-        self._components = [_Component(d, self.seq_len, self.split, self.subset, self.split_seed, verify)
+        self._components = [_Component(d, self.seq_len, self.split, self.subset, self.split_seed, verify,
+                                       cache_limit)
                             for d in directories]
-        self.fingerprint = self._components[0].fingerprint
+        self.fingerprints = [c.fingerprint for c in self._components]
+        first = self._components[0]
+        other = next((c for c in self._components if c.fingerprint != first.fingerprint), None)
+        if other is not None and not mixed_tokenizers:
+            from ..errors import ShardFormatError
+
+            raise ShardFormatError(
+                f"{other.directory}: encoded with tokenizer {other.fingerprint}, but {first.directory} with "
+                f"{first.fingerprint}; a blend of different tokenizers serves ids that mean different text. "
+                f"Re-encode one directory with the other's tokenizer, or pass mixed_tokenizers=True if the "
+                f"model is meant to see both vocabularies")
+        self.fingerprint = first.fingerprint if other is None else "mixed:" + ",".join(self.fingerprints)
         for c in self._components:
             if c.n_samples == 0:
                 what = f" ({self.subset} subset of split {self.split})" if self.split is not None else ""
@@ -369,10 +394,10 @@ class _Component:
     concatenated stream."""
 
     def __init__(self, directory: str, seq_len: int, split: Optional[Tuple[float, float]], subset: str,
-                 split_seed: int, verify: str = "header"):
+                 split_seed: int, verify: str = "header", cache_limit: "int | str | None" = None):
         from ..shards.encode import TokenShards
 
-        reader = TokenShards(directory, verify=verify)
+        reader = TokenShards(directory, verify=verify, cache_limit=cache_limit)
         self.directory = directory
         # the vocabulary every served id must lie in: the tokenizer's (loaded by the checks),
         # or under verify="none" the size the MANIFEST records (checked by its schema)
@@ -407,17 +432,11 @@ class _Component:
             self.seg_starts = np.concatenate([self.doc_starts[firsts], [self.n_tokens]]).astype(np.int64)
             self.seg_global = doc_starts[keep[firsts]].astype(np.int64)
         self.n_samples = max(self.n_tokens - 1, 0) // seq_len
-        self._maps: Optional[List[np.ndarray]] = None
         # blocks of CHECK_BLOCK tokens of the directory's stream whose ids were checked
         # against the vocabulary (in this process): a window is served only from checked blocks
         self._checked = bytearray(-(-int(self.shard_starts[-1]) // CHECK_BLOCK))
 
-    def __getstate__(self) -> Dict[str, Any]:
-        return dict(self.__dict__, _maps=None)
-
     def _read_global(self, start: int, stop: int) -> np.ndarray:
-        if self._maps is None:
-            self._maps = [s.tokens for s in self.shards]
         if self.vocab_size is not None:   # two lookups per sample once its blocks are checked
             checked = self._checked
             first, last = start // CHECK_BLOCK, (stop - 1) // CHECK_BLOCK
@@ -425,18 +444,19 @@ class _Component:
                 for block in range(first, last + 1):
                     if not checked[block]:
                         self._check_block(block)
-        maps, starts = self._maps, self.shard_starts
-        first = min(int(np.searchsorted(starts, start, side="right")) - 1, len(maps) - 1)
+        # Shard.read maps a local token file once; on a store it fetches only the blocks a window needs
+        shards, starts = self.shards, self.shard_starts
+        first = min(int(np.searchsorted(starts, start, side="right")) - 1, len(shards) - 1)
         if stop <= int(starts[first + 1]):
             base = int(starts[first])
-            return maps[first][start - base:stop - base]
+            return shards[first].read(start - base, stop - base)
         out = np.empty(stop - start, dtype="<u4")
         pos, shard = start, first
         while pos < stop:
             end = min(stop, int(starts[shard + 1]))
             if end > pos:
                 base = int(starts[shard])
-                out[pos - start:end - start] = maps[shard][pos - base:end - base]
+                out[pos - start:end - start] = shards[shard].read(pos - base, end - base)
             pos, shard = end, shard + 1
         return out
 
@@ -462,7 +482,7 @@ class _Component:
     def _check_block(self, block: int) -> None:
         """Check the ids of block ``block`` of the directory's stream against the
         vocabulary (a ``max`` per shard part); mark it checked or raise."""
-        assert self._maps is not None and self.vocab_size is not None
+        assert self.vocab_size is not None
         start = block * CHECK_BLOCK
         stop = min(start + CHECK_BLOCK, int(self.shard_starts[-1]))
         starts = self.shard_starts
@@ -471,7 +491,7 @@ class _Component:
             end = min(stop, int(starts[shard + 1]))
             if end > start:
                 base = int(starts[shard])
-                part = np.asarray(self._maps[shard][start - base:end - base])
+                part = np.asarray(self.shards[shard].read(start - base, end - base))
                 if int(part.max()) >= self.vocab_size:
                     at = int(np.argmax(part >= self.vocab_size))
                     raise ShardFormatError(

@@ -5,13 +5,18 @@ The layout is that of ``megatron/core/datasets/indexed_dataset.py``
 
     PREFIX.idx   b"MMIDIDX\\x00\\x00"        9 bytes
                  uint64 version = 1
-                 uint8  dtype code            4 = int32 (default), 8 = uint16 (Megatron's DType enum)
+                 uint8  dtype code            8 = uint16, 4 = int32 (Megatron's DType enum)
                  uint64 sequence_count        one sequence per document here
                  uint64 document_count        = sequence_count + 1 (document_indices starts with 0)
                  int32  sequence_lengths[sequence_count]   tokens per document
                  int64  sequence_pointers[sequence_count]  byte offsets into PREFIX.bin
                  int64  document_indices[document_count]   0, 1, ..., sequence_count
-    PREFIX.bin   the documents' tokens as int32 (or uint16), concatenated
+    PREFIX.bin   the documents' tokens as uint16 or int32, concatenated
+
+The token type follows Megatron's own rule (``DType.optimal_dtype`` in
+``indexed_dataset.py``, what ``tools/preprocess_data.py`` writes): ``uint16``
+when the vocabulary has fewer than 65,500 ids, else ``int32``
+(``dtype="auto"``, the default); ``dtype="int32"`` / ``"uint16"`` force one.
 
 Every document of the directory (manifest order, EOS/BOS included as
 encoded, empty documents as zero-length sequences, so document ``i`` keeps its
@@ -35,23 +40,37 @@ from ..shards import TokenShards
 from ..storage import atomic_open, is_url, local_path
 from ..storage import exists as storage_exists
 
-__all__ = ["export_megatron", "MEGATRON_INDEX_HEADER", "MEGATRON_DTYPE_CODES"]
+__all__ = ["export_megatron", "megatron_dtype", "MEGATRON_INDEX_HEADER", "MEGATRON_DTYPE_CODES"]
 
 MEGATRON_INDEX_HEADER = b"MMIDIDX\x00\x00"
 MEGATRON_DTYPE_CODES = {"uint8": 1, "int8": 2, "int16": 3, "int32": 4, "int64": 5, "float64": 6, "float32": 7,
                         "uint16": 8}
 _TOKEN_DTYPES = {"int32": ("<i4", 2**31 - 1), "uint16": ("<u2", 2**16 - 1)}
 _INT32_MAX = 2**31 - 1
+#: Megatron's ``DType.optimal_dtype``: uint16 below this many vocabulary ids, else int32
+MEGATRON_UINT16_VOCAB_LIMIT = 65500
+
+
+def megatron_dtype(vocab_size: int) -> str:
+    """The token type Megatron-LM picks for a vocabulary of ``vocab_size`` ids
+    (``DType.optimal_dtype``): ``"uint16"`` below 65,500 ids, else ``"int32"``.
+
+    >>> megatron_dtype(32000), megatron_dtype(65500), megatron_dtype(100277)
+    ('uint16', 'int32', 'int32')
+    """
+    return "uint16" if vocab_size < MEGATRON_UINT16_VOCAB_LIMIT else "int32"
 _CHUNK_TOKENS = 1 << 22  # 16 MiB of uint32 per copy step
 
 
-def export_megatron(directory: str, prefix: str, *, dtype: str = "int32",
+def export_megatron(directory: str, prefix: str, *, dtype: str = "auto",
                     progress: Optional[Any] = None, overwrite: bool = False) -> Dict[str, Any]:
     """Write ``prefix + ".bin"`` and ``prefix + ".idx"`` from the shard directory.
 
-    ``dtype``: ``"int32"`` (default) or ``"uint16"`` (half the size; what
-    Megatron's ``preprocess_data.py`` picks for vocabularies under 65,500).
-    Returns ``{"bin", "idx", "documents", "tokens", "shards", "dtype"}``.
+    ``dtype``: ``"auto"`` (default: Megatron's rule, :func:`megatron_dtype`
+    of the directory's vocabulary size: ``uint16`` below 65,500 ids, half the
+    bytes of ``int32``), ``"int32"`` or ``"uint16"``.
+    Returns ``{"bin", "idx", "documents", "tokens", "shards", "dtype"}``
+    (``dtype`` is the type written).
     Raises :class:`~ube_stream.errors.ShardFormatError` for a damaged
     directory (checked as it is copied: every token against the vocabulary,
     every token file's and index file's sha256 against the MANIFEST, so a
@@ -63,15 +82,17 @@ def export_megatron(directory: str, prefix: str, *, dtype: str = "int32",
     ``prefix`` may be URLs (``s3://...``): the files are then uploaded, each in
     one PUT once complete.
     """
-    if dtype not in _TOKEN_DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(_TOKEN_DTYPES)}, got {dtype!r}")
-    token_dtype, max_id = _TOKEN_DTYPES[dtype]
-    itemsize = np.dtype(token_dtype).itemsize
+    if dtype != "auto" and dtype not in _TOKEN_DTYPES:
+        raise ValueError(f"dtype must be 'auto' or one of {sorted(_TOKEN_DTYPES)}, got {dtype!r}")
     directory = os.fspath(directory)
     prefix = local_path(prefix)
 
     reader = TokenShards(directory, verify="header")
     shards, vocab_size = reader.shards, reader.tokenizer.vocab_size
+    if dtype == "auto":
+        dtype = megatron_dtype(vocab_size)
+    token_dtype, max_id = _TOKEN_DTYPES[dtype]
+    itemsize = np.dtype(token_dtype).itemsize
     bin_path, idx_path = prefix + ".bin", prefix + ".idx"
     existing = [p for p in (bin_path, idx_path) if storage_exists(p)]
     if existing and not overwrite:

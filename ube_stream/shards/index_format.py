@@ -139,9 +139,11 @@ def write_index(path: str, header: IndexHeader, doc_offsets: np.ndarray, rows: n
 
 def check_index(index_path: str, tokens_path: str, header: IndexHeader, *, n_docs: int | None = None,
                 n_tokens: int | None = None, tokens_sha256: str | None = None,
-                fingerprint: str | None = None) -> None:
+                fingerprint: str | None = None, tokens_size: int | None = None) -> None:
     """Check an index header against the file sizes and (when given) the values
-    the manifest records.  Raises :class:`ShardFormatError` naming the file."""
+    the manifest records.  Raises :class:`ShardFormatError` naming the file.
+    ``tokens_size``: the token file's size when it is not on local disk (a
+    store's listing)."""
     fix = "Re-encode the directory (or restore the file)"
     size = os.path.getsize(index_path)
     if size != index_size(header.n_docs):
@@ -149,7 +151,8 @@ def check_index(index_path: str, tokens_path: str, header: IndexHeader, *, n_doc
                                f"documents, which need {index_size(header.n_docs)} bytes; the file is truncated "
                                f"or corrupt. {fix}")
     try:
-        tokens_size = os.path.getsize(tokens_path)
+        if tokens_size is None:
+            tokens_size = os.path.getsize(tokens_path)
     except FileNotFoundError:
         raise ShardFormatError(f"{tokens_path}: token file is missing (its index {index_path} exists). {fix}") from None
     if tokens_size != TOKEN_WIDTH * header.n_tokens:

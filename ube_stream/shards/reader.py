@@ -33,11 +33,13 @@ class Shard:
     """One shard: ``tokens`` (uint32 memmap), ``doc_offsets`` (uint64, n+1),
     ``rows`` (uint64), ``source_ids`` (uint32), all mapped on first use."""
 
-    def __init__(self, directory: str, entry: Dict[str, Any], where: str = "MANIFEST.json"):
+    def __init__(self, directory: str, entry: Dict[str, Any], where: str = "MANIFEST.json", remote: Any = None):
         # ``entry`` was checked against schema.SHARD with the whole manifest (fmt.read_json)
         self.name: str = entry["name"]
         self.unit_id: str = entry["unit_id"]
+        self.tokens_file: str = entry["tokens_file"]
         self.tokens_path = _inside(directory, entry, "tokens_file", where)
+        self._remote = remote       # a RemoteShards: the token file is fetched on first use
         self.index_path = _inside(directory, entry, "index_file", where)
         self.num_docs: int = int(entry["documents"])
         self.num_tokens: int = int(entry["tokens"])
@@ -77,6 +79,8 @@ class Shard:
             if self.num_tokens == 0:
                 self._tokens = np.zeros(0, dtype="<u4")   # mmap cannot map an empty file
             else:
+                if self._remote is not None:
+                    self._remote.fetch(self.tokens_file)
                 try:
                     self._tokens = np.memmap(self.tokens_path, dtype="<u4", mode="r", shape=(self.num_tokens,))
                 except (OSError, ValueError) as exc:
@@ -99,9 +103,19 @@ class Shard:
         start = fmt.HEADER_SIZE + 16 * self.num_docs + 8
         return self._index_map()[start:start + 4 * self.num_docs].view("<u4")
 
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Tokens ``[start, stop)`` of the shard: a slice of :attr:`tokens`, or for
+        a shard on a store whose token file is not cached whole, of the cached
+        blocks that hold them (only those are fetched)."""
+        if self._remote is None or self._tokens is not None:
+            return self.tokens[start:stop]
+        if start >= stop:
+            return np.zeros(0, dtype="<u4")
+        return self._remote.read_tokens(self.tokens_file, start, stop)
+
     def doc(self, i: int) -> np.ndarray:
         offsets = self.doc_offsets
-        return self.tokens[int(offsets[i]):int(offsets[i + 1])]
+        return self.read(int(offsets[i]), int(offsets[i + 1]))
 
     def check_index_checksum(self) -> None:
         """The index file's sha256 against the MANIFEST's ``index_sha256`` (a
@@ -131,23 +145,28 @@ class TokenShards:
     ``source(i)`` the ``(path, row)`` it came from; ``shards`` the per-shard
     objects (``tokens``, ``doc_offsets``, ``rows``, ``source_ids``, ``name``).
 
-    ``directory`` may be a URL (``s3://bucket/shards``): the directory is then
-    downloaded once into a local cache and the copy is mapped
-    (:func:`ube_stream.shards.remote.cached_directory`); ``location`` is what
-    was opened (the URL), ``directory`` the local path read.
+    ``directory`` may be a URL (``s3://bucket/shards``): the manifest,
+    tokenizer and index files are then fetched at open, token files on first
+    use, into a local cache of at most ``cache_limit`` bytes (default
+    ``$UBE_STREAM_CACHE_LIMIT``, else 100 GiB) that evicts the least recently
+    used (:class:`ube_stream.shards.remote.RemoteShards`); ``location`` is what
+    was opened (the URL), ``directory`` the local cache folder read.
     """
 
-    def __init__(self, directory: str | os.PathLike, *, verify: str = "header"):
+    def __init__(self, directory: str | os.PathLike, *, verify: str = "header",
+                 cache_limit: "int | str | None" = None):
         if verify not in VERIFY_LEVELS:
             raise ValueError(f"verify must be one of {VERIFY_LEVELS}, got {verify!r}")
         location = local_path(directory)
         if is_url(location):
-            from .remote import cached_directory
+            from .remote import RemoteShards
 
             self.location = location.rstrip("/")
-            self.directory = cached_directory(self.location)
+            self._remote: Any = RemoteShards(self.location, cache_limit=cache_limit)
+            self.directory = self._remote.local
         else:
             self.directory = self.location = os.path.abspath(location)
+            self._remote = None
         manifest_path = os.path.join(self.directory, fmt.MANIFEST_NAME)
         if not os.path.exists(manifest_path):
             if not os.path.isdir(self.directory):
@@ -163,7 +182,7 @@ class TokenShards:
         m = self.manifest
         self.special_ids: Dict[str, Optional[int]] = dict(m["special_ids"])
         self.sources: List[Dict[str, Any]] = list(m["sources"])
-        self.shards: List[Shard] = [Shard(self.directory, entry, manifest_path) for entry in m["shards"]]
+        self.shards: List[Shard] = [Shard(self.directory, entry, manifest_path, self._remote) for entry in m["shards"]]
         counts = np.array([s.num_docs for s in self.shards], dtype=np.int64)
         self._doc_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self.num_tokens: int = int(m["totals"]["tokens"])
@@ -196,7 +215,8 @@ class TokenShards:
         for shard in self.shards:
             header = fmt.read_header(shard.index_path)
             fmt.check_index(shard.index_path, shard.tokens_path, header, n_docs=shard.num_docs,
-                            n_tokens=shard.num_tokens, tokens_sha256=shard.sha256, fingerprint=fingerprint)
+                            n_tokens=shard.num_tokens, tokens_sha256=shard.sha256, fingerprint=fingerprint,
+                            tokens_size=None if self._remote is None else self._remote.sizes[shard.tokens_file])
             # cheap, vectorised checks of the whole index: a reader never serves a
             # document outside the token file, a row or source that does not exist,
             # or (version 2 headers) an id outside the vocabulary
