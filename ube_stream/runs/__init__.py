@@ -4,7 +4,9 @@ verifying): run directories that are born locked, and the corpus a job reads.
 - :mod:`.run_dir`: a run directory created with its lock in one atomic step
   (``flock``, released by the OS when its holder dies), and the removal of
   runs proven dead;
-- :mod:`.corpus`: :class:`Corpus`, the input options of a job in one value.
+- :mod:`.corpus`: :class:`Corpus`, the input options of a job in one value;
+- :mod:`.engine`: ``run_units``, a unit function mapped over unit tasks on an
+  executor, and the tokenizer each worker loads once (``worker_tokenizer``).
 """
 from .corpus import Corpus as Corpus
 from .run_dir import RunDir as RunDir
