@@ -20,9 +20,13 @@ from ube_stream.errors import ShardFormatError, StorageError
 from ube_stream.loader import TokenDataset
 from ube_stream.shards import TokenShards
 from ube_stream.shards import remote as remote_mod
+from ube_stream.tokenizer import Tokenizer
 
 BLOCK = 4096          # bytes per cached block in these tests (1024 tokens)
 LIMIT = 48 * 1024     # the cache limit: far below the directory's token bytes
+# a small vocabulary (1,281 ids): its tokenizer file is a fraction of the limit, which it counts toward
+SMALL = Tokenizer(substrate="utf8", merges=[(a, b) for a in range(256) for b in range(4)],
+                  special_tokens=["<|endoftext|>"])
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +38,10 @@ def directory(tmp_path_factory, s3):  # noqa: F811
         docs = []
         for _ in range(int(rng.integers(3, 12))):
             n = int(rng.choice([0, 1, 7, 900, 4000]))
-            docs.append(list(range(pos, pos + n)))
+            docs.append([i % SMALL.vocab_size for i in range(pos, pos + n)])   # ids inside the vocabulary
             pos += n
         shards.append(docs)
-    local = write_shard_dir(str(tmp_path_factory.mktemp("lazy") / "dir"), shards)
+    local = write_shard_dir(str(tmp_path_factory.mktemp("lazy") / "dir"), shards, tokenizer=SMALL)
     s3.put(local, f"{BUCKET}/lazy", recursive=True)
     token_bytes = 4 * pos
     assert token_bytes > 4 * LIMIT
