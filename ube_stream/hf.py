@@ -25,7 +25,7 @@ needs ube-stream installed where it runs).  Importing this module registers the
 class with ``AutoTokenizer`` (:func:`register`); ``import ube_stream`` does so as
 soon as transformers' auto module is imported, so no remote code is needed there.
 
-Needs ``transformers`` 4.57 or newer, 4.x or 5.x (``pip install "ube-stream[hf]"``);
+Needs ``transformers`` 4.46 or newer, 4.x or 5.x (``pip install "ube-stream[hf]"``);
 ``import ube_stream`` never imports it.
 """
 from __future__ import annotations
