@@ -388,3 +388,18 @@ def test_fuzz_tiktoken_rank_file(tmp_path, count):
         warnings.simplefilter("ignore")
         loaded = _fuzz(tmp_path, base, _mutate_ranks, lambda p: as_tokenizer(p, pattern="gpt2"), count, seed=26)
     assert loaded < count
+
+
+def test_added_tokens_spelled_outside_the_byte_alphabet(gpt2_doc, held_out, tmp_path):
+    """A special token also listed in model.vocab with characters no byte maps to (as
+    DeepSeek's <｜begin▁of▁sentence｜>) is a special token, not a broken vocabulary."""
+    doc = copy.deepcopy(gpt2_doc)
+    special = "<｜begin▁of▁sentence｜>"
+    new_id = len(doc["model"]["vocab"])
+    doc["model"]["vocab"][special] = new_id
+    doc["added_tokens"].append({"id": new_id, "content": special, "single_word": False, "lstrip": False,
+                                "rstrip": False, "normalized": False, "special": True})
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc, ensure_ascii=False))
+    ours = _assert_parity(path, held_out[:200])
+    assert ours.special_tokens[special] == new_id

@@ -167,14 +167,18 @@ def _check_model(hf: _HFDoc) -> dict:
     return model
 
 
-def _hf_vocab(hf: _HFDoc, model: dict) -> Dict[bytes, int]:
-    """``model.vocab`` as token bytes -> id, every id bounded and used once."""
+def _hf_vocab(hf: _HFDoc, model: dict, added_ids: set) -> Dict[bytes, int]:
+    """``model.vocab`` as token bytes -> id, every id bounded and used once; entries that are
+    added tokens spelled outside the byte alphabet (DeepSeek's ``<｜begin▁of▁sentence｜>``)
+    are left to the added tokens."""
     table = hf.get(model, "vocab", "model.vocab", dict, "an object {token: id}")
     byte_of = {chr(c): b for b, c in enumerate(gpt2_byte_chars().tolist())}
     check_ids(table, len(table), hf.source, "model.vocab")
     vocab: Dict[bytes, int] = {}
     owner: Dict[int, str] = {}
     for token, token_id in table.items():
+        if token_id in added_ids and not all(c in byte_of for c in token):
+            continue
         try:
             token_bytes = bytes(byte_of[c] for c in token)
         except KeyError as exc:
@@ -261,10 +265,10 @@ def _rank_order(hf: _HFDoc, merges: List[Tuple[bytes, bytes]], vocab: Dict[bytes
     return rank
 
 
-def _hf_specials(hf: _HFDoc, used: set, n_tokens: int) -> Dict[str, int]:
-    """``added_tokens`` whose ids no BPE token has: the special tokens, by id."""
+def _hf_added(hf: _HFDoc, n_tokens: int) -> Dict[str, int]:
+    """``added_tokens`` as text -> id (the first entry of a text wins), ids bounded."""
     added = hf.get(hf.doc, "added_tokens", "added_tokens", list, "a list of added tokens", [])
-    specials: Dict[str, int] = {}
+    out: Dict[str, int] = {}
     for k, entry in enumerate(added):
         field = f"added_tokens[{k}]"
         if not isinstance(entry, dict):
@@ -274,10 +278,18 @@ def _hf_specials(hf: _HFDoc, used: set, n_tokens: int) -> Dict[str, int]:
         if not content:
             hf.fail(f"{field}.content", "a non-empty text", content)
         check_ids({repr(content): token_id}, n_tokens, hf.source, field)
-        if token_id not in used and content not in specials:
+        out.setdefault(content, token_id)
+    return out
+
+
+def _hf_specials(added: Dict[str, int], used: set) -> Dict[str, int]:
+    """The added tokens whose ids no BPE token has (one text per id): the special tokens, by id."""
+    specials: Dict[str, int] = {}
+    for content, token_id in sorted(added.items(), key=lambda kv: kv[1]):
+        if token_id not in used:
             specials[content] = token_id
             used.add(token_id)
-    return dict(sorted(specials.items(), key=lambda kv: kv[1]))
+    return specials
 
 
 def _load_hf_json(path: str) -> Any:
@@ -302,7 +314,9 @@ def tokenizer_from_hf(cls: Callable[..., T], path) -> T:
     hf = _HFDoc(_load_hf_json(path), path)
     model = _check_model(hf)
     pattern = _hf_pattern(hf, hf.doc.get("pre_tokenizer"))
-    vocab = _hf_vocab(hf, model)
+    table = hf.get(model, "vocab", "model.vocab", dict, "an object {token: id}")
+    added = _hf_added(hf, len(table))
+    vocab = _hf_vocab(hf, model, set(added.values()))
     merges = _hf_merges(hf, model, vocab)
     ignore_merges = hf.get(model, "ignore_merges", "model.ignore_merges", bool, "true or false", False)
     order = None if ignore_merges else _creation_order(merges)
@@ -318,7 +332,7 @@ def tokenizer_from_hf(cls: Callable[..., T], path) -> T:
         ranks.update({bytes([b]): -1 for b in range(256)})
         pairs = _merges_of(ranks)
         id_map.extend(vocab[token] for token, _ in sorted(ranks.items(), key=lambda kv: kv[1]) if len(token) > 1)
-    specials = _hf_specials(hf, set(id_map), len(vocab))
+    specials = _hf_specials(added, set(id_map))
     id_map.extend(specials.values())
     try:
         tok = cls(substrate="utf8", merges=pairs, special_tokens=list(specials), pattern=pattern,
