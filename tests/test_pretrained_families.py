@@ -39,10 +39,14 @@ def held_out(docs_rows, unicode_rows):
     return lines[::3][:1200] + [row["text"] for row in unicode_rows][:300]
 
 
-def _hf_trained(train_text, tmp_path, name, *, specials, post_processor=None, vocab_size=1500):
-    """A byte-level BPE trained by HF tokenizers with GPT-2's pre-tokenizer configuration."""
+def _hf_trained(train_text, tmp_path, name, *, specials, post_processor=None, vocab_size=1500, digits=None):
+    """A byte-level BPE trained by HF tokenizers with GPT-2's pre-tokenizer configuration
+    (after a Digits pre-tokenizer, as StarCoder's, when ``digits`` is given)."""
     tok = tokenizers.Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
+    if digits is not None:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=digits),
+                                                     tok.pre_tokenizer])
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = post_processor or processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,
@@ -103,6 +107,20 @@ def test_roberta_family_parity(train_text, held_out, tmp_path):
                        post_processor=processors.RobertaProcessing(("</s>", 2), ("<s>", 0)))
     ours = _assert_parity(path, held_out)
     assert ours.special_tokens == {t: i for i, t in enumerate(specials)}
+
+
+NUMBERS = ["x=12345; y = 3.14 ", "a  1", "a 1", "a\t\n 22 b", "  99", "½ ² Ⅻ ٣٤ ३", "v2.0.1-rc3\n\n  42  ",
+           "tab\t7\tend", "1 2  3   4"]
+
+
+@pytest.mark.parametrize("individual", [True, False], ids=["starcoder2", "digit-runs"])
+def test_starcoder_family_parity(train_text, held_out, tmp_path, individual):
+    """StarCoder/StarCoder2's Sequence[Digits, ByteLevel(use_regex)], read as one regex."""
+    path = _hf_trained(train_text + NUMBERS * 20, tmp_path, "starcoder", specials=["<|endoftext|>", "<fim_prefix>"],
+                       digits=individual)
+    assert [p["type"] for p in json.loads(path.read_text())["pre_tokenizer"]["pretokenizers"]] == \
+        ["Digits", "ByteLevel"]
+    _assert_parity(path, NUMBERS + held_out)
 
 
 def test_llama3_family_parity(held_out, tmp_path):
@@ -196,9 +214,9 @@ REFUSED = {
     "Sequence[Split, Split, Split, ByteLevel]": lambda d: d.update(pre_tokenizer={   # DeepSeek-V3
         "type": "Sequence", "pretokenizers": [_split(r"\p{N}{1,3}"), _split("[一-龥]+"), _split(r"\s+|\S+"),
                                               BYTE_LEVEL_NO_REGEX]}),
-    "Sequence[Digits, ByteLevel]": lambda d: d.update(pre_tokenizer={                 # StarCoder2
-        "type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True},
-                                              {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}]}),
+    "Sequence[Digits, Split, ByteLevel]": lambda d: d.update(pre_tokenizer={
+        "type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, _split(r"\s+|\S+"),
+                                              BYTE_LEVEL_NO_REGEX]}),
     "ByteLevel(add_prefix_space=true)": lambda d: d["pre_tokenizer"].update(add_prefix_space=True),
 }
 

@@ -88,6 +88,14 @@ class _HFDoc:
         raise TokenizerFormatError(f"{self.source}: {component} is not supported: {why}")
 
 
+#: ``Sequence[Digits(individual_digits=True), ByteLevel(use_regex=True)]`` as one regex: Digits
+#: isolates every numeric character (Rust's ``char::is_numeric``: ``\p{N}``), then GPT-2's regex
+#: runs inside the pieces between them, where a whitespace run ends at a numeric character as at
+#: the end of a piece (hence ``(?![^\s\p{N}])`` for GPT-2's ``(?!\S)``); ``\p{N}+`` for runs
+DIGITS_THEN_GPT2 = (r"\p{N}|'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+")
+DIGIT_RUNS_THEN_GPT2 = "\\p{N}+" + DIGITS_THEN_GPT2[len("\\p{N}"):]
+
+
 def _hf_pattern(hf: _HFDoc, pre: Any) -> str:
     """Our pattern (a name or a marked regex) of a ``pre_tokenizer``."""
     def byte_level(step: dict, field: str, use_regex: bool) -> None:
@@ -118,6 +126,11 @@ def _hf_pattern(hf: _HFDoc, pre: Any) -> str:
     if names == ["ByteLevel"]:
         byte_level(steps[0], "pre_tokenizer.pretokenizers[0]", True)
         return "gpt2"
+    if names == ["Digits", "ByteLevel"]:    # StarCoder, StarCoder2
+        byte_level(steps[1], "pre_tokenizer.pretokenizers[1]", True)
+        single = hf.get(steps[0], "individual_digits", "pre_tokenizer.pretokenizers[0].individual_digits", bool,
+                        "true or false", False)
+        return REGEX_PREFIX + (DIGITS_THEN_GPT2 if single else DIGIT_RUNS_THEN_GPT2)
     if names != ["Split", "ByteLevel"]:
         hf.refuse(f"pre_tokenizer Sequence[{', '.join(names)}]",
                   "ube-stream runs one regex split: Sequence[Split(Regex, Isolated), ByteLevel(use_regex=false)]")
