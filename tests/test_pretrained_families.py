@@ -123,6 +123,27 @@ def test_starcoder_family_parity(train_text, held_out, tmp_path, individual):
     _assert_parity(path, NUMBERS + held_out)
 
 
+# DeepSeek-V3's pre_tokenizer block, verbatim from its tokenizer.json
+DEEPSEEK_V3_PRE_TOKENIZER = json.loads(r'''{"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated", "invert": false}, {"type": "Split", "pattern": {"Regex": "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"}, "behavior": "Isolated", "invert": false}, {"type": "Split", "pattern": {"Regex": "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}''')
+DEEPSEEK_TEXTS = ["第3章 2024年12月3日 価格は1234567円です。", "カタカナ゠ひらがな゙゚ ゛゜ ・ー", "x\u200f\u200fy \u200f\u200f 12",
+                  "a  1 b\t\t22\n\n  333 c", "(abc) [12] {x}: 'quoted' \"dq\" --flag=3", "١٢٣٤ ½² Ⅻ 漢字123かな456"]
+
+
+def test_deepseek_v3_family_parity(train_text, held_out, tmp_path):
+    """DeepSeek-V3's Sequence of three Splits, read as one regex that splits the same way."""
+    doc_path = _hf_trained(train_text, tmp_path, "base", specials=["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"])
+    doc = json.loads(doc_path.read_text())
+    doc["pre_tokenizer"] = DEEPSEEK_V3_PRE_TOKENIZER
+    hf = tokenizers.Tokenizer.from_str(json.dumps(doc))
+    trainer = trainers.BpeTrainer(vocab_size=2500, special_tokens=["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"],
+                                  show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    hf.train_from_iterator(train_text + DEEPSEEK_TEXTS * 20, trainer=trainer)   # merges under this pre-tokenizer
+    path = tmp_path / "deepseek.json"
+    hf.save(str(path))
+    assert json.loads(path.read_text())["pre_tokenizer"] == DEEPSEEK_V3_PRE_TOKENIZER
+    _assert_parity(path, DEEPSEEK_TEXTS + held_out)
+
+
 def test_llama3_family_parity(held_out, tmp_path):
     """Llama-3's file (ignore_merges, merges not in creation order) from the first 3,000
     cl100k ranks: read by the ranks of the tokens, ids equal HF's (a quarter of the lines; all in the slow set)."""
@@ -211,7 +232,7 @@ REFUSED = {
     "byte_fallback": lambda d: d["model"].update(byte_fallback=True),
     "pre_tokenizer Metaspace": lambda d: d.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁"}),
     "normalizer NFC": lambda d: d.update(normalizer={"type": "NFC"}),          # Qwen2, GPT-NeoX
-    "Sequence[Split, Split, Split, ByteLevel]": lambda d: d.update(pre_tokenizer={   # DeepSeek-V3
+    "Sequence[Split, Split, Split, ByteLevel]": lambda d: d.update(pre_tokenizer={   # not DeepSeek-V3's
         "type": "Sequence", "pretokenizers": [_split(r"\p{N}{1,3}"), _split("[一-龥]+"), _split(r"\s+|\S+"),
                                               BYTE_LEVEL_NO_REGEX]}),
     "Sequence[Digits, Split, ByteLevel]": lambda d: d.update(pre_tokenizer={

@@ -96,6 +96,43 @@ DIGITS_THEN_GPT2 = (r"\p{N}|'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?[^\s\p{L}\p{N}]+|
 DIGIT_RUNS_THEN_GPT2 = "\\p{N}+" + DIGITS_THEN_GPT2[len("\\p{N}"):]
 
 
+# DeepSeek-V3's three Splits (verbatim from its tokenizer.json) and the one regex that splits the
+# same way.  HF runs each Split on every piece the previous ones left: numeric runs cut into
+# threes; then runs of CJK ideographs and kana; then the third regex inside every piece (a CJK
+# run is cut again by it; a numeric piece has nothing it matches and stays whole).  So the one
+# regex is: numeric threes, or the third regex confined to one CJK run, or confined to the text
+# between numerals and CJK runs, each with its unmatched stretches kept whole (HF keeps the text
+# between matches as one piece) and its lookahead seeing a character outside as a piece end.
+_DEEPSEEK_V3_SPLITS = tuple(json.loads(
+    r'''["\\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+", "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"]'''))
+_CJK = "\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff"
+
+
+def _third_split_within(guard: str) -> str:
+    """DeepSeek-V3's third Split with every character it takes passing ``guard`` (a lookahead),
+    and its unmatched stretches of such characters as one match."""
+    def one(cls: str) -> str:
+        return f"(?:{guard}{cls})"
+
+    space, newline = one(r"\s"), one(r"[\r\n]")
+    third = "|".join([
+        one(_ASCII_PUNCT) + one("[A-Za-z]") + "+",
+        one(r"[^\r\n\p{L}\p{P}\p{S}]") + "?" + one(r"[\p{L}\p{M}]") + "+",
+        one(" ") + "?" + one(r"[\p{P}\p{S}]") + "+" + newline + "*",
+        space + "*" + newline + "+",
+        space + "+(?!" + one(r"\S") + ")",
+        space + "+",
+    ])
+    return f"{third}|(?:(?!{third}){guard}(?s:.))+"
+
+
+_ASCII_PUNCT = r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]"
+DEEPSEEK_V3_PATTERN = "|".join([r"\p{N}{1,3}", _third_split_within(f"(?=[{_CJK}])"),
+                                _third_split_within(f"(?![\\p{{N}}{_CJK}])")])
+#: Sequences of Split regexes (Isolated) that one regex splits the same way
+KNOWN_SPLIT_SEQUENCES = {_DEEPSEEK_V3_SPLITS: DEEPSEEK_V3_PATTERN}
+
+
 def _hf_pattern(hf: _HFDoc, pre: Any) -> str:
     """Our pattern (a name or a marked regex) of a ``pre_tokenizer``."""
     def byte_level(step: dict, field: str, use_regex: bool) -> None:
@@ -131,29 +168,39 @@ def _hf_pattern(hf: _HFDoc, pre: Any) -> str:
         single = hf.get(steps[0], "individual_digits", "pre_tokenizer.pretokenizers[0].individual_digits", bool,
                         "true or false", False)
         return REGEX_PREFIX + (DIGITS_THEN_GPT2 if single else DIGIT_RUNS_THEN_GPT2)
-    if names != ["Split", "ByteLevel"]:
+    if len(names) < 2 or names[-1] != "ByteLevel" or set(names[:-1]) != {"Split"}:
         hf.refuse(f"pre_tokenizer Sequence[{', '.join(names)}]",
                   "ube-stream runs one regex split: Sequence[Split(Regex, Isolated), ByteLevel(use_regex=false)]")
-    split = steps[0]
-    byte_level(steps[1], "pre_tokenizer.pretokenizers[1]", False)
-    if hf.get(split, "invert", "pre_tokenizer.pretokenizers[0].invert", bool, "true or false", False):
-        hf.refuse("Split(invert=true)", "ube-stream keeps the regex matches as the pieces")
-    behavior = hf.get(split, "behavior", "pre_tokenizer.pretokenizers[0].behavior", str, "a Split behavior",
-                      "Isolated")
-    if behavior != "Isolated":
-        hf.refuse(f"Split(behavior={behavior})", "ube-stream splits as behavior=Isolated")
-    pattern = hf.get(split, "pattern", "pre_tokenizer.pretokenizers[0].pattern", dict,
-                     'an object {"Regex": ...}')
-    regex_text = hf.get(pattern, "Regex", "pre_tokenizer.pretokenizers[0].pattern.Regex", str,
-                        "a regular expression (a String pattern is not supported)")
-    if not regex_text:
-        hf.fail("pre_tokenizer.pretokenizers[0].pattern.Regex", "a non-empty regular expression", regex_text)
+    byte_level(steps[-1], f"pre_tokenizer.pretokenizers[{len(steps) - 1}]", False)
+    regexes = tuple(_split_regex(hf, step, f"pre_tokenizer.pretokenizers[{k}]") for k, step in enumerate(steps[:-1]))
+    if len(regexes) > 1:
+        if regexes not in KNOWN_SPLIT_SEQUENCES:
+            hf.refuse(f"pre_tokenizer Sequence[{', '.join(names)}]",
+                      "ube-stream runs one regex split, and this chain of Splits is not one it knows how to "
+                      "write as one regex (DeepSeek-V3's is)")
+        return REGEX_PREFIX + KNOWN_SPLIT_SEQUENCES[regexes]
+    regex_text = regexes[0]
     from ..pretokenizer import PATTERNS
     from .export import hf_regex
 
     # what export_hf writes for a known pattern (Oniguruma spelling) reads back as that pattern
     known = {hf_regex(text): text for text in PATTERNS.values()}
     return REGEX_PREFIX + known.get(regex_text, regex_text)
+
+
+def _split_regex(hf: _HFDoc, split: dict, field: str) -> str:
+    """The regex of an Isolated, non-inverted ``Split``."""
+    if hf.get(split, "invert", f"{field}.invert", bool, "true or false", False):
+        hf.refuse("Split(invert=true)", "ube-stream keeps the regex matches as the pieces")
+    behavior = hf.get(split, "behavior", f"{field}.behavior", str, "a Split behavior", "Isolated")
+    if behavior != "Isolated":
+        hf.refuse(f"Split(behavior={behavior})", "ube-stream splits as behavior=Isolated")
+    pattern = hf.get(split, "pattern", f"{field}.pattern", dict, 'an object {"Regex": ...}')
+    regex_text = hf.get(pattern, "Regex", f"{field}.pattern.Regex", str,
+                        "a regular expression (a String pattern is not supported)")
+    if not regex_text:
+        hf.fail(f"{field}.pattern.Regex", "a non-empty regular expression", regex_text)
+    return regex_text
 
 
 def _check_model(hf: _HFDoc) -> dict:
