@@ -374,9 +374,10 @@ class _Hang(Exception):
 
 
 def _fuzz(tmp_path, base, mutate, load, count, seed):
-    """Load ``count`` mutants of ``base``; every failure must be an UbeError, within 10 s."""
+    """Load ``count`` mutants of ``base``; every failure must be an UbeError, within 10 s, and
+    a file that does not load is named in its error."""
     rng = random.Random(seed)
-    crashes, hangs, loaded = [], [], 0
+    crashes, hangs, unnamed, loaded = [], [], [], 0
 
     def alarm(*_):
         raise _Hang()
@@ -388,7 +389,12 @@ def _fuzz(tmp_path, base, mutate, load, count, seed):
             path.write_bytes(mutate(base, rng))
             signal.alarm(10)
             try:
-                tok = load(path)
+                try:
+                    tok = load(path)
+                except UbeError as exc:
+                    if str(path) not in str(exc):
+                        unnamed.append((k, str(exc)[:200]))
+                    continue
                 tok.decode(tok.encode("Debian 性能 12345 don't\n\n", allowed_special="all"), errors="replace")
                 loaded += 1
             except UbeError:
@@ -402,6 +408,7 @@ def _fuzz(tmp_path, base, mutate, load, count, seed):
     finally:
         signal.signal(signal.SIGALRM, old)
     assert (crashes, hangs) == ([], []), f"{len(crashes)} crashes, {len(hangs)} hangs of {count}"
+    assert unnamed == [], "load errors that do not name the file"
     return loaded
 
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Tuple
 import numpy as np
 
 from .. import _ranks
-from ..errors import TokenizerFormatError, check_status, err_buffer
+from ..errors import TokenizerFormatError, UbeError, check_status, err_buffer
 from ..pretokenizer import REGEX_PREFIX
 from ..storage import read_bytes
 from ..substrate import gpt2_byte_chars
@@ -390,7 +390,7 @@ def tokenizer_from_hf(cls: Callable[..., T], path) -> T:
     else:   # Llama-3's merges: by the ranks of the tokens they make
         ranks = _rank_order(hf, merges, vocab)
         ranks.update({bytes([b]): -1 for b in range(256)})
-        pairs = _merges_of(ranks)
+        pairs = _merges_of(ranks, path)
         id_map.extend(vocab[token] for token, _ in sorted(ranks.items(), key=lambda kv: kv[1]) if len(token) > 1)
     specials = _hf_specials(added, set(id_map))
     id_map.extend(specials.values())
@@ -495,7 +495,7 @@ def load_tiktoken_ranks(path) -> Dict[bytes, int]:
     return parse_tiktoken_ranks(read_maybe_gzip(path), os.fspath(path))
 
 
-def _merges_of(ranks: Mapping[bytes, int]) -> List[Tuple[int, int]]:
+def _merges_of(ranks: Mapping[bytes, int], source: Optional[str] = None) -> List[Tuple[int, int]]:
     """The merge list of a rank vocabulary (multi-byte tokens in rank order get
     internal ids 256, 257, ...): the ``_ranks`` kernel runs, for every token, the
     BPE of the ranks below it, as tiktoken's encoder would."""
@@ -504,7 +504,12 @@ def _merges_of(ranks: Mapping[bytes, int]) -> List[Tuple[int, int]]:
     np.cumsum([len(t) for t in tokens], out=offsets[1:])
     err = err_buffer()
     status, merges = _ranks.merges_from_ranks(b"".join(tokens), offsets, err)
-    check_status(status, err, what="converting ranks", data=tokens, ids=[ranks[t] for t in tokens])
+    try:
+        check_status(status, err, what="converting ranks", data=tokens, ids=[ranks[t] for t in tokens])
+    except UbeError as exc:
+        if source is None:
+            raise
+        raise TokenizerFormatError(f"{source}: {exc}") from None
     assert merges is not None
     return [(int(a), int(b)) for a, b in merges.tolist()]
 
@@ -531,7 +536,7 @@ def tokenizer_from_tiktoken(cls: Callable[..., T], ranks, pattern: str, special_
             raise TokenizerFormatError(f"{where}: byte {b} has no rank; a byte-level BPE needs all 256")
         id_map.append(ranks[token])
     check_ids({repr(t): i for t, i in special_tokens.items()}, len(ranks), where, "special_tokens")
-    merges = _merges_of(ranks)
+    merges = _merges_of(ranks, source)
     id_map.extend(rank for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]) if len(token) > 1)
     taken = set(ranks.values())
     specials: Dict[str, int] = {}
