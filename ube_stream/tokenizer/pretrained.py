@@ -5,15 +5,24 @@ merge order, then special tokens) and an *id map* from it to the model's ids,
 so ``encode`` returns and ``decode`` accepts the model's own ids.
 
 * :func:`tokenizer_from_hf`: a HF ``tokenizer.json`` with a byte-level BPE
-  model.  Vocabulary strings go through GPT-2's ``bytes_to_unicode`` back to
-  bytes; merges become id pairs; the pre-tokenizer gives the pattern
-  (``ByteLevel(use_regex=True)`` is the GPT-2 pattern; a ``Split`` regex
-  followed by ``ByteLevel(use_regex=False)`` is that regex); added tokens
-  become special tokens (recognised only when allowed).
+  model, every field read with a check (:class:`_HFDoc`).  Vocabulary strings
+  go through GPT-2's ``bytes_to_unicode`` back to bytes.  Merges in creation
+  order become id pairs as they are; other orders (Llama-3's, written by
+  transformers' ``TikTokenConverter``, with ``ignore_merges``) are read by the
+  ranks of the tokens they make (:func:`_rank_order`).  The pre-tokenizer gives
+  the pattern: ``ByteLevel(use_regex=True)`` is GPT-2's; a ``Split`` regex
+  followed by ``ByteLevel(use_regex=False)`` is that regex (run under the time
+  budget); StarCoder's ``Digits`` + ``ByteLevel`` and DeepSeek-V3's three
+  ``Split``s are one regex each that splits the same way.  Added tokens become
+  special tokens (recognised only when allowed).  What the engine cannot run
+  (other models, normalizers, byte fallback) is refused in one line naming it.
 * :func:`tokenizer_from_tiktoken`: tiktoken's ``{token bytes: rank}``.  The
   merge list comes from the ranks the way tiktoken's own BPE works: the token of
   rank ``r`` is the merge of the two parts that BPE-encoding its bytes with the
   ranks below ``r`` leaves.
+
+Every id and rank is checked to lie at most :data:`ID_SLACK` past the number of
+tokens before anything is sized by it.
 """
 from __future__ import annotations
 
