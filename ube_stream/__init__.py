@@ -15,7 +15,10 @@ cheap and never imports optional dependencies (torch, ray, matplotlib)::
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
@@ -75,6 +78,49 @@ def _check_kernels() -> None:
 
 
 _check_kernels()
+
+
+class _RegisterWithTransformers(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Registers :class:`ube_stream.hf.UbeTokenizer` with ``AutoTokenizer`` as soon as
+    transformers' ``tokenization_auto`` module has run (at once if it already has), so
+    ``AutoTokenizer.from_pretrained(folder)`` loads a UBE folder without remote code.
+    Until then it only answers "not mine" to the import system: transformers is never
+    imported on its account."""
+
+    TARGET = "transformers.models.auto.tokenization_auto"
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.TARGET:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            self._loader = spec.loader
+            spec.loader = self
+        return spec
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._loader.exec_module(module)
+        self.register()
+
+    @staticmethod
+    def register() -> None:
+        try:
+            importlib.import_module(".hf", __name__)   # registers at import
+        except Exception as exc:  # an unsupported transformers must not break its own import
+            import warnings
+
+            warnings.warn(f"ube_stream: UbeTokenizer not registered with AutoTokenizer ({exc!r}); "
+                          "load UBE folders with ube_stream.hf.UbeTokenizer.from_pretrained")
+
+
+if _RegisterWithTransformers.TARGET in sys.modules:
+    _RegisterWithTransformers.register()
+elif not any(isinstance(f, _RegisterWithTransformers) for f in sys.meta_path):
+    sys.meta_path.insert(0, _RegisterWithTransformers())
 
 if TYPE_CHECKING:  # pragma: no cover
     from .errors import (  # noqa: F401

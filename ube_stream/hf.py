@@ -6,7 +6,7 @@ every substrate (``ube``, ``utf8``, ``utf16``).
     tok = UbeTokenizer.from_file("tok.json")          # or UbeTokenizer(tokenizer=Tokenizer)
     batch = tok(["Debian 性能", "বাংলা"], padding=True, return_tensors="pt")
     tok.save_pretrained("my-tokenizer/")
-    AutoTokenizer.from_pretrained("my-tokenizer/", trust_remote_code=True)
+    AutoTokenizer.from_pretrained("my-tokenizer/")    # after import ube_stream: registered
 
 Ids are those of ``Tokenizer.encode``.  Special tokens written in the text are
 recognised, as HF tokenizers do (``split_special_tokens=True`` encodes them as
@@ -17,13 +17,16 @@ override.  ``add_bos`` / ``add_eos`` put BOS / EOS around every sequence when
 ``add_special_tokens=True`` (default: neither, as ``Tokenizer.encode``).
 
 A saved directory holds ``ube_tokenizer.json`` (our tokenizer file),
-``tokenizer_config.json``, ``special_tokens_map.json`` and
-``tokenization_ube.py``, a two-line module importing this class that
-``AutoTokenizer.from_pretrained(dir, trust_remote_code=True)`` loads (it needs
-ube-stream installed where it runs).
+``tokenizer_config.json`` (``tokenizer_class: UbeTokenizer``),
+``special_tokens_map.json`` and ``tokenization_ube.py``, a self-contained module
+(one absolute import of this class) that ``AutoTokenizer.from_pretrained(dir,
+trust_remote_code=True)`` runs in a process that never imported ube_stream (it
+needs ube-stream installed where it runs).  Importing this module registers the
+class with ``AutoTokenizer`` (:func:`register`); ``import ube_stream`` does so as
+soon as transformers' auto module is imported, so no remote code is needed there.
 
-Needs ``transformers`` (``pip install "ube-stream[hf]"``); ``import ube_stream``
-never imports it.
+Needs ``transformers`` 4.46 or newer, 4.x or 5.x (``pip install "ube-stream[hf]"``);
+``import ube_stream`` never imports it.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 try:
-    from transformers import PreTrainedTokenizer
+    from transformers import AutoTokenizer, PretrainedConfig, PreTrainedTokenizer
     from transformers.generation.streamers import BaseStreamer
     from transformers.tokenization_utils_base import AddedToken, BatchEncoding, PaddingStrategy, TruncationStrategy
 except ImportError as exc:  # pragma: no cover - exercised only without transformers
@@ -43,7 +46,8 @@ from .tokenizer import Tokenizer, as_tokenizer
 from .tokenizer.export import ROLE_NAMES as _ROLE_NAMES
 from .tokenizer.export import default_roles
 
-__all__ = ["UbeTokenizer", "UbeStreamer", "default_roles", "TOKENIZER_FILE", "MODULE_FILE"]
+__all__ = ["UbeTokenizer", "UbeStreamer", "UbeTokenizerConfig", "register", "default_roles", "TOKENIZER_FILE",
+           "MODULE_FILE"]
 
 TOKENIZER_FILE = "ube_tokenizer.json"
 MODULE_FILE = "tokenization_ube.py"
@@ -52,6 +56,35 @@ _MODULE_TEXT = ('"""Loads ube-stream\'s UbeTokenizer (pip install "ube-stream[hf
                 "from ube_stream.hf import UbeTokenizer\n\n__all__ = [\"UbeTokenizer\"]\n")
 
 TextLike = Union[str, Sequence[str], Sequence[int]]
+
+
+def _windows(ids: List[int], width: Optional[int], stride: int, side: str) -> List[List[int]]:
+    """``ids`` cut as HF tokenizers' ``Encoding.truncate`` does: windows of ``width``
+    tokens whose starts step by ``width - stride``, from the right end when ``side`` is
+    ``"left"``; the last window is the one that reaches the end.
+
+    >>> _windows(list(range(10)), 4, 1, "right")
+    [[0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]]
+    >>> _windows(list(range(10)), 4, 1, "left")
+    [[6, 7, 8, 9], [3, 4, 5, 6], [0, 1, 2, 3]]
+    """
+    if width is None or len(ids) <= width:
+        return [list(ids)]
+    step, total = width - stride, len(ids)
+    out: List[List[int]] = []
+    if side == "left":
+        for stop in range(total, 0, -step):
+            start = max(stop - width, 0)
+            out.append(list(ids[start:stop]))
+            if start == 0:
+                break
+        return out
+    for start in range(0, total, step):
+        stop = min(start + width, total)
+        out.append(list(ids[start:stop]))
+        if stop == total:
+            break
+    return out
 
 
 class UbeTokenizer(PreTrainedTokenizer):
@@ -111,6 +144,10 @@ class UbeTokenizer(PreTrainedTokenizer):
     # ------------------------------------------------------------------ vocabulary
     @property
     def vocab_size(self) -> int:
+        return self.ube.vocab_size
+
+    def __len__(self) -> int:
+        # every id, special tokens included (transformers 4.x keeps a count that _add_tokens would update)
         return self.ube.vocab_size
 
     def get_vocab(self) -> Dict[str, int]:
@@ -189,6 +226,16 @@ class UbeTokenizer(PreTrainedTokenizer):
                       return_overflowing_tokens=return_overflowing_tokens,
                       return_special_tokens_mask=return_special_tokens_mask, return_length=return_length,
                       verbose=verbose)
+        if return_overflowing_tokens:
+            items = list(text) if batched else [text]
+            return self._encode_windows(
+                [self._input_ids(item, is_split_into_words, split) for item in items],
+                text_pair is not None, add_special_tokens=add_special_tokens,
+                truncate=truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE, max_length=max_length,
+                stride=stride, padding=padding_strategy.value, pad_to_multiple_of=pad_to_multiple_of,
+                padding_side=padding_side, return_tensors=return_tensors,
+                return_attention_mask=return_attention_mask, return_special_tokens_mask=return_special_tokens_mask,
+                return_length=return_length)
         if not batched:
             first = self._input_ids(text, is_split_into_words, split)
             second = None if text_pair is None else self._input_ids(text_pair, is_split_into_words, split)
@@ -210,14 +257,52 @@ class UbeTokenizer(PreTrainedTokenizer):
                                              return_attention_mask=False, **common)
             for key, value in encoded.items():
                 outputs.setdefault(key, []).append(value)
-        if return_tensors and return_overflowing_tokens:
-            outputs.pop("overflowing_tokens", None)
-            outputs.pop("num_truncated_tokens", None)
         padded = self.pad(outputs, padding=padding_strategy.value, max_length=max_length,
                           pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side,
                           return_attention_mask=return_attention_mask)
         # pad() returns a BatchEncoding (a UserDict), which the stub's dict annotation does not admit
         return BatchEncoding(padded, tensor_type=return_tensors)  # type: ignore[arg-type]
+
+    def _encode_windows(self, sequences: List[List[int]], has_pair: bool, *, add_special_tokens: bool,
+                        truncate: bool, max_length: Optional[int], stride: int, padding: str,
+                        pad_to_multiple_of: Optional[int], padding_side: Optional[str], return_tensors: Any,
+                        return_attention_mask: Optional[bool], return_special_tokens_mask: bool,
+                        return_length: bool) -> BatchEncoding:
+        """``return_overflowing_tokens=True`` as HF's fast tokenizers give it: each sequence
+        cut into windows of ``max_length`` (special tokens included) that overlap by
+        ``stride`` tokens, one row per window, and ``overflow_to_sample_mapping`` naming
+        the sequence of each row."""
+        if has_pair:
+            raise ValueError("return_overflowing_tokens with text pairs is not supported by UbeTokenizer; "
+                             "encode the pairs without it, or window each text on its own")
+        special = self.num_special_tokens_to_add() if add_special_tokens else 0
+        width = None
+        if truncate and max_length is not None:
+            width = max_length - special
+            if width <= 0 or stride >= width:
+                raise ValueError(f"max_length={max_length} leaves {width} tokens per window after {special} "
+                                 f"special tokens; stride ({stride}) must be smaller than that")
+        outputs: Dict[str, List[Any]] = {"input_ids": [], "overflow_to_sample_mapping": []}
+        for sample, ids in enumerate(sequences):
+            for window in _windows(ids, width, stride, self.truncation_side):
+                row = self.build_inputs_with_special_tokens(window) if add_special_tokens else window
+                outputs["input_ids"].append(row)
+                outputs["overflow_to_sample_mapping"].append(sample)
+                if return_special_tokens_mask:
+                    mask = (self.get_special_tokens_mask(window) if add_special_tokens else [0] * len(window))
+                    outputs.setdefault("special_tokens_mask", []).append(mask)
+                if return_length:
+                    outputs.setdefault("length", []).append(len(row))
+        padded = self.pad(outputs, padding=padding, max_length=max_length, pad_to_multiple_of=pad_to_multiple_of,
+                          padding_side=padding_side, return_attention_mask=return_attention_mask)
+        return BatchEncoding(padded, tensor_type=return_tensors)  # type: ignore[arg-type]
+
+    def _batch_encode_plus(self, batch_text_or_text_pairs: Any, **kwargs: Any) -> BatchEncoding:
+        """transformers 4.x sends batches here (5.x sends everything to ``_encode_plus``)."""
+        if kwargs.pop("return_offsets_mapping", False):
+            raise NotImplementedError("return_offsets_mapping is not available from UbeTokenizer (a Python "
+                                      "tokenizer, as in transformers' own slow tokenizers)")
+        return self._encode_plus(list(batch_text_or_text_pairs), **kwargs)
 
     def build_inputs_with_special_tokens(self, token_ids_0: List[int],
                                          token_ids_1: Optional[List[int]] = None) -> List[int]:
@@ -272,8 +357,17 @@ class UbeTokenizer(PreTrainedTokenizer):
 
     def save_pretrained(self, save_directory: Union[str, "os.PathLike[str]"], *args: Any,
                         **kwargs: Any) -> Tuple[str, ...]:
-        """HF's ``save_pretrained`` plus ``special_tokens_map.json`` (the roles)."""
-        files = tuple(super().save_pretrained(save_directory, *args, **kwargs))
+        """HF's ``save_pretrained`` plus ``special_tokens_map.json`` (the roles).
+
+        The folder's remote-code file is always our own ``tokenization_ube.py``: a class
+        loaded with ``trust_remote_code=True`` is marked for the auto classes, and HF
+        would then copy this module's source and follow its relative imports into the
+        package instead."""
+        self._auto_class = None   # shadows the class attribute register_for_auto_class sets
+        try:
+            files = tuple(super().save_pretrained(save_directory, *args, **kwargs))
+        finally:
+            del self._auto_class
         from .storage import atomic_write_json
 
         prefix = kwargs.get("filename_prefix")
@@ -326,3 +420,22 @@ class UbeStreamer(BaseStreamer):
 
     def end(self) -> None:
         self._emit(self.decoder.flush())
+
+
+class UbeTokenizerConfig(PretrainedConfig):
+    """The config class :class:`UbeTokenizer` is registered under (``AutoTokenizer``
+    keys its registry by config class); a saved folder names the tokenizer class,
+    so no ``config.json`` is needed."""
+
+    model_type = "ube_tokenizer"
+
+
+def register() -> None:
+    """Make ``AutoTokenizer.from_pretrained(folder)`` find :class:`UbeTokenizer` by the
+    ``tokenizer_class`` of a saved folder, without ``trust_remote_code``.  Runs when this
+    module is imported; ``import ube_stream`` calls it once transformers' auto module
+    is imported (it never imports transformers itself)."""
+    AutoTokenizer.register(UbeTokenizerConfig, slow_tokenizer_class=UbeTokenizer, exist_ok=True)
+
+
+register()

@@ -5,15 +5,24 @@ merge order, then special tokens) and an *id map* from it to the model's ids,
 so ``encode`` returns and ``decode`` accepts the model's own ids.
 
 * :func:`tokenizer_from_hf`: a HF ``tokenizer.json`` with a byte-level BPE
-  model.  Vocabulary strings go through GPT-2's ``bytes_to_unicode`` back to
-  bytes; merges become id pairs; the pre-tokenizer gives the pattern
-  (``ByteLevel(use_regex=True)`` is the GPT-2 pattern; a ``Split`` regex
-  followed by ``ByteLevel(use_regex=False)`` is that regex); added tokens
-  become special tokens (recognised only when allowed).
+  model, every field read with a check (:class:`_HFDoc`).  Vocabulary strings
+  go through GPT-2's ``bytes_to_unicode`` back to bytes.  Merges in creation
+  order become id pairs as they are; other orders (Llama-3's, written by
+  transformers' ``TikTokenConverter``, with ``ignore_merges``) are read by the
+  ranks of the tokens they make (:func:`_rank_order`).  The pre-tokenizer gives
+  the pattern: ``ByteLevel(use_regex=True)`` is GPT-2's; a ``Split`` regex
+  followed by ``ByteLevel(use_regex=False)`` is that regex (run under the time
+  budget); StarCoder's ``Digits`` + ``ByteLevel`` and DeepSeek-V3's three
+  ``Split``s are one regex each that splits the same way.  Added tokens become
+  special tokens (recognised only when allowed).  What the engine cannot run
+  (other models, normalizers, byte fallback) is refused in one line naming it.
 * :func:`tokenizer_from_tiktoken`: tiktoken's ``{token bytes: rank}``.  The
   merge list comes from the ranks the way tiktoken's own BPE works: the token of
   rank ``r`` is the merge of the two parts that BPE-encoding its bytes with the
   ranks below ``r`` leaves.
+
+Every id and rank is checked to lie at most :data:`ID_SLACK` past the number of
+tokens before anything is sized by it.
 """
 from __future__ import annotations
 
@@ -21,12 +30,12 @@ import base64
 import binascii
 import json
 import os
-from typing import Callable, Dict, List, Mapping, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Tuple, TypeVar
 
 import numpy as np
 
 from .. import _ranks
-from ..errors import TokenizerFormatError, check_status, err_buffer
+from ..errors import TokenizerFormatError, UbeError, check_status, err_buffer
 from ..pretokenizer import REGEX_PREFIX
 from ..storage import read_bytes
 from ..substrate import gpt2_byte_chars
@@ -35,102 +44,374 @@ from ..substrate import gpt2_byte_chars
 T = TypeVar("T")
 
 
-def _hf_pattern(pre: dict | None, source: str) -> str:
-    def byte_level_ok(step: dict) -> None:
-        if step.get("add_prefix_space"):
+#: how far past the number of tokens a model id may lie (ids with gaps, e.g. special tokens after
+#: reserved ranks); the id map is sized by the largest id, so a file cannot ask for gigabytes
+ID_SLACK = 1 << 16
+
+
+def check_ids(ids: Mapping[str, int], n_tokens: int, source: str, field: str) -> None:
+    """Every id of ``ids`` (label -> id) an int in ``0 .. n_tokens + ID_SLACK - 1``, before
+    anything is sized by them."""
+    limit = n_tokens + ID_SLACK
+    for label, token_id in ids.items():
+        if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < limit:
             raise TokenizerFormatError(
-                f"{source}: ByteLevel(add_prefix_space=True) is not supported (it changes the text "
-                "before encoding, and ube-stream keeps text as is)")
+                f"{source}: {field}: {label} has id {token_id!r}; expected an integer in 0..{limit - 1} (the "
+                f"file has {n_tokens} tokens, and ids may run at most {ID_SLACK} past that)")
+
+
+_MISSING = object()
+
+
+def _kinds(kind: Any) -> tuple:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+class _HFDoc:
+    """A parsed HF ``tokenizer.json`` whose fields are read with checks: every
+    malformed value is a :class:`TokenizerFormatError` naming the file, the field
+    and what was expected."""
+
+    def __init__(self, doc: Any, source: str):
+        self.source = source
+        if not isinstance(doc, dict):
+            self.fail("the file", "a JSON object", doc)
+        self.doc = doc
+
+    def fail(self, field: str, expected: str, found: Any) -> NoReturn:
+        shown = json.dumps(found, ensure_ascii=False, default=str)
+        shown = shown if len(shown) <= 120 else shown[:117] + "..."
+        raise TokenizerFormatError(f"{self.source}: {field}: expected {expected}, found {shown}")
+
+    def get(self, obj: dict, key: str, field: str, kind: Any, expected: str, default: Any = _MISSING) -> Any:
+        if key not in obj:
+            if default is _MISSING:
+                raise TokenizerFormatError(f"{self.source}: {field}: missing; expected {expected}")
+            return default
+        value = obj[key]
+        if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _kinds(kind)):
+            self.fail(field, expected, value)
+        return value
+
+    def refuse(self, component: str, why: str) -> NoReturn:
+        raise TokenizerFormatError(f"{self.source}: {component} is not supported: {why}")
+
+
+#: ``Sequence[Digits(individual_digits=True), ByteLevel(use_regex=True)]`` as one regex: Digits
+#: isolates every numeric character (Rust's ``char::is_numeric``: ``\p{N}``), then GPT-2's regex
+#: runs inside the pieces between them, where a whitespace run ends at a numeric character as at
+#: the end of a piece (hence ``(?![^\s\p{N}])`` for GPT-2's ``(?!\S)``); ``\p{N}+`` for runs
+DIGITS_THEN_GPT2 = (r"\p{N}|'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+")
+DIGIT_RUNS_THEN_GPT2 = "\\p{N}+" + DIGITS_THEN_GPT2[len("\\p{N}"):]
+
+
+# DeepSeek-V3's three Splits (verbatim from its tokenizer.json) and the one regex that splits the
+# same way.  HF runs each Split on every piece the previous ones left: numeric runs cut into
+# threes; then runs of CJK ideographs and kana; then the third regex inside every piece (a CJK
+# run is cut again by it; a numeric piece has nothing it matches and stays whole).  So the one
+# regex is: numeric threes, or the third regex confined to one CJK run, or confined to the text
+# between numerals and CJK runs, each with its unmatched stretches kept whole (HF keeps the text
+# between matches as one piece) and its lookahead seeing a character outside as a piece end.
+_DEEPSEEK_V3_SPLITS = tuple(json.loads(
+    r'''["\\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+", "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"]'''))
+_CJK = "\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff"
+
+
+def _third_split_within(guard: str) -> str:
+    """DeepSeek-V3's third Split with every character it takes passing ``guard`` (a lookahead),
+    and its unmatched stretches of such characters as one match."""
+    def one(cls: str) -> str:
+        return f"(?:{guard}{cls})"
+
+    space, newline = one(r"\s"), one(r"[\r\n]")
+    third = "|".join([
+        one(_ASCII_PUNCT) + one("[A-Za-z]") + "+",
+        one(r"[^\r\n\p{L}\p{P}\p{S}]") + "?" + one(r"[\p{L}\p{M}]") + "+",
+        one(" ") + "?" + one(r"[\p{P}\p{S}]") + "+" + newline + "*",
+        space + "*" + newline + "+",
+        space + "+(?!" + one(r"\S") + ")",
+        space + "+",
+    ])
+    return f"{third}|(?:(?!{third}){guard}(?s:.))+"
+
+
+_ASCII_PUNCT = r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]"
+DEEPSEEK_V3_PATTERN = "|".join([r"\p{N}{1,3}", _third_split_within(f"(?=[{_CJK}])"),
+                                _third_split_within(f"(?![\\p{{N}}{_CJK}])")])
+#: Sequences of Split regexes (Isolated) that one regex splits the same way
+KNOWN_SPLIT_SEQUENCES = {_DEEPSEEK_V3_SPLITS: DEEPSEEK_V3_PATTERN}
+
+
+def _hf_pattern(hf: _HFDoc, pre: Any) -> str:
+    """Our pattern (a name or a marked regex) of a ``pre_tokenizer``."""
+    def byte_level(step: dict, field: str, use_regex: bool) -> None:
+        if hf.get(step, "add_prefix_space", f"{field}.add_prefix_space", bool, "true or false", False):
+            hf.refuse("ByteLevel(add_prefix_space=true)", "it puts a space before the text, and ube-stream "
+                      "keeps text as is")
+        if hf.get(step, "use_regex", f"{field}.use_regex", bool, "true or false", True) != use_regex:
+            hf.refuse(f"ByteLevel(use_regex={str(not use_regex).lower()}) here",
+                      "ube-stream reads ByteLevel(use_regex=true) alone, or Split(Regex) then "
+                      "ByteLevel(use_regex=false)")
 
     if pre is None:
-        raise TokenizerFormatError(f"{source}: no pre_tokenizer; ube-stream needs a byte-level BPE "
-                                   "with a ByteLevel or Split pre-tokenizer")
-    if pre.get("type") == "ByteLevel":
-        byte_level_ok(pre)
-        if pre.get("use_regex", True):
-            return "gpt2"
-        raise TokenizerFormatError(f"{source}: ByteLevel(use_regex=False) alone (no split) is not supported")
-    if pre.get("type") == "Sequence":
-        steps = pre.get("pretokenizers", [])
-        if (len(steps) == 2 and steps[0].get("type") == "Split" and steps[1].get("type") == "ByteLevel"
-                and not steps[1].get("use_regex", True) and not steps[0].get("invert", False)
-                and steps[0].get("behavior", "Isolated") == "Isolated"):
-            byte_level_ok(steps[1])
-            pattern = steps[0].get("pattern", {})
-            if "Regex" in pattern:   # marked: any regex HF writes (a known pattern's text keeps its name)
-                from ..pretokenizer import PATTERNS
-                from .export import hf_regex
+        hf.refuse("a BPE without pre_tokenizer", "ube-stream needs a ByteLevel or Split pre-tokenizer")
+    if not isinstance(pre, dict):
+        hf.fail("pre_tokenizer", "an object with a type", pre)
+    kind = hf.get(pre, "type", "pre_tokenizer.type", str, "a pre-tokenizer name")
+    if kind == "ByteLevel":
+        byte_level(pre, "pre_tokenizer", True)
+        return "gpt2"
+    if kind != "Sequence":
+        hf.refuse(f"pre_tokenizer {kind}", "ube-stream reads ByteLevel(use_regex=true) or "
+                  "Sequence[Split(Regex, Isolated), ByteLevel(use_regex=false)]")
+    steps = hf.get(pre, "pretokenizers", "pre_tokenizer.pretokenizers", list, "a list of pre-tokenizers")
+    for k, step in enumerate(steps):
+        if not isinstance(step, dict) or not isinstance(step.get("type"), str):
+            hf.fail(f"pre_tokenizer.pretokenizers[{k}]", "an object with a type", step)
+    names = [step["type"] for step in steps]
+    if names == ["ByteLevel"]:
+        byte_level(steps[0], "pre_tokenizer.pretokenizers[0]", True)
+        return "gpt2"
+    if names == ["Digits", "ByteLevel"]:    # StarCoder, StarCoder2
+        byte_level(steps[1], "pre_tokenizer.pretokenizers[1]", True)
+        single = hf.get(steps[0], "individual_digits", "pre_tokenizer.pretokenizers[0].individual_digits", bool,
+                        "true or false", False)
+        return REGEX_PREFIX + (DIGITS_THEN_GPT2 if single else DIGIT_RUNS_THEN_GPT2)
+    if len(names) < 2 or names[-1] != "ByteLevel" or set(names[:-1]) != {"Split"}:
+        hf.refuse(f"pre_tokenizer Sequence[{', '.join(names)}]",
+                  "ube-stream runs one regex split: Sequence[Split(Regex, Isolated), ByteLevel(use_regex=false)]")
+    byte_level(steps[-1], f"pre_tokenizer.pretokenizers[{len(steps) - 1}]", False)
+    regexes = tuple(_split_regex(hf, step, f"pre_tokenizer.pretokenizers[{k}]") for k, step in enumerate(steps[:-1]))
+    if len(regexes) > 1:
+        if regexes not in KNOWN_SPLIT_SEQUENCES:
+            hf.refuse(f"pre_tokenizer Sequence[{', '.join(names)}]",
+                      "ube-stream runs one regex split, and this chain of Splits is not one it knows how to "
+                      "write as one regex (DeepSeek-V3's is)")
+        return REGEX_PREFIX + KNOWN_SPLIT_SEQUENCES[regexes]
+    regex_text = regexes[0]
+    from ..pretokenizer import PATTERNS
+    from .export import hf_regex
 
-                # what export_hf writes for a known pattern (Oniguruma spelling) reads back as that pattern
-                known = {hf_regex(text): text for text in PATTERNS.values()}
-                return REGEX_PREFIX + known.get(pattern["Regex"], pattern["Regex"])
-    raise TokenizerFormatError(
-        f"{source}: pre_tokenizer {json.dumps(pre)[:200]} is not supported; ube-stream reads "
-        "ByteLevel(use_regex=True) or Sequence[Split(Regex, Isolated), ByteLevel(use_regex=False)]")
+    # what export_hf writes for a known pattern (Oniguruma spelling) reads back as that pattern
+    known = {hf_regex(text): text for text in PATTERNS.values()}
+    return REGEX_PREFIX + known.get(regex_text, regex_text)
+
+
+def _split_regex(hf: _HFDoc, split: dict, field: str) -> str:
+    """The regex of an Isolated, non-inverted ``Split``."""
+    if hf.get(split, "invert", f"{field}.invert", bool, "true or false", False):
+        hf.refuse("Split(invert=true)", "ube-stream keeps the regex matches as the pieces")
+    behavior = hf.get(split, "behavior", f"{field}.behavior", str, "a Split behavior", "Isolated")
+    if behavior != "Isolated":
+        hf.refuse(f"Split(behavior={behavior})", "ube-stream splits as behavior=Isolated")
+    pattern = hf.get(split, "pattern", f"{field}.pattern", dict, 'an object {"Regex": ...}')
+    regex_text = hf.get(pattern, "Regex", f"{field}.pattern.Regex", str,
+                        "a regular expression (a String pattern is not supported)")
+    if not regex_text:
+        hf.fail(f"{field}.pattern.Regex", "a non-empty regular expression", regex_text)
+    return regex_text
+
+
+def _check_model(hf: _HFDoc) -> dict:
+    """The ``model`` object, refused in one line when the engine cannot run it."""
+    model = hf.get(hf.doc, "model", "model", dict, "an object with the tokenizer model")
+    kind = hf.get(model, "type", "model.type", str, "a model type", "BPE")
+    if kind != "BPE":
+        hf.refuse(f"model {kind}", "ube-stream runs byte-level BPE models (WordPiece, Unigram and WordLevel "
+                  "tokenize differently)")
+    if hf.get(model, "byte_fallback", "model.byte_fallback", bool, "true or false", False):
+        hf.refuse("model.byte_fallback (SentencePiece-style BPE)", "its vocabulary holds characters with <0xNN> "
+                  "byte tokens as fallback, not GPT-2 byte characters")
+    for key in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if hf.get(model, key, f"model.{key}", (str, type(None)), "a string or null", None):
+            hf.refuse(f"model.{key}", "subword markers are not byte-level BPE")
+    dropout = hf.get(model, "dropout", "model.dropout", (int, float, type(None)), "a number or null", None)
+    if dropout:
+        hf.refuse("model.dropout", "BPE dropout skips merges at random; ube-stream encodes deterministically")
+    normalizer = hf.doc.get("normalizer")
+    if normalizer is not None:
+        if not isinstance(normalizer, dict) or not isinstance(normalizer.get("type"), str):
+            hf.fail("normalizer", "null or an object with a type", normalizer)
+        hf.refuse(f"normalizer {normalizer['type']}", "ube-stream encodes text as is (no normalization yet)")
+    return model
+
+
+def _hf_vocab(hf: _HFDoc, model: dict, added_ids: set) -> Dict[bytes, int]:
+    """``model.vocab`` as token bytes -> id, every id bounded and used once; entries that are
+    added tokens spelled outside the byte alphabet (DeepSeek's ``<｜begin▁of▁sentence｜>``)
+    are left to the added tokens."""
+    table = hf.get(model, "vocab", "model.vocab", dict, "an object {token: id}")
+    byte_of = {chr(c): b for b, c in enumerate(gpt2_byte_chars().tolist())}
+    check_ids(table, len(table), hf.source, "model.vocab")
+    vocab: Dict[bytes, int] = {}
+    owner: Dict[int, str] = {}
+    for token, token_id in table.items():
+        if token_id in added_ids and not all(c in byte_of for c in token):
+            continue
+        try:
+            token_bytes = bytes(byte_of[c] for c in token)
+        except KeyError as exc:
+            raise TokenizerFormatError(f"{hf.source}: model.vocab: token {token!r} holds {exc.args[0]!r}, which is "
+                                       "not a GPT-2 byte character: not a byte-level vocabulary") from None
+        if not token_bytes:
+            hf.fail("model.vocab", "non-empty tokens", token)
+        if token_id in owner:
+            raise TokenizerFormatError(f"{hf.source}: model.vocab: tokens {owner[token_id]!r} and {token!r} both "
+                                       f"have id {token_id}; expected one id per token")
+        owner[token_id] = token
+        vocab[token_bytes] = token_id
+    for b in range(256):
+        if bytes([b]) not in vocab:
+            raise TokenizerFormatError(f"{hf.source}: model.vocab: byte {b} has no token; a byte-level BPE "
+                                       "needs all 256")
+    return vocab
+
+
+def _hf_merges(hf: _HFDoc, model: dict, vocab: Dict[bytes, int]) -> List[Tuple[bytes, bytes]]:
+    """``model.merges`` (``"a b"`` strings or ``[a, b]`` pairs) as byte pairs whose parts and
+    result are tokens of the vocabulary."""
+    merges = hf.get(model, "merges", "model.merges", list, "a list of merges", [])
+    byte_of = {chr(c): b for b, c in enumerate(gpt2_byte_chars().tolist())}
+    out: List[Tuple[bytes, bytes]] = []
+    for rank, merge in enumerate(merges):
+        parts = merge.split(" ") if isinstance(merge, str) else merge
+        if (not isinstance(parts, list) or len(parts) != 2
+                or not all(isinstance(p, str) and p and all(c in byte_of for c in p) for p in parts)):
+            hf.fail(f"model.merges[{rank}]", "two byte-level tokens ('a b' or [a, b])", merge)
+        left, right = (bytes(byte_of[c] for c in p) for p in parts)
+        for part, text in ((left, parts[0]), (right, parts[1]), (left + right, parts[0] + parts[1])):
+            if part not in vocab:
+                raise TokenizerFormatError(f"{hf.source}: model.merges[{rank}] ({parts[0]!r}, {parts[1]!r}): "
+                                           f"{text!r} is not in model.vocab; expected merges of vocabulary tokens "
+                                           "into a vocabulary token")
+        out.append((left, right))
+    return out
+
+
+def _creation_order(merges: List[Tuple[bytes, bytes]]) -> Optional[List[bytes]]:
+    """The tokens the merges make, when each merge joins tokens already made and makes a
+    new one (GPT-2's order: the merge list *is* the BPE); else None."""
+    made = {bytes([b]) for b in range(256)}
+    order: List[bytes] = []
+    for left, right in merges:
+        joined = left + right
+        if left not in made or right not in made or joined in made:
+            return None
+        made.add(joined)
+        order.append(joined)
+    return order
+
+
+def _rank_order(hf: _HFDoc, merges: List[Tuple[bytes, bytes]], vocab: Dict[bytes, int]) -> Dict[bytes, int]:
+    """Token ranks of a merge list not in creation order (Llama-3's, as transformers'
+    ``TikTokenConverter`` writes: every split of every token, ordered by the rank of
+    the token they make): the rank of a token is the first merge that makes it.
+
+    HF's BPE (apply the adjacent pair of lowest merge index) is then tiktoken's BPE
+    over these ranks (merge the adjacent pair whose join has the lowest rank) when the
+    merges follow the ranks of what they make and list every split of a token into two
+    vocabulary tokens; both are checked."""
+    rank: Dict[bytes, int] = {}
+    last = -1
+    for index, (left, right) in enumerate(merges):
+        joined = left + right
+        r = rank.setdefault(joined, index)
+        if r < last:
+            raise TokenizerFormatError(
+                f"{hf.source}: model.merges[{index}] makes {joined!r}, which an earlier merge already made, after "
+                "merges of later tokens: the merges are neither in creation order (each merge joins tokens that "
+                "earlier merges made) nor ordered by the tokens they make (Llama-3's order)")
+        last = r
+    listed = set(merges)
+    for token in rank:
+        for cut in range(1, len(token)):
+            left, right = token[:cut], token[cut:]
+            if left in vocab and right in vocab and (left, right) not in listed:
+                raise TokenizerFormatError(
+                    f"{hf.source}: model.merges: the merges are not in creation order, and they do not list the "
+                    f"split ({left!r}, {right!r}) of {token!r}: ube-stream reads such files by the ranks of the "
+                    "tokens, which needs every split of a token into two vocabulary tokens listed")
+    return rank
+
+
+def _hf_added(hf: _HFDoc, n_tokens: int) -> Dict[str, int]:
+    """``added_tokens`` as text -> id (the first entry of a text wins), ids bounded."""
+    added = hf.get(hf.doc, "added_tokens", "added_tokens", list, "a list of added tokens", [])
+    out: Dict[str, int] = {}
+    for k, entry in enumerate(added):
+        field = f"added_tokens[{k}]"
+        if not isinstance(entry, dict):
+            hf.fail(field, 'an object {"id": ..., "content": ...}', entry)
+        token_id = hf.get(entry, "id", f"{field}.id", int, "an integer id")
+        content = hf.get(entry, "content", f"{field}.content", str, "the token's text")
+        if not content:
+            hf.fail(f"{field}.content", "a non-empty text", content)
+        check_ids({repr(content): token_id}, n_tokens, hf.source, field)
+        out.setdefault(content, token_id)
+    return out
+
+
+def _hf_specials(added: Dict[str, int], used: set) -> Dict[str, int]:
+    """The added tokens whose ids no BPE token has (one text per id): the special tokens, by id."""
+    specials: Dict[str, int] = {}
+    for content, token_id in sorted(added.items(), key=lambda kv: kv[1]):
+        if token_id not in used:
+            specials[content] = token_id
+            used.add(token_id)
+    return specials
+
+
+def _load_hf_json(path: str) -> Any:
+    try:
+        text = read_bytes(path).decode("utf-8")
+    except FileNotFoundError:
+        raise TokenizerFormatError(f"{path}: no such file; expected a HF tokenizer.json") from None
+    except UnicodeDecodeError as exc:
+        raise TokenizerFormatError(f"{path}: not UTF-8 text ({exc}); expected a HF tokenizer.json") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TokenizerFormatError(f"{path}: not a JSON file ({exc})") from None
+    except RecursionError:
+        raise TokenizerFormatError(f"{path}: JSON nested too deeply to be a tokenizer.json") from None
 
 
 def tokenizer_from_hf(cls: Callable[..., T], path) -> T:
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, "tokenizer.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        raise TokenizerFormatError(f"{path}: no such file; expected a HF tokenizer.json") from None
-    except json.JSONDecodeError as exc:
-        raise TokenizerFormatError(f"{path}: not a JSON file ({exc})") from None
-    model = doc.get("model") or {}
-    if model.get("type") != "BPE":
-        raise TokenizerFormatError(f"{path}: model type {model.get('type')!r} is not supported; "
-                                   "from_hf reads byte-level BPE models")
-    if model.get("byte_fallback") or model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
-        raise TokenizerFormatError(f"{path}: byte_fallback / subword prefixes are not byte-level BPE")
-    if doc.get("normalizer") is not None:
-        raise TokenizerFormatError(f"{path}: normalizer {doc['normalizer'].get('type')!r} is not "
-                                   "supported (ube-stream keeps text as is)")
-    pattern = _hf_pattern(doc.get("pre_tokenizer"), path)
-    byte_of = {chr(c): b for b, c in enumerate(gpt2_byte_chars().tolist())}
-
-    def to_bytes(token: str) -> bytes:
-        try:
-            return bytes(byte_of[c] for c in token)
-        except KeyError as exc:
-            raise TokenizerFormatError(f"{path}: token {token!r} holds {exc.args[0]!r}, which is not a "
-                                       "GPT-2 byte character: not a byte-level vocabulary") from None
-
-    vocab: Dict[bytes, int] = {to_bytes(t): int(i) for t, i in model["vocab"].items()}
-    id_map: List[int] = []
-    internal: Dict[bytes, int] = {}
-    for b in range(256):
-        token = bytes([b])
-        if token not in vocab:
-            raise TokenizerFormatError(f"{path}: byte {b} has no token; a byte-level BPE needs all 256")
-        internal[token] = b
-        id_map.append(vocab[token])
-    merges: List[Tuple[int, int]] = []
-    for rank, merge in enumerate(model.get("merges", [])):
-        left, right = merge.split(" ") if isinstance(merge, str) else merge
-        left_b, right_b = to_bytes(left), to_bytes(right)
-        if left_b not in internal or right_b not in internal:
-            raise TokenizerFormatError(f"{path}: merge {rank} ({left!r}, {right!r}) joins a token no "
-                                       "earlier merge made")
-        merges.append((internal[left_b], internal[right_b]))
-        joined = left_b + right_b
-        if joined not in internal:
-            if joined not in vocab:
-                raise TokenizerFormatError(f"{path}: merge {rank} makes {joined!r}, which is not in the vocab")
-            internal[joined] = len(id_map)
-            id_map.append(vocab[joined])
-    used = set(id_map)
-    specials: Dict[str, int] = {}
-    for added in sorted(doc.get("added_tokens", []), key=lambda a: a["id"]):
-        if added["id"] not in used:
-            specials[added["content"]] = added["id"]
-            used.add(added["id"])
+    hf = _HFDoc(_load_hf_json(path), path)
+    model = _check_model(hf)
+    pattern = _hf_pattern(hf, hf.doc.get("pre_tokenizer"))
+    table = hf.get(model, "vocab", "model.vocab", dict, "an object {token: id}")
+    added = _hf_added(hf, len(table))
+    vocab = _hf_vocab(hf, model, set(added.values()))
+    merges = _hf_merges(hf, model, vocab)
+    ignore_merges = hf.get(model, "ignore_merges", "model.ignore_merges", bool, "true or false", False)
+    order = None if ignore_merges else _creation_order(merges)
+    id_map = [vocab[bytes([b])] for b in range(256)]
+    if order is not None:
+        internal = {bytes([b]): b for b in range(256)}
+        for token in order:
+            internal[token] = len(internal)
+        pairs = [(internal[left], internal[right]) for left, right in merges]
+        id_map.extend(vocab[token] for token in order)
+    else:   # Llama-3's merges: by the ranks of the tokens they make
+        ranks = _rank_order(hf, merges, vocab)
+        ranks.update({bytes([b]): -1 for b in range(256)})
+        pairs = _merges_of(ranks, path)
+        id_map.extend(vocab[token] for token, _ in sorted(ranks.items(), key=lambda kv: kv[1]) if len(token) > 1)
+    specials = _hf_specials(added, set(id_map))
     id_map.extend(specials.values())
-    return cls(substrate="utf8", merges=merges, special_tokens=list(specials), pattern=pattern,
-               id_map=id_map, training={"source": {"hf": os.path.abspath(path)}})
+    try:
+        tok = cls(substrate="utf8", merges=pairs, special_tokens=list(specials), pattern=pattern,
+                  id_map=id_map, training={"source": {"hf": os.path.abspath(path)}})
+    except TokenizerFormatError as exc:
+        raise TokenizerFormatError(f"{path}: {exc}") from None
+    except ValueError as exc:   # the pattern does not compile
+        raise TokenizerFormatError(f"{path}: pre_tokenizer: {exc}") from None
+    tok.trust_pattern = False  # type: ignore[attr-defined]  # a regex read from a file: under the time budget
+    return tok
 
 
 #: tiktoken's encodings that ship as rank files: pattern name and special tokens
@@ -185,19 +466,36 @@ def read_maybe_gzip(path) -> bytes:
 
 
 def parse_tiktoken_ranks(data: bytes, source: str) -> Dict[bytes, int]:
-    """A ``.tiktoken`` file's bytes: one ``base64(token) rank`` per line."""
+    """A ``.tiktoken`` file's bytes: one ``base64(token) rank`` per line; every rank
+    used once and at most :data:`ID_SLACK` past the number of lines."""
     ranks: Dict[bytes, int] = {}
+    where: Dict[int, int] = {}
     offset = 0
     for number, line in enumerate(data.split(b"\n"), 1):
         if line.strip():
             try:
-                token, rank = line.split()
-                ranks[base64.b64decode(token, validate=True)] = int(rank)
+                token, rank_text = line.split()
+                if not rank_text.isdigit():
+                    raise ValueError(rank_text)
+                token_bytes, rank = base64.b64decode(token, validate=True), int(rank_text)
             except (ValueError, binascii.Error):
                 raise TokenizerFormatError(
                     f"{source}: line {number} (byte offset {offset}) is not 'base64-token rank': "
                     f"{line[:60]!r}; a tiktoken rank file has one such line per token") from None
+            if not token_bytes or token_bytes in ranks or rank in where:
+                what = ("an empty token" if not token_bytes else f"token {token_bytes!r} again"
+                        if token_bytes in ranks else f"rank {rank} again (line {where.get(rank)} has it)")
+                raise TokenizerFormatError(f"{source}: line {number} (byte offset {offset}) holds {what}; "
+                                           "expected each token and each rank once")
+            ranks[token_bytes] = rank
+            where[rank] = number
         offset += len(line) + 1
+    limit = len(ranks) + ID_SLACK
+    for rank, number in where.items():
+        if rank >= limit:
+            raise TokenizerFormatError(f"{source}: line {number}: rank {rank}; expected ranks below {limit} (the "
+                                       f"file has {len(ranks)} tokens, and ranks may run at most {ID_SLACK} "
+                                       "past that)")
     return ranks
 
 
@@ -206,7 +504,7 @@ def load_tiktoken_ranks(path) -> Dict[bytes, int]:
     return parse_tiktoken_ranks(read_maybe_gzip(path), os.fspath(path))
 
 
-def _merges_of(ranks: Mapping[bytes, int]) -> List[Tuple[int, int]]:
+def _merges_of(ranks: Mapping[bytes, int], source: Optional[str] = None) -> List[Tuple[int, int]]:
     """The merge list of a rank vocabulary (multi-byte tokens in rank order get
     internal ids 256, 257, ...): the ``_ranks`` kernel runs, for every token, the
     BPE of the ranks below it, as tiktoken's encoder would."""
@@ -215,7 +513,12 @@ def _merges_of(ranks: Mapping[bytes, int]) -> List[Tuple[int, int]]:
     np.cumsum([len(t) for t in tokens], out=offsets[1:])
     err = err_buffer()
     status, merges = _ranks.merges_from_ranks(b"".join(tokens), offsets, err)
-    check_status(status, err, what="converting ranks", data=tokens, ids=[ranks[t] for t in tokens])
+    try:
+        check_status(status, err, what="converting ranks", data=tokens, ids=[ranks[t] for t in tokens])
+    except UbeError as exc:
+        if source is None:
+            raise
+        raise TokenizerFormatError(f"{source}: {exc}") from None
     assert merges is not None
     return [(int(a), int(b)) for a, b in merges.tolist()]
 
@@ -226,22 +529,54 @@ def tokenizer_from_tiktoken(cls: Callable[..., T], ranks, pattern: str, special_
     if isinstance(ranks, (str, os.PathLike)):
         source = os.path.abspath(os.fspath(ranks))
         ranks = load_tiktoken_ranks(ranks)
+    where = source or "the ranks"
+    if not isinstance(ranks, Mapping):
+        raise TokenizerFormatError(f"{where}: expected {{token bytes: rank}}, got {type(ranks).__name__}")
+    if not all(isinstance(k, (bytes, bytearray)) for k in ranks):
+        raise TokenizerFormatError(f"{where}: expected bytes tokens, got {next(type(k).__name__ for k in ranks)}")
+    check_ids({repr(bytes(k)): v for k, v in ranks.items()}, len(ranks), where, "ranks")
     ranks = {bytes(k): int(v) for k, v in ranks.items()}
+    if len(set(ranks.values())) != len(ranks):
+        raise TokenizerFormatError(f"{where}: two tokens have the same rank; expected each rank once")
     id_map: List[int] = []
     for b in range(256):
         token = bytes([b])
         if token not in ranks:
-            raise TokenizerFormatError(f"byte {b} has no rank; a byte-level BPE needs all 256")
+            raise TokenizerFormatError(f"{where}: byte {b} has no rank; a byte-level BPE needs all 256")
         id_map.append(ranks[token])
-    merges = _merges_of(ranks)
+    check_ids({repr(t): i for t, i in special_tokens.items()}, len(ranks), where, "special_tokens")
+    merges = _merges_of(ranks, source)
     id_map.extend(rank for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]) if len(token) > 1)
-    specials = dict(sorted(special_tokens.items(), key=lambda kv: kv[1]))
     taken = set(ranks.values())
-    for text, sid in specials.items():
-        if int(sid) in taken:
-            raise TokenizerFormatError(f"special token {text!r} has id {sid}, which a token of the ranks "
+    specials: Dict[str, int] = {}
+    aliases: Dict[str, str] = {}
+    first_name: Dict[int, str] = {}
+    for text, sid in sorted(special_tokens.items(), key=lambda kv: kv[1]):
+        if not isinstance(text, str) or not text:
+            raise TokenizerFormatError(f"{where}: special token {text!r}: expected a non-empty string")
+        if sid in first_name:     # tiktoken's o200k_harmony: two names on one id
+            aliases[text] = first_name[sid]
+            continue
+        if sid in taken:
+            raise TokenizerFormatError(f"{where}: special token {text!r} has id {sid}, which a token of the ranks "
                                        "already has; give it an unused id")
-        taken.add(int(sid))
-    id_map.extend(int(v) for v in specials.values())
-    return cls(substrate="utf8", merges=merges, special_tokens=list(specials), pattern=pattern,
-               id_map=id_map, training={"source": {"tiktoken": source}} if source else {"source": "tiktoken"})
+        taken.add(sid)
+        first_name[sid] = text
+        specials[text] = sid
+    if aliases:
+        import warnings
+
+        warnings.warn(f"{where}: special tokens {sorted(aliases)} share the id of "
+                      f"{sorted(set(aliases.values()))}; ube-stream keeps one name per id, so these texts are "
+                      "not recognised as special tokens (decode gives the kept name)")
+    id_map.extend(specials.values())
+    training: Dict[str, Any] = {"source": {"tiktoken": source} if source else "tiktoken"}
+    if aliases:
+        training["special_aliases"] = aliases
+    tok = cls(substrate="utf8", merges=merges, special_tokens=list(specials), pattern=pattern,
+              id_map=id_map, training=training)
+    from ..pretokenizer import PATTERNS
+
+    if pattern not in PATTERNS:
+        tok.trust_pattern = False  # type: ignore[attr-defined]  # a regex given with a file: under the time budget
+    return tok
