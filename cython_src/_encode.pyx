@@ -37,7 +37,7 @@ entry returns ``(status, result...)`` and writes where into ``err``.
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
-from libc.string cimport memcmp, memcpy, memset
+from libc.string cimport memcmp, memcpy, memmove, memset
 from libcpp.vector cimport vector
 from cython.view cimport array as cvarray
 
@@ -330,6 +330,22 @@ cdef extern from *:
     const uint64_t* LO_MASK "ube_lo_mask"
     const uint64_t* HI_MASK "ube_hi_mask"
 
+cdef extern from *:
+    """
+    #include <stdlib.h>
+    #include <stdint.h>
+    /* Order slot pointers by their spilled value's arena offset (the top half of the
+       slot's first value word, its first 8 bytes after the two key words). */
+    static int ube_by_arena_offset(const void* a, const void* b) {
+        uint64_t x = (*(const uint64_t* const*)a)[2] >> 32, y = (*(const uint64_t* const*)b)[2] >> 32;
+        return (x > y) - (x < y);
+    }
+    static void ube_sort_by_arena_offset(void** slots, size_t n) {
+        qsort(slots, n, sizeof(void*), ube_by_arena_offset);
+    }
+    """
+    void sort_by_arena_offset "ube_sort_by_arena_offset"(void** slots, size_t n) noexcept nogil
+
 
 cdef inline void copy_ids(uint32_t* dst, const uint32_t* src, Py_ssize_t n) noexcept nogil:
     """Copy ``n`` ids eight at a time (fixed 32-byte moves, inlined, where a memcpy of a
@@ -488,19 +504,21 @@ cdef void cache_sweep(ChunkCache* c) noexcept nogil:
     bound (entries, long-key bytes, spilled ids), their counts halved (ageing: an
     entry stays only while it keeps being hit), everything else dropped.  A chunk
     seen once is never kept; one hit since it was cached or last swept is enough
-    when the frequent ones fit.  The survivors move to a fresh table and fresh arenas
-    (compacted); out of memory, the cache is cleared instead.  Costs one pass over
-    the table per sweep, and a sweep frees at least half of the bound."""
+    when the frequent ones fit.  The survivors move to a fresh slot table; their
+    spilled ids and long keys slide down in place (taken in arena order: both arenas
+    are appended to in insertion order, which sweeps keep), so the arenas' pages stay
+    mapped; out of memory, the cache is cleared instead.  Costs one pass over the
+    table per sweep, and a sweep frees at least half of the bound."""
     cdef Py_ssize_t cnt[32]
     cdef Py_ssize_t key_b[32]
     cdef Py_ssize_t val_n[32]
-    cdef uint64_t i, j, size = c.mask + 1, age
+    cdef uint64_t i, j, size = c.mask + 1
     cdef Slot* old = c.slots
     cdef Slot* s
     cdef Slot* d
     cdef Slot* table
-    cdef uint8_t* keys
-    cdef uint32_t* vals
+    cdef Slot** spilled
+    cdef Py_ssize_t nspilled = 0, k
     cdef int f, t = 32
     cdef Py_ssize_t keep_n = 0, keep_k = 0, keep_v = 0, m, n, keys_used = 0, vals_used = 0
     memset(cnt, 0, sizeof(cnt))
@@ -526,12 +544,10 @@ cdef void cache_sweep(ChunkCache* c) noexcept nogil:
         cache_clear(c)
         return
     table = <Slot*>table_alloc(size * sizeof(Slot))
-    keys = <uint8_t*>malloc(c.keys_cap if c.keys_cap > 0 else 1)
-    vals = <uint32_t*>malloc((c.vals_cap + 8) * sizeof(uint32_t))
-    if table == NULL or keys == NULL or vals == NULL:
+    spilled = <Slot**>malloc((keep_n if keep_n > 0 else 1) * sizeof(Slot*))
+    if table == NULL or spilled == NULL:
         free(table)
-        free(keys)
-        free(vals)
+        free(spilled)
         cache_clear(c)
         return
     for i in range(size):
@@ -546,25 +562,25 @@ cdef void cache_sweep(ChunkCache* c) noexcept nogil:
             j = (j + 1) & c.mask
         d = &table[j]
         d[0] = s[0]
-        age = <uint64_t>(f >> 1) << 3
-        if (s.v0 & COUNT_MASK) != 0:
-            d.v0 = (s.v0 & ~FREQ_BITS) | age
-            continue
-        m = c.vals[s.v0 >> 32] + 1
-        memcpy(vals + vals_used, c.vals + (s.v0 >> 32), m * sizeof(uint32_t))
-        d.v0 = (<uint64_t>vals_used << 32) | age
+        d.v0 = (s.v0 & ~FREQ_BITS) | (<uint64_t>(f >> 1) << 3)
+        if (s.v0 & COUNT_MASK) == 0:
+            spilled[nspilled] = d
+            nspilled += 1
+    free(old)
+    sort_by_arena_offset(<void**>spilled, nspilled)
+    for k in range(nspilled):
+        d = spilled[k]
+        m = c.vals[d.v0 >> 32] + 1
+        memmove(c.vals + vals_used, c.vals + (d.v0 >> 32), m * sizeof(uint32_t))  # down: never past
+        d.v0 = (<uint64_t>vals_used << 32) | (d.v0 & FREQ_BITS)                    # what is still to move
         vals_used += m
-        if (s.k1 >> 56) == 0xFF:
-            n = <Py_ssize_t>(s.v1 >> 32)
-            memcpy(keys + keys_used, c.keys + (s.v1 & 0xFFFFFFFFu), n)
+        if (d.k1 >> 56) == 0xFF:
+            n = <Py_ssize_t>(d.v1 >> 32)
+            memmove(c.keys + keys_used, c.keys + (d.v1 & 0xFFFFFFFFu), n)
             d.v1 = (<uint64_t>n << 32) | <uint64_t>keys_used
             keys_used += n
-    free(old)
-    free(c.keys)
-    free(c.vals)
+    free(spilled)
     c.slots = table
-    c.keys = keys
-    c.vals = vals
     c.keys_used = keys_used
     c.vals_used = vals_used
     c.evicted += c.count - keep_n
