@@ -21,18 +21,23 @@ result, repeat until no adjacent pair has a rank.
 * Chunk cache: chunk bytes -> ids, open addressing with slot pairs on one cache
   line; a chunk of up to 15 bytes is its slot's key and up to 4 ids its value,
   so most chunks are found and written without a branch of their own (longer
-  keys and values live in two arenas).  Bounded by entries and bytes, cleared
-  when full; the slot table starts at INITIAL_SLOTS, is sized once per call for
-  its input and doubles at half load.  One cache per *slot*: a caller that
-  encodes from several threads uses one slot per thread (a slot in use by
-  another thread is refused with RuntimeError rather than corrupted).
+  keys and values live in two arenas).  Bounded by ``cache_bytes`` (slot table
+  half of it, each arena a quarter); the slot table starts at INITIAL_SLOTS, is
+  sized once per call for its input and doubles at half load.  Each entry keeps
+  a 5-bit hit count (bumped by every hit, saturating); when the cache is full a
+  *sweep* keeps the most-hit entries (at most half of each bound, their counts
+  halved: frequency with ageing) and drops the rest, so the Zipfian few percent
+  of chunks that carry most occurrences stay cached on a corpus of any size
+  (cache_sweep).  One cache per *slot*: a caller that encodes from several
+  threads uses one slot per thread (a slot in use by another thread is refused
+  with RuntimeError rather than corrupted).
 
 Every encode entry releases the GIL for the whole batch.  Invalid data is reported by the status convention of ``_status.pxd``: each
 entry returns ``(status, result...)`` and writes where into ``err``.
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
-from libc.string cimport memcmp, memcpy, memset
+from libc.string cimport memcmp, memcpy, memmove, memset
 from libcpp.vector cimport vector
 from cython.view cimport array as cvarray
 
@@ -325,6 +330,22 @@ cdef extern from *:
     const uint64_t* LO_MASK "ube_lo_mask"
     const uint64_t* HI_MASK "ube_hi_mask"
 
+cdef extern from *:
+    """
+    #include <stdlib.h>
+    #include <stdint.h>
+    /* Order slot pointers by their spilled value's arena offset (the top half of the
+       slot's first value word, its first 8 bytes after the two key words). */
+    static int ube_by_arena_offset(const void* a, const void* b) {
+        uint64_t x = (*(const uint64_t* const*)a)[2] >> 32, y = (*(const uint64_t* const*)b)[2] >> 32;
+        return (x > y) - (x < y);
+    }
+    static void ube_sort_by_arena_offset(void** slots, size_t n) {
+        qsort(slots, n, sizeof(void*), ube_by_arena_offset);
+    }
+    """
+    void sort_by_arena_offset "ube_sort_by_arena_offset"(void** slots, size_t n) noexcept nogil
+
 
 cdef inline void copy_ids(uint32_t* dst, const uint32_t* src, Py_ssize_t n) noexcept nogil:
     """Copy ``n`` ids eight at a time (fixed 32-byte moves, inlined, where a memcpy of a
@@ -340,6 +361,7 @@ cdef enum:
     INLINE_KEY = 15             # chunks up to this many bytes are the slot's key (its 16th byte: the length)
     INLINE_IDS = 4              # ... and up to this many ids (the first below 2^24) its value
     INITIAL_SLOTS = 1 << 12     # a cache's first slot table (128 KiB); it doubles as it fills
+    MIN_SLOTS = 16              # the smallest slot table (512 bytes), whatever cache_bytes says
     PRESIZE_BYTES = 64          # cache_presize: one new chunk per this many bytes of a call (mixed text: ~100)
     BLOCK = 32                  # chunks hashed (and their slots prefetched) ahead of the lookups
 
@@ -350,6 +372,11 @@ cdef uint64_t PAIR = ~<uint64_t>1  # a chunk's probe starts at the even slot of 
 cdef uint64_t LONG_KEY = <uint64_t>0xFF << 56   # k1's top byte for a chunk longer than INLINE_KEY
 cdef uint64_t HASH56 = (<uint64_t>1 << 56) - 1  # ... whose other 56 bits are its hash's low bits
 cdef uint64_t ID24 = (1 << 24) - 1
+DEFAULT_CACHE_BYTES = 128 << 20                 # each slot's chunk cache: 1M entries (64 cores: 8 GiB)
+MAX_CACHE_BYTES = 16 << 30                      # long keys' arena offsets fit 32 bits
+cdef uint64_t COUNT_MASK = 7                    # v0's low 3 bits: inline id count (0: spilled)
+cdef uint64_t FREQ_BITS = 0xF8                  # v0's bits 3..7: the entry's hit count (0..31)
+cdef uint64_t FREQ_ONE = 8
 
 
 cdef struct Slot:
@@ -358,9 +385,10 @@ cdef struct Slot:
     uint64_t k0                 # bytes 0..7 of the chunk, zero padded
     uint64_t k1                 # short: bytes 8..14, zero padded, and the length in the top byte;
                                 # long: LONG_KEY | the hash's low 56 bits; 0: an empty slot
-    uint64_t v0                 # inline ids: count (1..4) | id0 << 8 | id1 << 32; spilled (low
-                                # byte 0: long keys, more ids, id0 >= 2^24): offset of [count,
-                                # ids...] in ``vals`` << 32
+    uint64_t v0                 # inline ids: count (1..4) | hits << 3 | id0 << 8 | id1 << 32;
+                                # spilled (count 0: long keys, more ids, id0 >= 2^24): offset of
+                                # [count, ids...] in ``vals`` << 32 | hits << 3 (hits: 5 bits,
+                                # saturating, halved by each sweep)
     uint64_t v1                 # inline: id2 | id3 << 32; a long key: its offset in ``keys`` | length << 32
 
 
@@ -369,8 +397,8 @@ cdef struct ChunkCache:
     uint64_t mask
     uint64_t max_slots          # the table doubles (at half load) up to this many slots
     Py_ssize_t count
-    Py_ssize_t max_entries
-    Py_ssize_t key_bytes        # bytes of all cached chunks (bounded by keys_cap)
+    Py_ssize_t max_entries      # 0: nothing is cached
+    int64_t evicted             # entries dropped by sweeps
     uint8_t* keys               # keys longer than INLINE_KEY
     Py_ssize_t keys_used
     Py_ssize_t keys_cap
@@ -379,7 +407,7 @@ cdef struct ChunkCache:
     Py_ssize_t vals_cap
     int64_t hits
     int64_t misses
-    int64_t clears
+    int64_t sweeps              # times the cache was full and swept
     bint busy                   # (128 bytes in all: two cache lines, see Encoder.__cinit__)
 
 
@@ -454,12 +482,110 @@ cdef inline Slot* cache_find(ChunkCache* c, const uint8_t* p, const Key* k) noex
 
 
 cdef inline void cache_clear(ChunkCache* c) noexcept nogil:
+    """Drop every entry (a sweep's fallback when it finds no memory)."""
     memset(c.slots, 0, (c.mask + 1) * sizeof(Slot))
+    c.evicted += c.count
     c.count = 0
-    c.key_bytes = 0
     c.keys_used = 0
     c.vals_used = 0
-    c.clears += 1
+    c.sweeps += 1
+
+
+cdef inline uint64_t slot_hash(const Slot* s) noexcept nogil:
+    """The hash (its low bits at least) that placed an occupied slot."""
+    if (s.k1 >> 56) != 0xFF:
+        return inline_hash(s.k0, s.k1)
+    return s.k1 & HASH56   # a long key keeps the low bits of the hash it was placed by
+
+
+cdef void cache_sweep(ChunkCache* c) noexcept nogil:
+    """Make room in a full cache by keeping its most-hit entries: the entries whose hit
+    count is at least the lowest threshold (1..31) that keeps at most half of each
+    bound (entries, long-key bytes, spilled ids), their counts halved (ageing: an
+    entry stays only while it keeps being hit), everything else dropped.  A chunk
+    seen once is never kept; one hit since it was cached or last swept is enough
+    when the frequent ones fit.  The survivors move to a fresh slot table; their
+    spilled ids and long keys slide down in place (taken in arena order: both arenas
+    are appended to in insertion order, which sweeps keep), so the arenas' pages stay
+    mapped; out of memory, the cache is cleared instead.  Costs one pass over the
+    table per sweep, and a sweep frees at least half of the bound."""
+    cdef Py_ssize_t cnt[32]
+    cdef Py_ssize_t key_b[32]
+    cdef Py_ssize_t val_n[32]
+    cdef uint64_t i, j, size = c.mask + 1
+    cdef Slot* old = c.slots
+    cdef Slot* s
+    cdef Slot* d
+    cdef Slot* table
+    cdef Slot** spilled
+    cdef Py_ssize_t nspilled = 0, k
+    cdef int f, t = 32
+    cdef Py_ssize_t keep_n = 0, keep_k = 0, keep_v = 0, m, n, keys_used = 0, vals_used = 0
+    memset(cnt, 0, sizeof(cnt))
+    memset(key_b, 0, sizeof(key_b))
+    memset(val_n, 0, sizeof(val_n))
+    for i in range(size):
+        s = &old[i]
+        if s.k1 == 0:
+            continue
+        f = <int>((s.v0 & FREQ_BITS) >> 3)
+        cnt[f] += 1
+        if (s.v0 & COUNT_MASK) == 0:
+            val_n[f] += c.vals[s.v0 >> 32] + 1
+            if (s.k1 >> 56) == 0xFF:
+                key_b[f] += <Py_ssize_t>(s.v1 >> 32)
+    while t > 1 and (keep_n + cnt[t - 1] <= c.max_entries // 2 and keep_k + key_b[t - 1] <= c.keys_cap // 2
+                     and keep_v + val_n[t - 1] <= c.vals_cap // 2):
+        t -= 1
+        keep_n += cnt[t]
+        keep_k += key_b[t]
+        keep_v += val_n[t]
+    if keep_n == 0:
+        cache_clear(c)
+        return
+    table = <Slot*>table_alloc(size * sizeof(Slot))
+    spilled = <Slot**>malloc((keep_n if keep_n > 0 else 1) * sizeof(Slot*))
+    if table == NULL or spilled == NULL:
+        free(table)
+        free(spilled)
+        cache_clear(c)
+        return
+    for i in range(size):
+        s = &old[i]
+        if s.k1 == 0:
+            continue
+        f = <int>((s.v0 & FREQ_BITS) >> 3)
+        if f < t:
+            continue
+        j = slot_hash(s) & c.mask & PAIR
+        while table[j].k1 != 0:
+            j = (j + 1) & c.mask
+        d = &table[j]
+        d[0] = s[0]
+        d.v0 = (s.v0 & ~FREQ_BITS) | (<uint64_t>(f >> 1) << 3)
+        if (s.v0 & COUNT_MASK) == 0:
+            spilled[nspilled] = d
+            nspilled += 1
+    free(old)
+    sort_by_arena_offset(<void**>spilled, nspilled)
+    for k in range(nspilled):
+        d = spilled[k]
+        m = c.vals[d.v0 >> 32] + 1
+        memmove(c.vals + vals_used, c.vals + (d.v0 >> 32), m * sizeof(uint32_t))  # down: never past
+        d.v0 = (<uint64_t>vals_used << 32) | (d.v0 & FREQ_BITS)                    # what is still to move
+        vals_used += m
+        if (d.k1 >> 56) == 0xFF:
+            n = <Py_ssize_t>(d.v1 >> 32)
+            memmove(c.keys + keys_used, c.keys + (d.v1 & 0xFFFFFFFFu), n)
+            d.v1 = (<uint64_t>n << 32) | <uint64_t>keys_used
+            keys_used += n
+    free(spilled)
+    c.slots = table
+    c.keys_used = keys_used
+    c.vals_used = vals_used
+    c.evicted += c.count - keep_n
+    c.count = keep_n
+    c.sweeps += 1
 
 
 cdef bint cache_grow(ChunkCache* c, uint64_t size) noexcept nogil:
@@ -468,7 +594,7 @@ cdef bint cache_grow(ChunkCache* c, uint64_t size) noexcept nogil:
     table stays as it was).  The table starts small and grows with the chunks a
     corpus actually has, so a small working set stays in a few cache lines and
     pages instead of being spread over the whole bounded table."""
-    cdef uint64_t i, j, h
+    cdef uint64_t i, j
     cdef Slot* old = c.slots
     cdef Slot* grown = <Slot*>table_alloc(size * sizeof(Slot))
     cdef Slot* s
@@ -478,11 +604,7 @@ cdef bint cache_grow(ChunkCache* c, uint64_t size) noexcept nogil:
         s = &old[i]
         if s.k1 == 0:
             continue
-        if (s.k1 >> 56) != 0xFF:
-            h = inline_hash(s.k0, s.k1)
-        else:
-            h = s.k1 & HASH56   # the low bits of the hash it was placed by
-        j = h & (size - 1) & PAIR
+        j = slot_hash(s) & (size - 1) & PAIR
         while grown[j].k1 != 0:
             j = (j + 1) & (size - 1)
         grown[j] = s[0]
@@ -506,19 +628,20 @@ cdef void cache_presize(ChunkCache* c, Py_ssize_t nbytes) noexcept nogil:
 
 cdef inline void cache_insert(ChunkCache* c, Slot* s, const uint8_t* p, const Key* k,
                               const uint32_t* ids, Py_ssize_t m) noexcept nogil:
-    """Store chunk -> ids ``ids[0:m]`` (``m >= 1``) at ``s`` (from cache_find); clears the
-    cache first when full, doubles the slot table at half load."""
+    """Store chunk -> ids ``ids[0:m]`` (``m >= 1``) at ``s`` (from cache_find); sweeps the
+    cache first when full (cache_sweep), doubles the slot table at half load."""
     cdef Py_ssize_t n = k.n
     cdef Py_ssize_t long_key = n if n > INLINE_KEY else 0
     cdef bint spill = long_key or m > INLINE_IDS or ids[0] > ID24
     cdef Py_ssize_t vals = m + 1 if spill else 0
-    if n > c.keys_cap or vals > c.vals_cap:
-        return  # larger than the whole cache: not cached
-    if (c.count >= c.max_entries or c.key_bytes + n > c.keys_cap or c.keys_used + long_key > c.keys_cap
-            or c.vals_used + vals > c.vals_cap):
-        cache_clear(c)
+    if c.max_entries == 0 or long_key > c.keys_cap or vals > c.vals_cap:
+        return  # no cache, or larger than the whole cache: not cached
+    if c.count >= c.max_entries or c.keys_used + long_key > c.keys_cap or c.vals_used + vals > c.vals_cap:
+        cache_sweep(c)
+        if c.keys_used + long_key > c.keys_cap or c.vals_used + vals > c.vals_cap:
+            cache_clear(c)  # the survivors leave no room for this large entry
         s = cache_find(c, p, k)
-    elif 2 * <uint64_t>(c.count + 1) > c.mask + 1 and c.mask + 1 < c.max_slots:
+    if 2 * <uint64_t>(c.count + 1) > c.mask + 1 and c.mask + 1 < c.max_slots:
         if not cache_grow(c, 2 * (c.mask + 1)):
             cache_clear(c)  # no memory for a larger table: start this one again
         s = cache_find(c, p, k)
@@ -537,7 +660,6 @@ cdef inline void cache_insert(ChunkCache* c, Slot* s, const uint8_t* p, const Ke
     else:
         s.v0 = <uint64_t>m | (<uint64_t>ids[0] << 8) | ((<uint64_t>ids[1] if m > 1 else 0) << 32)
         s.v1 = (<uint64_t>ids[2] if m > 2 else 0) | ((<uint64_t>ids[3] if m > 3 else 0) << 32)
-    c.key_bytes += n
     c.count += 1
 
 
@@ -823,17 +945,23 @@ cdef inline void hash_block(const uint8_t* p, const uint8_t* limit, Py_ssize_t s
         start = end
 
 
-cdef inline Py_ssize_t hit_block(const Key* keys, Py_ssize_t j, Py_ssize_t cnt, const Slot* slots,
+cdef inline uint64_t bumped(uint64_t v0) noexcept nogil:
+    """A slot's ``v0`` with its hit count one more (saturating at 31), no branch."""
+    return v0 + ((<uint64_t>((v0 & FREQ_BITS) != FREQ_BITS)) << 3)
+
+
+cdef inline Py_ssize_t hit_block(const Key* keys, Py_ssize_t j, Py_ssize_t cnt, Slot* slots,
                                  uint64_t mask, uint32_t* out, Py_ssize_t* out_size,
                                  int64_t* chunk_tokens, int64_t* hits) noexcept nogil:
     """The branch-free hits of chunks ``keys[j:cnt]``: appends their ids at
     ``out + out_size[0]`` until a chunk it does not take; returns that chunk's index
-    (``cnt``: none).  ``chunk_tokens`` (NULL: none) gets the output size before
-    each chunk, the returned one's included.  Output size and hit count stay in
-    registers and are stored once."""
+    (``cnt``: none), and counts each hit in its slot (cache_sweep keeps the most-hit
+    entries).  ``chunk_tokens`` (NULL: none) gets the output size before each chunk,
+    the returned one's included.  Output size and hit count stay in registers and
+    are stored once."""
     cdef Py_ssize_t n = out_size[0]
     cdef int64_t found = 0
-    cdef const Slot* pair
+    cdef Slot* pair
     cdef uint64_t k0, k1, v0, v1, count
     cdef bint hit0, hit1
     while j < cnt:
@@ -846,9 +974,10 @@ cdef inline Py_ssize_t hit_block(const Key* keys, Py_ssize_t j, Py_ssize_t cnt, 
         hit1 = (pair[1].k0 == k0) & (pair[1].k1 == k1)
         v0 = pair[0].v0 if hit0 else pair[1].v0
         v1 = pair[0].v1 if hit0 else pair[1].v1
-        count = (v0 & 0xFF) if (hit0 | hit1) else 0   # 0: spilled, long, a miss, or an empty chunk
+        count = (v0 & COUNT_MASK) if (hit0 | hit1) else 0   # 0: spilled, long, a miss, or an empty chunk
         if count == 0:
             break
+        pair[0 if hit0 else 1].v0 = bumped(v0)
         store_lanes(out + n, v0, v1)
         n += <Py_ssize_t>count
         found += 1
@@ -924,9 +1053,10 @@ cdef int chunk_slow(const Tables* t, ChunkCache* cache, Work* w, const uint8_t* 
     if s.k1 == 0:
         return encode_miss(t, cache, w, s, chunk, k, nxt, prv, node_rank, heap, batch, bad_byte)
     cache.hits += 1
-    if s.v0 & 0xFF:     # inline ids in a slot past the home pair
+    s.v0 = bumped(s.v0)
+    if s.v0 & COUNT_MASK:     # inline ids in a slot past the home pair
         store_lanes(w.out + w.out_size, s.v0, s.v1)
-        w.out_size += <Py_ssize_t>(s.v0 & 0xFF)
+        w.out_size += <Py_ssize_t>(s.v0 & COUNT_MASK)
         return STATUS_OK
     m = cache.vals[s.v0 >> 32]
     if out_reserve(w, m + 8 + INLINE_IDS * left) < 0:   # copy_ids writes up to 7 ids past m
@@ -1127,7 +1257,7 @@ cdef class Encoder:
     cdef readonly Py_ssize_t slice_bytes   # inline split: a document is split this many bytes at a time
 
     def __cinit__(self, merges, results, int base, int substrate, classes, *, int num_slots=1,
-                  Py_ssize_t cache_entries=1 << 16, Py_ssize_t cache_bytes=4 << 20, int split=SPLIT_GPT2,
+                  Py_ssize_t cache_entries=-1, Py_ssize_t cache_bytes=DEFAULT_CACHE_BYTES, int split=SPLIT_GPT2,
                   Py_ssize_t slice_bytes=1 << 20, id_map=None, bint char_integrity=False,
                   bint check_utf8=True):
         self.caches = NULL
@@ -1138,12 +1268,13 @@ cdef class Encoder:
             raise ValueError(f"substrate code must be 0 (ube), 1 (utf8) or 2 (utf16), got {substrate}")
         if num_slots < 1:
             raise ValueError(f"num_slots must be >= 1, got {num_slots}")
-        if cache_entries < 1 or cache_bytes < 1:
-            raise ValueError("cache_entries and cache_bytes must be >= 1")
+        if cache_entries < -1 or cache_bytes < 0:
+            raise ValueError(f"cache_bytes must be >= 0 and cache_entries >= 0 (or -1: no cap of its own), "
+                             f"got {cache_bytes}, {cache_entries}")
         if slice_bytes < 1:
             raise ValueError(f"slice_bytes must be >= 1, got {slice_bytes}")
-        if cache_bytes >= (1 << 31):
-            raise ValueError("cache_bytes must be below 2 GiB")
+        if cache_bytes > MAX_CACHE_BYTES:
+            raise ValueError(f"cache_bytes must be at most {MAX_CACHE_BYTES} (16 GiB), got {cache_bytes}")
         merges_arr = np.ascontiguousarray(merges, dtype=np.uint32).reshape(-1, 2)
         results_arr = np.ascontiguousarray(results, dtype=np.uint32)
         classes_arr = np.ascontiguousarray(classes, dtype=np.uint8)
@@ -1284,11 +1415,17 @@ cdef class Encoder:
         return bool(self.tables.check_utf8)
 
     def cache_stats(self, int slot=0):
-        """``{"entries", "bytes", "hits", "misses", "clears"}`` of one slot's cache."""
+        """``{"entries", "bytes", "hits", "misses", "sweeps", "evicted"}`` of one slot's
+        cache: ``bytes`` is the memory it holds now (slot table and the arenas' used
+        part, at most ``cache_bytes``); ``sweeps``: times it was full and kept only its
+        most-hit entries; ``evicted``: entries those sweeps dropped."""
         self._check_slot(slot)
         cdef ChunkCache* c = &self.caches[slot]
-        return {"entries": c.count, "bytes": c.key_bytes, "hits": c.hits,
-                "misses": c.misses, "clears": c.clears}
+        cdef Py_ssize_t held = 0
+        if c.slots != NULL:
+            held = (c.mask + 1) * sizeof(Slot) + c.keys_used + c.vals_used * sizeof(uint32_t)
+        return {"entries": c.count, "bytes": held, "hits": c.hits, "misses": c.misses,
+                "sweeps": c.sweeps, "evicted": c.evicted}
 
     cdef int _check_slot(self, int slot) except -1:
         if not 0 <= slot < self._num_slots:
@@ -1301,18 +1438,22 @@ cdef class Encoder:
             raise RuntimeError(f"chunk cache slot {slot} is in use by another thread; give each "
                                "thread its own slot (Encoder(num_slots=N))")
         cdef ChunkCache* c = &self.caches[slot]
-        cdef uint64_t slots = 16
+        cdef uint64_t slots = MIN_SLOTS
         if c.slots == NULL:
-            while slots < 2 * <uint64_t>self.cache_entries:
+            # cache_bytes: half for the slot table (a power of two, at half load at most), a
+            # quarter each for long keys and spilled ids; arena pages are touched only when used
+            while 2 * slots * sizeof(Slot) <= <uint64_t>self.cache_bytes // 2:
                 slots *= 2
             c.max_slots = slots
+            c.max_entries = 0 if self.cache_bytes == 0 else <Py_ssize_t>(slots // 2)
+            if self.cache_entries >= 0:
+                c.max_entries = min(c.max_entries, self.cache_entries)
             slots = min(slots, <uint64_t>INITIAL_SLOTS)
             c.slots = <Slot*>table_alloc(slots * sizeof(Slot))
             c.mask = slots - 1
-            c.max_entries = self.cache_entries
-            c.keys = <uint8_t*>malloc(self.cache_bytes)
-            c.keys_cap = self.cache_bytes
-            c.vals_cap = max(self.cache_bytes // 2, 1)
+            c.keys_cap = self.cache_bytes // 4
+            c.keys = <uint8_t*>malloc(c.keys_cap if c.keys_cap > 0 else 1)
+            c.vals_cap = self.cache_bytes // (4 * sizeof(uint32_t))
             c.vals = <uint32_t*>malloc((c.vals_cap + 8) * sizeof(uint32_t))  # + copy_ids' overrun
             if c.slots == NULL or c.keys == NULL or c.vals == NULL:
                 free(c.slots)
@@ -1321,8 +1462,8 @@ cdef class Encoder:
                 c.slots = NULL
                 c.keys = NULL
                 c.vals = NULL
-                raise MemoryError(f"cannot allocate chunk cache {slot} ({self.cache_entries} entries, "
-                                  f"{self.cache_bytes} bytes); pass a smaller cache")
+                raise MemoryError(f"cannot allocate chunk cache {slot} ({self.cache_bytes} bytes); pass a "
+                                  "smaller cache (Tokenizer.set_cache(bytes=...))")
         c.busy = True
         return c
 

@@ -10,7 +10,7 @@ import random
 
 import numpy as np
 import pytest
-from _helpers import openai_ranks
+from _helpers import openai_ranks, slow_after, superbpe_from_plain
 
 from ube_stream import Tokenizer, train
 from ube_stream._reference import encode_reference
@@ -85,7 +85,7 @@ def test_cached_ids_equal_the_reference(toks, substrate):
         assert [g.tolist() for g in got] == want
     encoder, _ = tok._kernel()
     (stats,) = [encoder.cache_stats(s) for s in range(encoder.num_slots) if encoder.cache_stats(s)["misses"]]
-    assert stats["hits"] > 2 * stats["misses"] and stats["clears"] == 0
+    assert stats["hits"] > 2 * stats["misses"] and stats["sweeps"] == 0
 
 
 @pytest.mark.parametrize("substrate", SUBSTRATES)
@@ -101,7 +101,7 @@ def test_cache_that_clears_mid_batch_keeps_ids(toks, substrate, entries, nbytes)
     for _ in range(2):
         assert [g.tolist() for g in tok.encode_ordinary_batch(docs)] == expected
     encoder, _ = tok._kernel()
-    assert max(encoder.cache_stats(s)["clears"] for s in range(encoder.num_slots)) > 20
+    assert max(encoder.cache_stats(s)["sweeps"] for s in range(encoder.num_slots)) > 20
 
 
 def _renumbered(tok):
@@ -155,7 +155,7 @@ def test_first_ids_past_24_bits_spill_and_agree(toks, docs_rows, substrate):
     for _ in range(3):
         _, got, got_off = mapped.encode_utf8(np.frombuffer(data, np.uint8), offsets)
         assert np.array_equal(got_off, want_off) and np.array_equal(got, id_map[want])
-    assert mapped.cache_stats()["clears"] > 0 and got.min() >= 1 << 24
+    assert mapped.cache_stats()["sweeps"] > 0 and got.min() >= 1 << 24
 
 
 @pytest.mark.slow
@@ -279,3 +279,128 @@ def test_dense_pair_table_edges(n_merges):
     for symbols in cases:
         got = enc.encode_chunk_symbols(np.array(symbols, np.uint16)).tolist()
         assert got == encode_chunk_reference(symbols, ranked), symbols[:20]
+
+
+# --------------------------------------------------------------------------- bound and eviction
+
+CACHE_BOUNDS = {"none": {"bytes": 0}, "tiny": {"bytes": 4096, "entries": 16}, "large": {}}
+
+
+def _bounded(tok, bound):
+    """A copy of ``tok`` (empty caches) whose chunk cache has ``bound`` (``{}``: the default)."""
+    copy = pickle.loads(pickle.dumps(tok))
+    if bound:
+        copy.set_cache(**bound)
+    return copy
+
+
+def _slot_stats(tok):
+    encoder, _ = tok._kernel()
+    return [encoder.cache_stats(s) for s in range(encoder.num_slots)]
+
+
+@pytest.fixture(scope="module")
+def real_sample(docs_rows, parallel_rows, unicode_rows):
+    """Real multilingual text small enough for the readable twin: running text of 26
+    languages cut to 800 characters, every 40th parallel item (~270 languages),
+    every 6th Unicode test string; each twice, so a second occurrence meets the cache."""
+    texts = [r["text"][:800] for r in docs_rows]
+    texts += [r["text"] for r in parallel_rows[::40]]
+    texts += [r["text"] for r in unicode_rows[::6]]
+    texts = [t for t in texts if t]
+    return texts + texts[::-1]
+
+
+@pytest.mark.parametrize("substrate", slow_after(SUBSTRATES))
+def test_ids_identical_for_every_cache_size(toks, real_sample, substrate):
+    """No cache (0 bytes), a tiny one that sweeps all the time, and the default give the
+    readable twin's ids on real multilingual text, on a cold and a warm pass; the
+    tiny one stays within its bound and the cacheless one holds nothing."""
+    expected = [encode_reference(toks[substrate], t) for t in real_sample]
+    for name, bound in CACHE_BOUNDS.items():
+        tok = _bounded(toks[substrate], bound)
+        for _ in range(2):
+            assert [g.tolist() for g in tok.encode_ordinary_batch(real_sample)] == expected, name
+        stats = _slot_stats(tok)
+        if name == "none":
+            assert all(s["entries"] == 0 and s["hits"] == 0 for s in stats)
+            assert sum(s["misses"] for s in stats) > 1000
+        elif name == "tiny":
+            assert sum(s["sweeps"] for s in stats) > 100 and sum(s["hits"] for s in stats) > 0
+            assert max(s["entries"] for s in stats) <= 16 and max(s["bytes"] for s in stats) <= 4096
+        else:
+            assert sum(s["sweeps"] for s in stats) == 0
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_ids_identical_for_every_cache_size_hypothesis(toks, docs_rows, substrate):
+    """Arbitrary sequences of real words, edge chunks and random text, cut into
+    documents: every cache bound gives the twin's ids."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    words = sorted({w for r in docs_rows[:40] for w in r["text"][:3000].split()})[:400] + _edge_chunks()
+    pieces = st.one_of(st.sampled_from(words), st.text(max_size=6))
+    tok = toks[substrate]
+    bounded = {name: _bounded(tok, bound) for name, bound in CACHE_BOUNDS.items()}
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(docs=st.lists(st.lists(pieces, max_size=60).map(" ".join), min_size=1, max_size=6))
+    def check(docs):
+        expected = [encode_reference(tok, d) for d in docs]
+        for name, t in bounded.items():
+            assert [g.tolist() for g in t.encode_ordinary_batch(docs)] == expected, name
+
+    check()
+
+
+@pytest.mark.parametrize("substrate", slow_after(SUBSTRATES, keep=1))
+def test_superbpe_ids_identical_for_every_cache_size(toks, real_sample, docs_rows, substrate):
+    """SuperBPE (stage 1 through the chunk cache, stage 2 across chunks): its twin's
+    ids with no cache, a sweeping one and the default."""
+    from ube_stream._reference import encode_superbpe_reference
+
+    sbpe = superbpe_from_plain(toks[substrate], [r["text"][:20000] for r in docs_rows[:30]])
+    texts = real_sample[::3]
+    expected = [encode_superbpe_reference(sbpe, t) for t in texts]
+    for name, bound in CACHE_BOUNDS.items():
+        tok = _bounded(sbpe, bound)
+        for _ in range(2):
+            assert [g.tolist() for g in tok.encode_ordinary_batch(texts)] == expected, name
+
+
+def test_sweeps_keep_the_frequent_chunks():
+    """A stream of one-off words with a few frequent ones among them, through a cache of
+    64 chunks: every sweep drops the one-offs and keeps the frequent words (they are
+    hit between sweeps), so each distinct chunk misses exactly once: a clear-when-full
+    cache would miss the frequent ones again after every clear.  Ids: tiktoken's."""
+    import tiktoken
+
+    from ube_stream.pretokenizer import resolve_pattern
+
+    ranks = openai_ranks("cl100k_base", limit=20000)
+    enc = tiktoken.Encoding("cl100k", pat_str=resolve_pattern("cl100k")[1], mergeable_ranks=ranks, special_tokens={})
+    tok = Tokenizer.from_tiktoken(ranks, "cl100k")
+    tok.set_cache(bytes=1 << 20, entries=64)
+    hot = [" the", " of", " and", " to", " in", " is", " for", " on", " with", " as"]
+    rng = random.Random(7)
+    once = set()
+    while len(once) < 3000:
+        once.add(" q" + "".join(rng.choice(LETTERS) for _ in range(rng.randint(4, 9))))
+    stream = []
+    for i, word in enumerate(sorted(once)):
+        stream += [word, hot[i % len(hot)]]
+    docs = ["".join(stream[i:i + 400]) for i in range(0, len(stream), 400)]
+    assert [g.tolist() for g in tok.encode_ordinary_batch(docs, num_threads=1)] == [enc.encode_ordinary(d)
+                                                                                     for d in docs]
+    (stats,) = [s for s in _slot_stats(tok) if s["misses"]]
+    assert stats["sweeps"] > 50 and stats["evicted"] > 2500
+    assert stats["misses"] == len(once) + len(hot)
+    assert stats["hits"] == len(stream) - stats["misses"]
+
+
+def test_cache_bound_is_checked():
+    tok = Tokenizer.from_tiktoken(openai_ranks("cl100k_base", limit=3000), "cl100k")
+    for bad in ({"bytes": -1}, {"bytes": 1 << 40}, {"bytes": 1 << 20, "entries": -2}):
+        with pytest.raises(ValueError, match="chunk cache takes bytes"):
+            tok.set_cache(**bad)

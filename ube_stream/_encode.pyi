@@ -12,6 +12,9 @@ import numpy.typing as npt
 
 _Err = Optional[npt.ArrayLike]  # None or int64[ERR_SIZE] (ube_stream.errors.err_buffer())
 
+DEFAULT_CACHE_BYTES: int  # each slot's chunk cache: 128 MiB (about a million chunks)
+MAX_CACHE_BYTES: int  # 16 GiB
+
 class Encoder:
     cache_entries: int
     cache_bytes: int
@@ -24,8 +27,8 @@ class Encoder:
         classes: npt.NDArray[np.uint8],  # gpt2_class_table(), 0x110000 entries
         *,
         num_slots: int = 1,  # chunk caches, one per concurrent thread
-        cache_entries: int = 1 << 16,
-        cache_bytes: int = 4 << 20,
+        cache_entries: int = -1,  # a cap on each cache's chunks (-1: only cache_bytes bounds them)
+        cache_bytes: int = ...,  # each cache's memory bound (DEFAULT_CACHE_BYTES; 0: no cache)
         split: int = 0,  # SPLIT_* of the inline pre-tokenizer (0 gpt2, 1 cl100k, 2 llama3, 3 o200k)
         slice_bytes: int = 1 << 20,  # inline split: bytes of a document split at a time (to a safe cut)
         id_map: Optional[npt.NDArray[np.uint32]] = None,  # model id of each internal id
@@ -40,7 +43,7 @@ class Encoder:
     def char_integrity(self) -> bool: ...
     @property
     def check_utf8(self) -> bool: ...
-    def cache_stats(self, slot: int = 0) -> dict: ...  # entries, bytes, hits, misses, clears
+    def cache_stats(self, slot: int = 0) -> dict: ...  # entries, bytes (held now), hits, misses, sweeps, evicted
     def encode_chunk_symbols(self, symbols: npt.NDArray[np.uint16]) -> npt.NDArray[np.uint32]: ...
     def encode_utf8(
         self,

@@ -294,9 +294,15 @@ class Tokenizer:
         return tok
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, trust_pattern: bool = False) -> "Tokenizer":
-        """Read and check a tokenizer file (format, version, fields, fingerprint); see :meth:`from_json`."""
-        return cls.from_json(file_format.read_text(path), source=os.fspath(path), trust_pattern=trust_pattern)
+    def load(cls, path: str | os.PathLike, *, trust_pattern: bool = False,
+             cache_bytes: Optional[int] = None) -> "Tokenizer":
+        """Read and check a tokenizer file (format, version, fields, fingerprint); see
+        :meth:`from_json`.  ``cache_bytes``: the memory bound of each encoding thread's
+        chunk cache (None: the default, ``Tokenizer.cache_bytes``; see :meth:`set_cache`)."""
+        tok = cls.from_json(file_format.read_text(path), source=os.fspath(path), trust_pattern=trust_pattern)
+        if cache_bytes is not None:
+            tok.set_cache(bytes=cache_bytes)
+        return tok
 
     # ------------------------------------------------------------------ exports
     def vocab(self) -> Dict[str, int]:
@@ -378,21 +384,26 @@ class Tokenizer:
     # twins live in _reference.py (encode_reference, decode_reference) and the
     # parity tests compare both.
 
-    #: chunk cache of each encoding thread: entries and key bytes (clear-when-full)
-    #: (a 20 MB multilingual corpus holds ~200k distinct cl100k chunks, 2.3 MB of them:
-    #: a cache that clears several times a pass loses its frequent chunks each time)
-    cache_entries = 1 << 18
-    cache_bytes = 8 << 20
+    #: memory bound of the chunk cache of each encoding thread, in bytes (128 MiB: about
+    #: a million chunks; 64 threads, 8 GiB); when full it keeps its most-hit chunks (see
+    #: :meth:`set_cache`).  ``cache_entries``: an optional cap on its chunks (None: none)
+    cache_bytes = _encode.DEFAULT_CACHE_BYTES
+    cache_entries: Optional[int] = None
     #: the kernel splits and encodes a document this many bytes (to the next safe cut)
     #: at a time, so a huge document needs memory for one slice of chunk ends, not for
     #: all of them (results never depend on it)
     slice_bytes = 1 << 20
 
-    def set_cache(self, *, entries: int = 1 << 18, bytes: int = 8 << 20) -> None:
-        """Bound the chunk cache of each encoding thread (results never depend on it)."""
-        if entries < 1 or bytes < 1:
-            raise ValueError(f"cache entries and bytes must be >= 1, got {entries}, {bytes}")
-        self.cache_entries, self.cache_bytes = int(entries), int(bytes)
+    def set_cache(self, *, bytes: int = _encode.DEFAULT_CACHE_BYTES, entries: Optional[int] = None) -> None:
+        """Bound the chunk cache of each encoding thread to ``bytes`` of memory (0: no
+        cache) and, optionally, ``entries`` chunks.  When full, the cache keeps the
+        chunks hit most since they were cached (their counts halved each time, so it
+        follows a corpus that drifts) and drops the rest.  Ids never depend on it;
+        the caches start empty again."""
+        if bytes < 0 or bytes > _encode.MAX_CACHE_BYTES or (entries is not None and entries < 0):
+            raise ValueError(f"the chunk cache takes bytes in 0..{_encode.MAX_CACHE_BYTES} (16 GiB) and "
+                             f"entries >= 0 or None, got bytes={bytes}, entries={entries}")
+        self.cache_bytes, self.cache_entries = int(bytes), None if entries is None else int(entries)
         self.__dict__.pop("_kernel_state", None)
 
     @property
@@ -441,7 +452,8 @@ class Tokenizer:
             encoder = _encode.Encoder(
                 merges, np.fromiter(self.merge_results[:k], dtype=np.uint32, count=k), self.base_size,
                 substrate_code(self.substrate), gpt2_class_table() if split == SPLIT_GPT2 else
-                tiktoken_class_table(), num_slots=num_slots, cache_entries=self.cache_entries,
+                tiktoken_class_table(), num_slots=num_slots,
+                cache_entries=-1 if self.cache_entries is None else self.cache_entries,
                 cache_bytes=self.cache_bytes, split=split,
                 id_map=self._id_map if self.superbpe is None else None, slice_bytes=self.slice_bytes,
                 char_integrity=self._encoder_char_integrity,
