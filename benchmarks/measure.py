@@ -7,8 +7,10 @@ describe the machine, and write one dated JSON file into `benchmarks/results/`.
 -water mark, so a peak between two polls is not missed), CPU seconds and the
 bytes it moved through read/write calls (`/proc/PID/io` `rchar`/`wchar`: files,
 pipes and sockets alike) and to or from the disk (`read_bytes`/`write_bytes`).
-The values of a process are those of its last poll (a process that lives
-under one interval is seen only through the totals).  Wall and CPU totals are
+The values of a process are the largest of its polls (a process that lives
+under one interval is seen only through the totals).  Linux adds a reaped
+child's I/O counters to its parent's, so the main process's `rchar`/`wchar`
+include those of the workers it has waited for: its own are the difference.  Wall and CPU totals are
 exact: `wait4` rusage of the whole tree.
 """
 import json
@@ -86,9 +88,13 @@ def run_measured(cmd, *, env=None, cwd=None, interval=0.1):
                 stack.extend(tree.get(pid, ()))
             for pid in pids:
                 sample = _sample(pid)
-                if sample is not None:
-                    sample["role"] = "main" if pid == proc.pid else "child"
-                    seen[pid] = sample
+                if sample is None:
+                    continue
+                sample["role"] = "main" if pid == proc.pid else "child"
+                known = seen.setdefault(pid, sample)
+                for key, value in sample.items():   # counters only grow; a zombie's status has no VmHWM
+                    if isinstance(value, (int, float)):
+                        known[key] = max(known.get(key, 0), value)
             done.wait(interval)
 
     watcher = threading.Thread(target=poll, daemon=True)
