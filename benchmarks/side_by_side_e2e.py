@@ -6,11 +6,12 @@ fresh process, `ube encode` against dolma's `tokens` command, datatrove's
     python benchmarks/make_large_corpus.py                       # once
     python benchmarks/side_by_side_e2e.py [--size 100MB] [--files 4] [--workers 1,2] [--repeat 5]
 
-The peers live in their own virtual environments (their pins clash with each
-other and with ube-stream's): `--dolma` (default /work/peers-venv/bin/dolma:
-`pip install dolma`) and `--peer-python` (default /work/peers-dt-venv/bin/python:
-`pip install datatrove gigatoken fastokens`); a tool whose program is missing
-is reported and left out.
+The peers live in their own virtual environments: dolma pins `tokenizers`
+<= 0.19.1, which clashes with datatrove's and transformers' needs, so
+`--dolma` names dolma's program in a venv of its own (`pip install dolma`) and
+`--peer-python` a Python with `pip install datatrove gigatoken fastokens
+tokenizers` (defaults in --help); a tool whose program is missing is reported
+and left out.
 
 The same work for every tool:
 - input: the first `--size` of text of the large corpus, cut into `--files`
@@ -63,6 +64,14 @@ import measure
 HERE = os.path.dirname(os.path.abspath(__file__))
 EOS = "<|endoftext|>"
 TOOLS = ("ube", "dolma", "datatrove", "plain")
+
+
+def default_program(variable, usual, name):
+    if os.environ.get(variable):
+        return os.environ[variable]
+    if os.path.exists(usual):
+        return usual
+    return (shutil.which(name) if name else sys.executable) or usual
 
 
 def split_input(prefix, files, folder):
@@ -244,8 +253,12 @@ def main(argv=None):
     parser.add_argument("--vocab-size", type=int, default=32768)
     parser.add_argument("--train-size", default="10MB", help="the tokenizer is trained on this prefix")
     parser.add_argument("--tools", default=",".join(TOOLS))
-    parser.add_argument("--dolma", default="/work/peers-venv/bin/dolma")
-    parser.add_argument("--peer-python", default="/work/peers-dt-venv/bin/python")
+    parser.add_argument("--dolma", default=default_program("UBE_BENCH_DOLMA", "/work/peers-venv/bin/dolma", "dolma"),
+                        help="dolma's program ($UBE_BENCH_DOLMA, else /work/peers-venv/bin/dolma, else PATH)")
+    parser.add_argument("--peer-python", default=default_program("UBE_BENCH_PEER_PYTHON",
+                                                                 "/work/peers-dt-venv/bin/python", None),
+                        help="a Python with datatrove, gigatoken, fastokens and tokenizers ($UBE_BENCH_PEER_PYTHON, "
+                             "else /work/peers-dt-venv/bin/python, else this Python)")
     parser.add_argument("--work-dir", default=os.path.join(HERE, "data", "e2e-work"))
     args = parser.parse_args(argv)
     if not os.path.exists(args.corpus):
@@ -336,7 +349,7 @@ def main(argv=None):
                         "peak_rss_mb_sum": round(sum(rss), 1), "processes": len(run["processes"]),
                         "output_mb": round(measure.dir_bytes(out) / 1e6, 3),
                     })
-                    print(f"round {round_no} {tool} x{workers}: {run['wall_s']:.2f} s wall, {run['cpu_s']:.2f} CPU s,"
+                    print(f"round {round_no} {tool} x{workers}: {run['wall_s']:.2f} s wall, {records[-1]['cpu_s']:.2f} CPU s,"
                           f" load {load:.2f}", file=sys.stderr)
                     if round_no == 0:
                         got = readers[tool](out, ids)
