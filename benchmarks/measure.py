@@ -68,11 +68,13 @@ def _sample(pid):
 
 
 def run_measured(cmd, *, env=None, cwd=None, interval=0.1):
-    """Run `cmd`; returns {wall_s, cpu_s, max_rss_mb, processes: [...], returncode, output_tail}.
+    """Run `cmd`; returns {wall_s, cpu_s, max_rss_mb, processes: [...], main_cpu_timeline, returncode,
+    output_tail}.
 
     `processes` lists the command's process (role "main") and every descendant
     seen (role "child"), with the values of their last poll."""
     seen = {}
+    timeline = []   # (seconds since start, main process CPU seconds) at every poll
     done = threading.Event()
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -91,6 +93,8 @@ def run_measured(cmd, *, env=None, cwd=None, interval=0.1):
                 if sample is None:
                     continue
                 sample["role"] = "main" if pid == proc.pid else "child"
+                if pid == proc.pid:
+                    timeline.append((round(time.perf_counter() - t0, 3), sample["cpu_s"]))
                 known = seen.setdefault(pid, sample)
                 for key, value in sample.items():   # counters only grow; a zombie's status has no VmHWM
                     if isinstance(value, (int, float)):
@@ -110,6 +114,7 @@ def run_measured(cmd, *, env=None, cwd=None, interval=0.1):
         "cpu_s": round(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, 4),
         "max_rss_mb": round(r1.ru_maxrss / 1024, 1),   # the largest process of all runs so far (Linux: KiB)
         "processes": [dict(pid=pid, **s) for pid, s in sorted(seen.items())],
+        "main_cpu_timeline": timeline,
         "output_tail": output.decode("utf-8", "replace")[-4000:],
     }
 
@@ -230,3 +235,9 @@ def parse_sizes(text):
         unit = next((u for u in units if value.endswith(u)), None)
         sizes.append(int(float(value[:-2]) * units[unit]) if unit else int(float(value.rstrip("B"))))
     return sizes
+
+
+def cpu_at(timeline, seconds):
+    """The main process's CPU seconds at `seconds` after its start (the last poll before)."""
+    before = [cpu for t, cpu in timeline if t <= seconds]
+    return before[-1] if before else 0.0

@@ -117,6 +117,9 @@ def main(argv=None):
                             "merges_s": float(phases.group(2)) if phases else None,
                             **process_costs(run),
                         }
+                        if phases:   # the driver's CPU when the merge phase began (it ends about when the run does)
+                            record["driver_counting_cpu_s"] = measure.cpu_at(
+                                run["main_cpu_timeline"], run["wall_s"] - float(phases.group(2)))
                         if task == "encode":
                             with open(os.path.join(out, "MANIFEST.json")) as f:
                                 manifest = json.load(f)
@@ -151,6 +154,7 @@ def summarize(records, sizes, worker_counts, tasks):
     med = lambda rs, key: None if any(r.get(key) is None for r in rs) else round(   # noqa: E731
         statistics.median(r[key] for r in rs), 3)
     keys = ["units", "wall_s", "cpu_s", "mb_per_s_wall", "mb_per_cpu_s", "counts_s", "merges_s", "driver_cpu_s",
+            "driver_counting_cpu_s",
             "workers_cpu_s", "driver_peak_rss_mb", "worker_peak_rss_mb", "driver_own_rchar_mb", "driver_own_wchar_mb",
             "workers_rchar_mb", "workers_wchar_mb", "workers_seen", "output_mb", "load_1min"]
     rows = []
@@ -184,8 +188,8 @@ def summarize(records, sizes, worker_counts, tasks):
         if r is None or not r["workers_seen"]:
             continue
         driver_s = r["driver_cpu_s"]
-        if task == "train" and r["merges_s"] is not None:
-            driver_s = max(driver_s - r["merges_s"], 0.0)   # the driver's share of the counting phase
+        if task == "train" and r.get("driver_counting_cpu_s") is not None:
+            driver_s = r["driver_counting_cpu_s"]   # the driver's share of the counting phase
         costs[task] = {
             "size_mb": largest, "workers": multi[0],
             "worker_cpu_s_per_mb": round(r["workers_cpu_s"] / largest, 5),
@@ -208,7 +212,8 @@ def summarize(records, sizes, worker_counts, tasks):
         "what": "speed-up at N workers on N idle cores over the same work done by one worker, from the CPU seconds "
                 "of the driver (D) and of all workers (W) at the largest size and the smallest worker count above 1: "
                 "low = (D + W) / (D + W/N) (the driver's work never overlaps the workers'), high = (D + W) / max(D, "
-                "W/N) (it always does); train: the counting phase only (D excludes the merge phase, which is serial); "
+                "W/N) (it always does); train: the counting phase only (D = the driver's CPU up to the start of the merge "
+                "phase, read from its CPU timeline; the merge phase is serial); "
                 "assumes workers share nothing (no common disk, page cache or memory-bandwidth limit)",
         "speedup": prediction,
     }
