@@ -18,8 +18,9 @@ benchmarks/results/ (`records`: one per run; `summary`: medians with units;
 `per_worker_costs` and `prediction`: the model docs/scaling.md uses).
 
 What "linear" means here: seconds per MB at each size divided by seconds per
-MB at the smallest size (1.0 = linear; the smallest size carries the fixed
-start-up cost, so larger sizes read below 1 until the per-MB cost dominates).
+MB at the smallest size, in wall time and in CPU time (1.0 = linear; the
+smallest size carries the fixed start-up cost, so larger sizes read below 1
+until the per-MB cost dominates; under load, trust the CPU column).
 Training's counting phase and merge phase come from `ube train`'s own summary
 line (`counts X s, merges Y s`), when it prints one.
 """
@@ -167,13 +168,14 @@ def summarize(records, sizes, worker_counts, tasks):
     for r in rows:
         base = by.get((r["task"], smallest, r["workers"]))
         r["s_per_mb_vs_smallest"] = round((r["wall_s"] / r["size_mb"]) / (base["wall_s"] / base["size_mb"]), 3)
+        r["cpu_s_per_mb_vs_smallest"] = round((r["cpu_s"] / r["size_mb"]) / (base["cpu_s"] / base["size_mb"]), 3)
         ref = by.get((r["task"], r["size_mb"], one))
         r["speedup_vs_1_worker"] = round(ref["wall_s"] / r["wall_s"], 3)
         if r["task"] == "train" and r["counts_s"] and ref["counts_s"]:
             r["counting_speedup_vs_1_worker"] = round(ref["counts_s"] / r["counts_s"], 3)
     columns = [("task", ""), ("size_mb", "MB"), ("workers", ""), ("units", ""), ("wall_s", "s"), ("cpu_s", "s"),
                ("mb_per_s_wall", "MB/s"), ("mb_per_cpu_s", "MB/CPU s"), ("speedup_vs_1_worker", "x"),
-               ("s_per_mb_vs_smallest", "x"), ("counts_s", "s"), ("merges_s", "s"),
+               ("s_per_mb_vs_smallest", "x"), ("cpu_s_per_mb_vs_smallest", "x"), ("counts_s", "s"), ("merges_s", "s"),
                ("driver_peak_rss_mb", "MB"), ("worker_peak_rss_mb", "MB"), ("driver_own_rchar_mb", "MB"),
                ("workers_rchar_mb", "MB"), ("workers_wchar_mb", "MB"), ("load_1min", "")]
     out = {"columns": [{"name": c, "unit": u} for c, u in columns],
