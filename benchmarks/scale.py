@@ -6,6 +6,7 @@ predict N workers.
     python benchmarks/make_large_corpus.py              # once: benchmarks/data/large/large.jsonl
     python benchmarks/scale.py [--sizes 10MB,100MB,1000MB] [--workers 1,2] [--repeat 5]
     python benchmarks/scale.py --workers 1,2,4,8,16     # the scaling curve, on a 16-core machine
+    python benchmarks/scale.py --input jsonl.zst        # each prefix as one compressed file
 
 Every run is a fresh `python -m ube_stream ...` process of this checkout
 (`ube train --substrate utf8 --vocab-size V`, then `ube encode` with one fixed
@@ -61,6 +62,19 @@ def process_costs(run):
     }
 
 
+def compressed(path):
+    """`path` + '.zst' (written once, then reused)."""
+    import zstandard
+
+    out = path + ".zst"
+    if not os.path.exists(out) or os.path.getmtime(out) < os.path.getmtime(path):
+        with open(path, "rb") as src, open(out + ".part", "wb") as dst:
+            zstandard.ZstdCompressor(level=3, write_content_size=True).copy_stream(src, dst,
+                                                                                size=os.path.getsize(path))
+        os.replace(out + ".part", out)
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", default=os.path.join(HERE, "data", "large", "large.jsonl"))
@@ -69,6 +83,9 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds; figures are medians")
     parser.add_argument("--vocab-size", type=int, default=32768)
     parser.add_argument("--tasks", default="train,encode", help="train, encode or both")
+    parser.add_argument("--input", choices=("jsonl", "jsonl.zst"), default="jsonl",
+                        help="encode/train each prefix as plain JSON Lines (default) or as one .jsonl.zst file "
+                             "(one zstd frame, level 3: today one work unit per compressed file)")
     parser.add_argument("--work-dir", default=os.path.join(HERE, "data", "scale-work"),
                         help="prefixes and the fixed tokenizer (kept); run outputs go to a temporary folder")
     args = parser.parse_args(argv)
@@ -81,6 +98,9 @@ def main(argv=None):
                          sys.argv[1:] if argv is None else argv)
     env = measure.ube_env()
     prefixes = {size: measure.cut_prefix(args.corpus, size, args.work_dir) for size in sizes}
+    if args.input == "jsonl.zst":
+        prefixes = {size: (compressed(path), text_bytes, documents)
+                    for size, (path, text_bytes, documents) in prefixes.items()}
     tokenizer = os.path.join(args.work_dir, f"utf8-{args.vocab_size}-{sizes[0] // 10**6}MB.json")
     if "encode" in tasks and not os.path.exists(tokenizer):
         train = measure.ube_cmd("train", prefixes[sizes[0]][0], "--substrate", "utf8", "--vocab-size",
@@ -107,7 +127,8 @@ def main(argv=None):
                         phases = PHASES.search(run["output_tail"]) if task == "train" else None
                         units = UNITS.search(run["output_tail"]) if task == "train" else None
                         record = {
-                            "task": task, "round": round_no, "size_mb": round(text_bytes / 1e6, 3),
+                            "task": task, "input": args.input, "round": round_no,
+                            "size_mb": round(text_bytes / 1e6, 3),
                             "documents": documents, "workers": workers, "load_1min": round(load, 2),
                             "wall_s": run["wall_s"], "cpu_s": run["cpu_s"],
                             "mb_per_s_wall": round(text_bytes / 1e6 / run["wall_s"], 2),
