@@ -59,7 +59,14 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers) -> None:
     """Add ``eval`` and ``compare`` to an argparse sub-parser collection."""
-    p = subparsers.add_parser("eval", help="token premium, Gini and wins of tokenizers on a parallel file")
+    p = subparsers.add_parser(
+        "eval", help="token premium, Gini and wins of tokenizers on a parallel file",
+        description="Evaluate tokenizers on a parallel file (the same messages in many languages: JSON Lines "
+                    "with lang, key, text and optionally script): per language the tokens per item and the token "
+                    "premium against --reference-lang, per tokenizer the Gini coefficient of the premiums, per "
+                    "pair the languages won, lost and tied, and the text that fits in a --context window. "
+                    "Without a script field each language's script is inferred from its text. Example: "
+                    "ube eval --tokenizer ube.json --tokenizer bbpe.json --plot plots/")
     from .options import add_tokenizer_options
 
     add_tokenizer_options(p, repeat=True)
@@ -68,7 +75,14 @@ def register(subparsers) -> None:
     _add_eval_options(p)
     p.set_defaults(func=_cmd_eval)
 
-    p = subparsers.add_parser("compare", help="train ube / utf8 / utf16 on one corpus and evaluate them")
+    p = subparsers.add_parser(
+        "compare", help="train ube / utf8 / utf16 on one corpus and evaluate them",
+        description="Train ube, utf8 (BBPE) and utf16 (BBPE16) tokenizers on the same corpus for each "
+                    "configuration (--vocab-size x --pattern [x --superbpe-transition]) and evaluate them as "
+                    "`ube eval` does, in two regimes: languages seen in training and languages unseen (withheld "
+                    "with --holdout-langs, or absent from the corpus). Prints the paper's table: Gini, tokens per "
+                    "item and wins against utf8, overall and per regime. Example: ube compare corpus.jsonl.zst "
+                    "--vocab-size 8000 32000 --out cmp/")
     p.add_argument("inputs", nargs="+", metavar="CORPUS", help="training corpus: files, directories or globs")
     p.add_argument("--vocab-size", type=positive_int, nargs="+", action="extend", default=None, metavar="N",
                    help="vocabulary sizes, e.g. --vocab-size 8000 32000 (an ablation; default 8000)")
@@ -98,7 +112,8 @@ def register(subparsers) -> None:
                        help="languages counted as seen in training (overrides --lang-field; trains on the "
                             "whole corpus)")
     split.add_argument("--no-split", action="store_true", help="no seen / unseen split")
-    p.add_argument("--min-frequency", type=int, default=2)
+    p.add_argument("--min-frequency", type=int, default=2,
+                   help="merge a pair only when it occurs at least this often")
     p.add_argument("--max-bytes", type=int, default=None, help="train on about this many bytes of the corpus")
     add_workers_option(p)
     p.add_argument("--out", default=None, metavar="DIR",

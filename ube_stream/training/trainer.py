@@ -34,7 +34,7 @@ import numpy as np
 from .. import _count, _merge, _route
 from .._faults import kill_point
 from .._version import __version__
-from ..errors import InvalidTextError, check_status, err_buffer
+from ..errors import InvalidTextError, OptionError, check_status, err_buffer
 from ..executors import get_executor
 from ..readers.batch import check_on_error
 from ..storage import atomic_write_json
@@ -306,9 +306,10 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     if len(set(special_tokens)) != len(special_tokens):
         raise ValueError(f"special tokens repeat: {special_tokens}")
     if vocab_size < n_base + len(special_tokens):
-        raise ValueError(
+        raise OptionError(
             f"vocab_size {vocab_size} is below the {n_base} base symbols of {substrate!r} plus "
-            f"{len(special_tokens)} special tokens; ask for at least {n_base + len(special_tokens)}")
+            f"{len(special_tokens)} special tokens; ask for at least {n_base + len(special_tokens)}",
+            option="vocab_size")
     if min_frequency < 1:
         raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
     if max_token_length is not None and max_token_length < 2:
@@ -582,8 +583,9 @@ def _check_superbpe(transition: Any, max_words: Any, *, vocab_size: int, n_base:
     if not isinstance(transition, (int, np.integer)) or isinstance(transition, bool):
         raise ValueError(f"superbpe_transition must be an int vocabulary size, got {transition!r}")
     if transition < n_base + n_special:
-        raise ValueError(f"superbpe_transition {transition} is below the {n_base} base symbols of {substrate!r} "
-                         f"plus {n_special} special tokens; ask for at least {n_base + n_special}")
+        raise OptionError(f"superbpe_transition {transition} is below the {n_base} base symbols of {substrate!r} "
+                          f"plus {n_special} special tokens; ask for at least {n_base + n_special}",
+                          option="superbpe_transition")
     if transition > vocab_size:
         raise ValueError(f"superbpe_transition {transition} is above vocab_size {vocab_size}; the transition is "
                          "the vocabulary size where stage 2 (superwords) starts, at most vocab_size")
