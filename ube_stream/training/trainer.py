@@ -481,10 +481,13 @@ def _run_count_tasks(tasks: List[Dict[str, Any]], *, runner, show_progress: bool
                      expected_rows: Optional[int]) -> List[CountRecord]:
     from ..progress import DocumentProgress
 
-    progress = DocumentProgress(desc="counting chunks", expected_rows=expected_rows, enabled=show_progress)
+    sampled = any(t["byte_budget"] is not None for t in tasks)   # a sample reads an unknown share of each unit
+    progress = DocumentProgress(desc="counting chunks", expected_rows=expected_rows, enabled=show_progress,
+                                units=None if sampled else [t["unit"] for t in tasks])
 
     def on_result(rec: CountRecord) -> None:
-        progress.add(documents=rec.documents, skipped=sum(rec.skips.values()), utf8_bytes=rec.bytes)
+        progress.add(documents=rec.documents, skipped=sum(rec.skips.values()), utf8_bytes=rec.bytes,
+                     unit_id=rec.unit_id)
 
     try:
         return runner.map(_count_unit_star, tasks, on_result=on_result)

@@ -354,10 +354,10 @@ def verify_shards(directory, *, tokenizer=None, workers: Optional[int] = None, s
                                      f"{tok.special_tokens.get(name)} in this tokenizer"))
     sources = _sources(manifest, report)
     tasks = _plan(directory, manifest, sources, sample, report)
-    weights = [sum(int(r["tokens"]) for r in t.shards) + 1 for t in tasks]
+    weights = [sum(int(r["documents"]) for r in t.shards) for t in tasks]   # documents, as every corpus pass counts
     results = run_tasks(unit_task, tasks, (directory, manifest, tok, max_examples),
                         workers=default_workers(workers, len(tasks)), desc="verify shards",
-                        show_progress=show_progress, weights=weights, unit="tok")
+                        show_progress=show_progress, weights=weights, unit="doc")
     for result in results:
         report.merge(result.report)
     _check_accounting(manifest, results, tasks, report)
