@@ -119,6 +119,10 @@ def test_datasets_is_an_optional_extra():
     assert not any(d.startswith("datasets") for d in project["dependencies"])
     assert any(d.startswith("datasets") for d in project["optional-dependencies"]["datasets"])
     assert any(d.startswith("datasets") for d in project["optional-dependencies"]["test"])
+    docs_extra = project["optional-dependencies"]["docs"]
+    with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
+        ci = f.read()
+    assert all(f'"{d}"' in ci for d in docs_extra)   # CI installs exactly the docs extra
 
 
 def test_save_to_disk_folders_are_read_without_datasets(tmp_path):
@@ -152,7 +156,7 @@ def test_kernels_build_in_parallel_by_default(monkeypatch):
 def test_ci_builds_the_docs_strictly():
     with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
         ci = f.read()
-    assert "mkdocs build --strict" in ci and ".[docs]" in ci
+    assert "mkdocs build --strict" in ci and "mkdocstrings[python]" in ci
     assert "render_results.py --check" in ci
 
 
@@ -184,3 +188,25 @@ def test_results_page_is_rendered_from_the_records(tmp_path):
     assert "## A made-up benchmark" in page and "| a | 12.50 |" in page and "- one note" in page
     assert "`python benchmarks/bench_x.py --mb 1`" in page
     assert "## Scripts without a record yet" in page and "`side_by_side_train.py`" in page
+
+
+# ---------------------------------------------------------------- fidelity stated exactly
+def test_char_integrity_is_not_scripts_left_to_right_rule():
+    """docs/training.md says --char-integrity merges any two pieces of one character,
+    unlike SCRIPT's left-to-right rule: here the most frequent pair is the last two
+    bytes of three different 3-byte characters (B8 AD in 中 U+4E2D, 席 U+5E2D, 渭 U+6E2D),
+    and it becomes a token of continuation bytes only."""
+    from ube_stream.training.trainer import train
+
+    text = "中席渭" * 50
+    assert [c.encode("utf-8")[1:] for c in "中席渭"] == [b"\xb8\xad"] * 3
+    tok = train(iter([text]), vocab_size=258, substrate="utf8", char_integrity=True, workers=1, show_progress=False,
+                special_tokens=())
+    assert tok.merges[0] == (0xB8, 0xAD)             # the first merge: no prefix of any character
+    assert tok.merges[1] == (0xE4, 256)              # then the pieces join into whole characters
+    with open(os.path.join(ROOT, "docs", "training.md"), encoding="utf-8") as f:
+        training = f.read()
+    assert "How it differs from SCRIPT" in training and "How this differs from Liu et al." in training
+    for difference in ("Stricter superword boundaries", "The word limit counts pattern chunks", "No `:Ġ` rule",
+                       "Stage-1 merges stay inside stage-1 chunks"):
+        assert difference in training
