@@ -206,7 +206,9 @@ class DocumentProgress:
         self.bar.update(documents)
 
     def close(self) -> None:
-        self.bar.refresh()   # the last frame shows the final counts (the summary's)
+        refresh = getattr(self.bar, "refresh", None)   # any bar-like object with update/set_postfix/close
+        if refresh is not None:
+            refresh()   # the last frame shows the final counts (the summary's)
         self.bar.close()
 
 
