@@ -146,3 +146,24 @@ def test_remote_failures_are_one_line(capsys, monkeypatch):
     assert line.startswith("cannot read hf://datasets/a/b: OfflineModeIsEnabled: Cannot reach")
     assert "HF_HUB_OFFLINE" in line and "\n" not in line
     assert remote_failure(KeyError("x"), ["s3://b/x"]) is None
+
+
+@pytest.mark.slow   # ~5 s: s3fs/botocore look for credentials before giving up
+def test_s3_without_credentials_is_one_line(tmp_path):
+    """A real `ube train s3://...` with no credentials anywhere: one line naming the
+    URL and the fix (was a 79-line traceback)."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("s3fs")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    run = subprocess.run([sys.executable, "-m", "ube_stream", "train", "s3://some-bucket/corpus.jsonl",
+                          "--vocab-size", "600", "-o", str(tmp_path / "t.json")],
+                         env=env, capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert run.returncode == 1
+    assert run.stderr.count("\n") == 1, run.stderr
+    assert run.stderr.startswith("ube train: error: cannot read s3://some-bucket/corpus.jsonl: NoCredentialsError")
+    assert "AWS_ACCESS_KEY_ID" in run.stderr
