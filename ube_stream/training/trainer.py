@@ -233,7 +233,7 @@ def _release_freed_memory() -> None:
     next starts, but glibc keeps freed blocks below its (self-raising) mmap
     threshold mapped, and Python objects come from arenas of their own, so
     without this the merge kernel's freed state stayed resident under the
-    tokenizer built after it, and the phases' peaks added up (README, Training)."""
+    tokenizer built after it, and the phases' peaks added up (docs/training.md)."""
     if not _LIBC_TRIM:
         trim = None
         if sys.platform.startswith("linux"):
@@ -272,10 +272,10 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     Pass a :class:`TrainSummary` as ``summary`` to receive the totals.
     ``char_integrity``: no merge creates a token holding part of one character
     and anything of another (every token is a strict part of one character or
-    a sequence of whole characters; README, Training semantics).
+    a sequence of whole characters; docs/training.md).
 
     ``superbpe_transition`` T (a vocabulary size, like ``vocab_size``): train
-    SuperBPE (README, SuperBPE): stage 1 is the training above up to T, i.e.
+    SuperBPE (docs/training.md, SuperBPE): stage 1 is the training above up to T, i.e.
     ``T - base - specials`` merges inside chunks; stage 2 continues to
     ``vocab_size`` over SuperBPE spans (runs of joinable chunks, counted in
     phase 1 beside the chunks), each span's chunks first encoded with the
