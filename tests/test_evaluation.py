@@ -627,3 +627,28 @@ def test_holdout_choice_default_and_errors():
         choose("xx", ["en", "hi"], ps, None, "en")
     with pytest.raises(ValueError, match="only 1 languages"):
         choose("3", ["en", "hi"], ps, None, "en")
+
+
+def test_context_plot_has_one_row_per_script(sample_eval, tmp_path):
+    """The context plot groups languages by script (it had one rotated label per
+    language): its rows, recomputed from the table, cover every language once."""
+    from ube_stream.evaluation.output import context_groups, plot_context_gain
+
+    tokenizers, _ = sample_eval
+    table = evaluate(tokenizers[:2], sample_paths()["parallel"], names=["ube", "utf8"], context=256)
+    groups = context_groups(table)
+    scripts = {r["lang"]: r["script"] for r in table["languages"]}
+    assert len(groups) == len(set(scripts.values())) < len(scripts) / 5
+    assert sorted(lang for g in groups for lang in g["langs"]) == sorted(scripts)
+    gains = table["context"]["gains"][0]["languages"]
+    for g in groups:
+        assert all(scripts[lang] == g["script"] for lang in g["langs"])
+        assert sorted(g["gains"]) == sorted(gains[lang] for lang in g["langs"])
+    medians = [float(np.median(g["gains"])) for g in groups]
+    assert medians == sorted(medians, reverse=True)
+    # 3-byte scripts gain room under UBE, Latin does not
+    by_script = {g["script"]: g for g in groups}
+    assert np.median(by_script["Deva"]["gains"]) > 0.2 > np.median(by_script["Latn"]["gains"])
+    pytest.importorskip("matplotlib")
+    plot_context_gain(table, tmp_path / "c.png")
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -9,7 +9,8 @@ from typing import Any, List, Optional
 
 from ..storage import atomic_open
 
-__all__ = ["format_table", "write_json", "write_csv", "plot_premiums", "script_groups", "tokenizer_labels"]
+__all__ = ["format_table", "write_json", "write_csv", "plot_premiums", "script_groups", "tokenizer_labels",
+           "plot_context_gain", "context_groups"]
 
 PLOT_HINT = 'pip install "ube-stream[plot]"'
 
@@ -268,6 +269,21 @@ def plot_premiums(table: dict, path, *, title: Optional[str] = None) -> None:
         fig.savefig(f, format="png")
 
 
+def context_groups(table: dict) -> List[dict]:
+    """The rows of :func:`plot_context_gain`: per script (``"?"`` without one) its
+    languages and the context gain of each of them for the first pair
+    (``gains``, fractions), sorted by the median gain, largest first."""
+    gains = table["context"]["gains"][0]["languages"]
+    scripts = {r["lang"]: r["script"] or "?" for r in table["languages"]}
+    groups: dict = {}
+    for lang, gain in gains.items():
+        g = groups.setdefault(scripts.get(lang, "?"), {"script": scripts.get(lang, "?"), "langs": [], "gains": []})
+        g["langs"].append(lang)
+        if gain is not None:
+            g["gains"].append(gain)
+    return sorted(groups.values(), key=lambda g: (-_quartiles(g["gains"] or [0.0])[1], g["script"]))
+
+
 def plot_context_gain(table: dict, path, *, title: Optional[str] = None) -> None:
     """PNG of the context-capacity gain (``table["context"]``: characters that fit
     in the window, ``A/B - 1``) grouped by script like :func:`plot_premiums`: one
@@ -283,15 +299,13 @@ def plot_context_gain(table: dict, path, *, title: Optional[str] = None) -> None
     if not context or not context["gains"] or not context["gains"][0]["languages"]:
         raise ValueError("nothing to plot: the table has no context capacities (evaluate with context=...)")
     gains = context["gains"]
-    scripts = {r["lang"]: r["script"] or "?" for r in table["languages"]}
-    by_script: dict = {}
-    for lang in gains[0]["languages"]:
-        by_script.setdefault(scripts.get(lang, "?"), []).append(lang)
+    groups = context_groups(table)
+    by_script = {g["script"]: g["langs"] for g in groups}
+    order = [g["script"] for g in groups]
 
     def values(gain: dict, langs: List[str]) -> List[float]:
         return [100 * gain["languages"][lang] for lang in langs if gain["languages"].get(lang) is not None]
 
-    order = sorted(by_script, key=lambda sc: (-_quartiles(values(gains[0], by_script[sc]) or [0.0])[1], sc))
     n_rows = len(order)
     fig = Figure(figsize=(9.0, 2.0 + 0.27 * n_rows), dpi=110)
     FigureCanvasAgg(fig)
