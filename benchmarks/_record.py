@@ -1,5 +1,5 @@
 """The one way a benchmark script leaves its result: a JSON record in
-``benchmarks/results/<script>.json`` that ``benchmarks/render_results.py``
+``benchmarks/records/<script>.json`` that ``benchmarks/render_results.py``
 turns into ``benchmarks/RESULTS.md``.
 
 A record holds what a reader needs to trust and repeat the figures: the
@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
+RECORDS = os.path.join(HERE, "records")
 
 
 def _commit():
@@ -29,7 +29,7 @@ def _commit():
 
 
 def write_record(script, *, title, columns, rows, notes=(), argv=None, results_dir=None):
-    """Write ``results/<script>.json`` (``script``: the file name without ``.py``);
+    """Write ``records/<script>.json`` (``script``: the file name without ``.py``);
     returns its path, or ``None`` when recording is off."""
     if os.environ.get("UBE_BENCH_NO_RECORD"):
         return None
@@ -46,7 +46,7 @@ def write_record(script, *, title, columns, rows, notes=(), argv=None, results_d
         "rows": [list(r) for r in rows],
         "notes": list(notes),
     }
-    folder = results_dir or RESULTS
+    folder = results_dir or RECORDS
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{script}.json")
     tmp = path + ".tmp"

@@ -178,7 +178,7 @@ def test_results_page_is_rendered_from_the_records(tmp_path):
         from _record import write_record
     finally:
         sys.path.pop(0)
-    assert render_results.main(["--check"]) == 0   # RESULTS.md is what benchmarks/results/ gives
+    assert render_results.main(["--check"]) == 0   # RESULTS.md is what benchmarks/records/ gives
     write_record("bench_x", title="A made-up benchmark", columns=["case", "MB/s"], rows=[["a", 12.5]],
                  notes=["one note"], argv=["--mb", "1"], results_dir=str(tmp_path))
     record = json.loads((tmp_path / "bench_x.json").read_text(encoding="utf-8"))
