@@ -8,12 +8,20 @@ and compiles with ``-O0 -g`` for debugging a kernel.  Switching between the
 two regenerates every module (``cython_src/.build-mode`` remembers the last
 one): Cython alone only looks at file times, so a normal build after a debug
 one would silently keep the bounds-checked modules.
+
+The build runs ``UBE_BUILD_JOBS`` jobs (default: every core) both in Cython's
+translation and in the C++ compiler (``build_ext --parallel``): the kernels are
+a dozen independent modules, so a pip install takes about the time of the
+largest one rather than their sum.
 """
 import glob
 import os
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+JOBS = int(os.environ.get("UBE_BUILD_JOBS", "0")) or os.cpu_count() or 1
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEBUG = os.environ.get("UBE_CYTHON_DEBUG", "") not in ("", "0")
@@ -62,8 +70,18 @@ def extensions():
         force=force,
         include_path=["cython_src"],
         compiler_directives=directives,
-        nthreads=int(os.environ.get("UBE_BUILD_JOBS", "0")) or None,
+        nthreads=JOBS if JOBS > 1 else None,
     )
 
 
-setup(ext_modules=extensions())
+class ParallelBuildExt(build_ext):
+    """``build_ext`` compiling the extension modules ``JOBS`` at a time unless
+    ``--parallel`` / ``-j`` says otherwise."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel and JOBS > 1:
+            self.parallel = JOBS
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": ParallelBuildExt})

@@ -69,11 +69,22 @@ def main(argv=None):
         arr_t, list_t = med[f"{what} (array -> {'str' if what == 'decode' else 'bytes'})"], \
             med[f"{what} (list -> {'str' if what == 'decode' else 'bytes'})"]
         print(f"  {what}: list speed / array speed = {arr_t / list_t:.2f}")
-    short_calls(tok, ids, args.repeat)
+    short = short_calls(tok, ids, args.repeat)
+    sys.path.insert(0, HERE)
+    from _record import write_record
+
+    write_record("decode_list_vs_array", title="Decode from a list vs from a uint32 array (cl100k, real text)",
+                 columns=["case", "ms (median CPU)", "MB/s", "us per call (best)"],
+                 rows=[(name, round(t * 1e3, 2), round(size / 1e6 / t), None) for name, t in med.items()]
+                 + [(f"one call, {n} ids, {k}", None, None, round(v, 2)) for n, best in short.items()
+                    for k, v in best.items()],
+                 notes=[f"{len(ids):,} ids, {size / 1e6:.1f} MB of text (tests/data/docs_sample.jsonl.zst repeated); "
+                        f"medians of {args.repeat} round-robin rounds; one-call rows: best of {args.repeat}"])
 
 
 def short_calls(tok, ids, repeat):
-    """Microseconds per ``decode_bytes`` call on a short list / array (and tiktoken's)."""
+    """Microseconds per ``decode_bytes`` call on a short list / array (and tiktoken's):
+    ``{n_ids: {"list": us, "array": us, "tiktoken list": us}}``."""
     import timeit
 
     import numpy as np
@@ -87,6 +98,7 @@ def short_calls(tok, ids, repeat):
     except ImportError:
         enc = None
     print("  one short call, us (best of %d):" % repeat)
+    results = {}
     for n in (1, 10, 100, 1000):
         short = ids[:n]
         arr = np.asarray(short, np.uint32)
@@ -98,6 +110,8 @@ def short_calls(tok, ids, repeat):
         number = max(200, 20_000 // n)
         best = {k: min(timeit.repeat(f, number=number, repeat=repeat)) / number * 1e6 for k, f in calls.items()}
         print(f"    {n:>5} ids: " + "  ".join(f"{k} {v:6.2f}" for k, v in best.items()))
+        results[n] = best
+    return results
 
 
 if __name__ == "__main__":

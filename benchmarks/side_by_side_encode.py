@@ -346,6 +346,15 @@ def main(argv=None):
     for vocab, label, name, fr, w1, w2, vs_giga, vs_tik, vs_twin in table:
         extra = f" (x {vs_twin} of the utf8 twin)" if vs_twin else ""
         print(f"| {vocab} | {label} | {name}{extra} | {fr:.1f} | {w1:.1f} | {w2:.1f} | {vs_giga} | {vs_tik} |")
+    from _record import write_record
+
+    write_record("side_by_side_encode", title="Encode throughput side by side (MB/s of UTF-8 input, one process)",
+                 columns=["vocabulary", "corpus", "encoder", "fresh 1 thread", "warm 1 thread", "warm 2 threads",
+                          "x gigatoken (fresh / warm)", "x tiktoken (warm)", "x utf8 twin (warm)"],
+                 rows=[(v, c, n, round(fr, 1), round(w1, 1), round(w2, 1), g or None, t or None, tw or None)
+                       for v, c, n, fr, w1, w2, g, t, tw in table],
+                 notes=[f"--repeat {args.repeat} interleaved rounds, medians; ids checked identical to ours on "
+                        f"the first {CHECK_DOCS} documents of each corpus before timing"])
 
 
 if __name__ == "__main__":

@@ -172,6 +172,17 @@ def report(runs, size):
         print(f"{name:<20}{r['wall']:>9.1f}{size / 1e6 / r['wall']:>8.1f}{r['peak_mib']:>10.0f}{r['delta_mib']:>8.0f}"
               f"{rt:>14}{rm:>13}{gt:>16}{gm:>15}")
     print()
+    from _record import write_record
+
+    write_record("side_by_side_train", title="Training side by side (one process per trainer, fresh)",
+                 columns=["trainer", "wall s", "MB/s", "peak MiB", "+MiB", "time / rustbpe", "memory / rustbpe",
+                          "time / gigatoken", "memory / gigatoken"],
+                 rows=[(name, round(r["wall"], 2), round(size / 1e6 / r["wall"], 2), round(r["peak_mib"]),
+                        round(r["delta_mib"]), *[round(a / b, 2) if b else None for a, b in (
+                            (r["wall"], base and base["wall"]), (r["peak_mib"], base and base["peak_mib"]),
+                            (r["wall"], giga and giga["wall"]), (r["peak_mib"], giga and giga["peak_mib"]))])
+                       for name, r in results.items()],
+                 notes=[f"{size / 1e6:.1f} MB of text; medians over the runs of each trainer"])
 
 
 if __name__ == "__main__":

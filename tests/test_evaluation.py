@@ -247,10 +247,13 @@ def test_cli_eval_end_to_end(sample_eval, tmp_path, capsys):
     # context capacity at the default window, in the table, the JSON and the CSV
     assert "context capacity, 2048 tokens" in out and table["context"]["window"] == 2048
     assert int(rows[1]["ube_context_chars"]) == table["languages"][1]["tokenizers"]["ube"]["context_chars"]
-    if plot:
-        for png in (outputs["png"], str(tmp_path / "out-context.png")):
-            with open(png, "rb") as f:
-                assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    written = [line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("wrote ")]
+    pngs = [str(tmp_path / "out-premiums.png"), str(tmp_path / "out-context.png")] if plot else []
+    assert written == [outputs["json"], outputs["csv"], *pngs]   # every file written, and only those
+    for png in pngs:
+        with open(png, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert not os.path.exists(outputs["png"])
 
 
 def test_plot_groups_by_script_and_ratios_match_the_table(sample_eval, tmp_path):
@@ -319,10 +322,10 @@ def test_cli_compare_regimes(tmp_path, capsys):
                     "--out", str(out_dir), "--max-rows", "3"])
     assert code == 0
     out = capsys.readouterr().out
-    assert "configurations (the paper's table)" in out and "vs utf8 W/L/T" in out
+    assert "configurations (the paper's table" in out and "vs utf8 W/L/T" in out
     result = json.loads((out_dir / "compare.json").read_text(encoding="utf-8"))
-    assert sorted(result["vocab_sizes"]) == ["560", "600"]
-    table = result["vocab_sizes"]["600"]
+    assert sorted(result["configurations"]) == ["gpt2/560", "gpt2/600"]   # one layout for one or many patterns
+    table = result["configurations"]["gpt2/600"]
     assert table["tokenizers"] == ["ube", "utf8", "utf16"]
     groups = {r["lang"]: r["group"] for r in table["languages"]}
     assert groups == {"en": "seen", "zh": "seen", "hi": "unseen"}
@@ -455,7 +458,7 @@ def test_cli_compare_several_configurations(tmp_path, capsys, monkeypatch):
     assert os.listdir(tempfile_dir) == []
     out = capsys.readouterr().out
     lines = out[out.index("configurations (the paper's table)"):].splitlines()
-    rows = [line.split() for line in lines[2:] if line.strip()]
+    rows = [line.split() for line in lines[2:] if line.strip() and not line.startswith(("(", "wrote "))]
     assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
         (p, v, "-", s) for p in ("gpt2", "script") for v in ("560", "600") for s in ("ube", "utf8")]
     result = json.loads((out_dir / "compare.json").read_text(encoding="utf-8"))
@@ -466,7 +469,7 @@ def test_cli_compare_several_configurations(tmp_path, capsys, monkeypatch):
     ube_row = next(r for r in rows if r[:4] == ["script", "600", "-", "ube"])
     pair = next(p for p in table["pairs"] if (p["a"], p["b"]) == ("ube", "utf8"))
     assert float(ube_row[4]) == pytest.approx(table["summary"]["ube"]["gini"], abs=1e-4)
-    assert ube_row[-1] == f"{pair['won']}/{pair['lost']}/{pair['tied']}"
+    assert ube_row[-3] == f"{pair['won']}/{pair['lost']}/{pair['tied']}"
     assert (out_dir / "ube-script-600.json").exists() and (out_dir / "compare-script-600.csv").exists()
     # a tokenizer from reused tables is the one a standalone training gives
     alone = train([corpus], vocab_size=600, substrate="utf8", pattern="script", workers=1, show_progress=False,
@@ -495,7 +498,7 @@ def test_cli_compare_superbpe_configurations(tmp_path, capsys, monkeypatch):
     assert counted == [(False, 1), (None, 0), (True, 1), (None, 0), (None, 0), (None, 0)]
     out = capsys.readouterr().out
     lines = out[out.index("configurations (the paper's table)"):].splitlines()
-    rows = [line.split() for line in lines[2:] if line.strip()]
+    rows = [line.split() for line in lines[2:] if line.strip() and not line.startswith(("(", "wrote "))]
     assert [(r[1], r[2], r[3]) for r in rows] == [
         ("600", t, s) for t in ("-", "570", "560") for s in ("ube", "utf8")]    # 0.95 x 600 = 570
     result = json.loads((out_dir / "compare.json").read_text(encoding="utf-8"))
@@ -506,3 +509,146 @@ def test_cli_compare_superbpe_configurations(tmp_path, capsys, monkeypatch):
     for bad in ("1.5", "0", "x"):
         with pytest.raises(SystemExit):
             run_cli(["compare", corpus, "--superbpe-transition", bad, "-q"])
+
+
+# ---------------------------------------------------------------- issue 28: scripts, plots, both regimes
+def test_scripts_inferred_agree_with_the_sample_labels(tmp_path):
+    """Without a script field each language's main script comes from the Unicode
+    Script property of its text; on the bundled sample (which has the field: the
+    independent truth) it agrees for every language but the Chinese ones, where the
+    labels say Hans/Hant and the Script property can only say Han."""
+    labelled = read_parallel(sample_paths()["parallel"])
+    rows = read_rows(sample_paths()["parallel"])
+    path = write_lines(tmp_path / "p.jsonl", [json.dumps({k: v for k, v in r.items() if k != "script"},
+                                                         ensure_ascii=False) for r in rows])
+    inferred = read_parallel(path)
+    assert set(inferred.script_source.values()) == {"inferred"} and set(labelled.script_source.values()) == {"field"}
+    differ = {lang: (labelled.scripts[lang], inferred.scripts[lang]) for lang in labelled.languages
+              if labelled.scripts[lang] != inferred.scripts[lang]}
+    assert all(field in ("Hans", "Hant") and guess == "Hani" for field, guess in differ.values()), differ
+    assert len(differ) <= 6 and len(set(inferred.scripts.values())) >= 40
+    # Chinese keeps its default key (an inferred Han says nothing about Simplified or Traditional)
+    assert language_groups(inferred, ["zh-CN"])["zh"] == "seen"
+
+
+def test_eval_without_script_field_plots_one_row_per_script(tmp_path, sample_eval, capsys):
+    from ube_stream.evaluation.output import script_groups
+
+    tokenizers, _ = sample_eval
+    rows = read_rows(sample_paths()["parallel"])
+    keep = {"en", "hi", "ru", "th", "am", "ar", "ja"}
+    path = write_lines(tmp_path / "p.jsonl", [json.dumps({k: v for k, v in r.items() if k != "script"},
+                                                         ensure_ascii=False) for r in rows if r["lang"] in keep])
+    table = evaluate(tokenizers[:2], path, names=["ube", "utf8"], context=256)
+    assert sorted(g["script"] for g in script_groups(table)) == ["Arab", "Cyrl", "Deva", "Ethi", "Jpan", "Latn", "Thai"]
+    assert table["script_source"]["hi"] == "inferred" and "Script" in table["script_inference"]
+    assert "scripts of 7 languages inferred" in format_table(table)
+    files = []
+    for tok in tokenizers[:2]:
+        files += ["--tokenizer", str(tmp_path / f"{tok.substrate}.json")]
+        tok.save(files[-1])
+    pytest.importorskip("matplotlib")
+    plots = tmp_path / "plots"
+    assert run_cli(["eval", *files, "--parallel", path, "--plot", f"{plots}/", "--context", "256"]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {plots / 'premiums.png'}" in out and f"wrote {plots / 'context.png'}" in out
+    assert sorted(os.listdir(plots)) == ["context.png", "premiums.png"]
+
+
+def test_plot_paths_prefix_or_folder(tmp_path):
+    assert _cli_eval.plot_paths(str(tmp_path / "cmp.png")) == {
+        "premiums": str(tmp_path / "cmp-premiums.png"), "context": str(tmp_path / "cmp-context.png")}
+    assert _cli_eval.plot_paths(str(tmp_path), "gpt2-8000") == {
+        "premiums": str(tmp_path / "gpt2-8000-premiums.png"), "context": str(tmp_path / "gpt2-8000-context.png")}
+
+
+def _regime_corpus(tmp_path):
+    docs = ([{"lang": "en", "text": "the quick brown fox jumps over the lazy dog"}] * 30
+            + [{"lang": "hi", "text": "नमस्ते दुनिया, यह एक परीक्षण है"}] * 10
+            + [{"lang": "zh", "text": "你好世界，这是一个测试"}] * 10)
+    return write_lines(tmp_path / "train.jsonl", [json.dumps(d, ensure_ascii=False) for d in docs])
+
+
+@pytest.mark.slow   # two trainings per case
+@pytest.mark.parametrize("holdout", [None, "zh", "0"])
+def test_compare_measures_both_regimes(tmp_path, capsys, holdout):
+    """Every evaluated language is in the corpus: by default a third of them is
+    withheld from training so that the unseen group is not empty; the withheld
+    language's documents are not trained on (its tokens are no merges of it)."""
+    corpus = _regime_corpus(tmp_path)
+    plain = write_lines(tmp_path / "more.txt", ["a plain text line without a language"] * 3)
+    argv = ["compare", corpus, plain, "--parallel", sample_paths()["parallel"], "--vocab-size", "600",
+            "--substrates", "ube", "utf8", "--workers", "1", "--eval-langs", "hi", "zh", "--max-rows", "0",
+            "--context", "64", "--json", str(tmp_path / "c.json"), "--out", str(tmp_path / "out")]
+    assert run_cli(argv + ([] if holdout is None else ["--holdout-langs", holdout])) == 0
+    captured = capsys.readouterr()
+    assert "1 of 2 inputs have no 'lang' field" in captured.err and "more.txt" in captured.err
+    result = json.loads((tmp_path / "c.json").read_text(encoding="utf-8"))
+    regime = result["regime"]
+    table = result["configurations"]["gpt2/600"]
+    groups = table["summary"]["ube"]["groups"]
+    if holdout == "0":
+        assert regime["holdout_langs"] == [] and "unseen" not in groups
+        return
+    withheld = regime["holdout_langs"]
+    assert len(withheld) == 1 and (holdout is None or withheld == ["zh"])
+    assert regime["documents"] == {"kept": 43, "withheld": 10}
+    rows = {r["lang"]: r for r in table["languages"]}
+    assert rows[withheld[0]]["group"] == "unseen" and rows["en"]["group"] == "seen"
+    for name in ("ube", "utf8"):
+        assert set(table["summary"][name]["groups"]) == {"seen", "unseen"}
+        assert table["summary"][name]["groups"]["unseen"]["mean_tokens"] > 0
+    line = next(line for line in captured.out.splitlines() if line.startswith("gpt2") and " ube " in line)
+    unseen = table["summary"]["ube"]["groups"]["unseen"]
+    assert f"{unseen['gini']:.4f}" in line and f"{unseen['mean_tokens']:.2f}" in line
+    pair = table["pairs"][0]["groups"]["unseen"]
+    assert line.split()[-1] == f"{pair['won']}/{pair['lost']}/{pair['tied']}"
+    # the withheld language was not trained on: its training sentence costs the no-merge
+    # floor (one token per base symbol), the seen one far less
+    from ube_stream.substrate import floor_cost
+
+    tok = Tokenizer.load(tmp_path / "out" / "ube-600.json")
+    sentences = {"hi": "नमस्ते दुनिया, यह एक परीक्षण है", "zh": "你好世界，这是一个测试"}
+    unseen_text = sentences[withheld[0]]
+    seen_text = sentences[({"hi", "zh"} - set(withheld)).pop()]
+    assert len(tok.encode_ordinary(unseen_text)) == floor_cost(unseen_text, "ube")
+    assert len(tok.encode_ordinary(seen_text)) < floor_cost(seen_text, "ube") / 2
+
+
+def test_holdout_choice_default_and_errors():
+    ps = read_parallel(sample_paths()["parallel"])
+    choose = _cli_eval._holdout_choice
+    assert choose(None, ["en", "hi", "zh"], ps, ["hi", "zh"], "en")[0] in (["hi"], ["zh"])
+    # unseen languages already evaluated: nothing withheld by default
+    assert choose(None, ["en", "hi"], ps, None, "en")[0] == []
+    assert choose("2", ["en", "hi", "zh", "th"], ps, None, "en")[0] == choose("2", ["th", "zh", "hi", "en"], ps, None,
+                                                                              "en")[0]
+    with pytest.raises(ValueError, match="--holdout-langs: xx is not a language of the corpus"):
+        choose("xx", ["en", "hi"], ps, None, "en")
+    with pytest.raises(ValueError, match="only 1 languages"):
+        choose("3", ["en", "hi"], ps, None, "en")
+
+
+def test_context_plot_has_one_row_per_script(sample_eval, tmp_path):
+    """The context plot groups languages by script (it had one rotated label per
+    language): its rows, recomputed from the table, cover every language once."""
+    from ube_stream.evaluation.output import context_groups, plot_context_gain
+
+    tokenizers, _ = sample_eval
+    table = evaluate(tokenizers[:2], sample_paths()["parallel"], names=["ube", "utf8"], context=256)
+    groups = context_groups(table)
+    scripts = {r["lang"]: r["script"] for r in table["languages"]}
+    assert len(groups) == len(set(scripts.values())) < len(scripts) / 5
+    assert sorted(lang for g in groups for lang in g["langs"]) == sorted(scripts)
+    gains = table["context"]["gains"][0]["languages"]
+    for g in groups:
+        assert all(scripts[lang] == g["script"] for lang in g["langs"])
+        assert sorted(g["gains"]) == sorted(gains[lang] for lang in g["langs"])
+    medians = [float(np.median(g["gains"])) for g in groups]
+    assert medians == sorted(medians, reverse=True)
+    # 3-byte scripts gain room under UBE, Latin does not
+    by_script = {g["script"]: g for g in groups}
+    assert np.median(by_script["Deva"]["gains"]) > 0.2 > np.median(by_script["Latn"]["gains"])
+    pytest.importorskip("matplotlib")
+    plot_context_gain(table, tmp_path / "c.png")
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -127,7 +127,7 @@ def test_skipped_files_in_summary_manifest_and_training_metadata(tmp_path, texts
     (root / ".hidden.jsonl").write_text('{"text": "x"}\n', encoding="utf-8")
     expected = [{"path": str(root / ".hidden.jsonl"), "reason": "hidden name (starts with '.' or '_')"},
                 {"path": str(root / "notes.md"),
-                 "reason": "format not recognised from the name or the content (pass format= to read it)"}]
+                 "reason": "format not recognised from the name or the content (choose one with --format / format=)"}]
     summary = EncodeSummary()
     manifest = encode_corpus(str(root), tokenizer=tok, output=str(tmp_path / "out"), workers=1, summary=summary,
                              show_progress=False)

@@ -629,7 +629,7 @@ def test_directory_walk_lists_every_skipped_file_with_its_reason(tmp_path, docs)
     assert [os.path.basename(s.path) for s in sources] == ["a.jsonl", "b_no_suffix"]
     assert list(iter_texts(str(root))) == docs[:9]
     hidden = "hidden name (starts with '.' or '_')"
-    unknown = "format not recognised from the name or the content (pass format= to read it)"
+    unknown = "format not recognised from the name or the content (choose one with --format / format=)"
     assert skipped == sorted([SkippedFile(str(root / ".DS_Store"), hidden),
                               SkippedFile(str(root / "README.md"), unknown),
                               SkippedFile(str(root / "_tmp") + "/", hidden),

@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 
 __all__ = [
     "UbeError",
+    "OptionError",
     "InvalidTextError",
     "SymbolDecodeError",
     "SpecialTokenError",
@@ -31,7 +32,49 @@ __all__ = [
 
 
 class UbeError(Exception):
-    """Base class of every ube-stream error."""
+    """Base class of every ube-stream error.
+
+    Structured fields every error may carry, so that each front end words the
+    same advice in its own terms (the ``ube`` command line names flags, Python
+    callers keywords):
+
+    ``option``
+        the keyword argument of the call the error is about (``"format"``,
+        ``"split"``, ``"vocab_size"``); the message names it in Python terms
+        (``format=``, ``split='train'``, ``vocab_size``) and the command line
+        renders it as its flag (``--format``, ``--split train``, ``--vocab-size``).
+    ``api_hint``
+        advice that only applies to Python callers (e.g. how to pass texts
+        held in memory); ``str(error)`` ends with it, the command line leaves
+        it out.
+    """
+
+    option: Optional[str] = None
+    api_hint: Optional[str] = None
+
+    def __init__(self, *args: object, option: Optional[str] = None, api_hint: Optional[str] = None):
+        super().__init__(*args)
+        if option is not None:
+            self.option = option
+        if api_hint is not None:
+            self.api_hint = api_hint
+
+    @property
+    def message(self) -> str:
+        """The message without :attr:`api_hint`."""
+        return super().__str__()
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return f"{text} {self.api_hint}" if self.api_hint else text
+
+
+class OptionError(UbeError, ValueError):
+    """An option of a call with a value it cannot take (``option``: its keyword,
+    e.g. ``vocab_size 300 is below the 513 ...`` with ``option="vocab_size"``)."""
+
+    def __init__(self, message: str, *, option: Optional[str] = None, api_hint: Optional[str] = None):
+        super().__init__(message, option=option, api_hint=api_hint)
 
 
 class InvalidTextError(UbeError, ValueError):
@@ -104,8 +147,9 @@ class InputError(UbeError, ValueError):
     compression.  ``path`` and ``row`` (or ``offset``) say where."""
 
     def __init__(self, message: str, *, path: str | None = None, row: int | None = None,
-                 offset: int | None = None, reason: str = "bad_input"):
-        super().__init__(message)
+                 offset: int | None = None, reason: str = "bad_input", option: str | None = None,
+                 api_hint: str | None = None):
+        super().__init__(message, option=option, api_hint=api_hint)
         self.path = path
         self.row = row
         self.offset = offset

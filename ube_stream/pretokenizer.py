@@ -732,7 +732,7 @@ def span_class_table() -> np.ndarray:
 def span_ends(data: BytesLike, chunk_ends: np.ndarray, start: int = 0,
               doc_chunk_offsets: Optional[np.ndarray] = None) -> np.ndarray:
     """SuperBPE spans of the chunks ``data[start:chunk_ends[0]], ...`` (rule v1:
-    README, SuperBPE): the exclusive end chunk index of each span, so span ``s``
+    docs/training.md, SuperBPE): the exclusive end chunk index of each span, so span ``s``
     is chunks ``result[s - 1]..result[s] - 1``.  Spans never cross the document
     boundaries of ``doc_chunk_offsets`` (as :func:`chunk_bounds_batch` returns it).
 

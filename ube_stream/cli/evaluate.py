@@ -24,7 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .options import add_format_options, add_workers_option, positive_int
 
@@ -44,8 +44,11 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
                         "tags); compared by primary subtag (and script for Chinese) when not exact")
     p.add_argument("--json", default=None, metavar="OUT", help="write the whole table as JSON")
     p.add_argument("--csv", default=None, metavar="OUT", help="write one row per language as CSV")
-    p.add_argument("--plot", default=None, metavar="OUT.png",
-                   help='plot premiums per language, and the context gain as OUT-context.png '
+    p.add_argument("--plot", default=None, metavar="PREFIX|DIR/",
+                   help="write the plots (PNG, grouped by script): PREFIX-premiums.png and PREFIX-context.png "
+                        "(a trailing .png is dropped from PREFIX), or premiums.png and context.png inside DIR "
+                        "(a path ending in / or an existing folder); compare adds the configuration "
+                        "(PREFIX-8000-premiums.png); every file written is printed "
                         '(needs matplotlib: pip install "ube-stream[plot]")')
     p.add_argument("--max-rows", type=int, default=None, metavar="N",
                    help="print at most N language rows (all by default)")
@@ -56,7 +59,14 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers) -> None:
     """Add ``eval`` and ``compare`` to an argparse sub-parser collection."""
-    p = subparsers.add_parser("eval", help="token premium, Gini and wins of tokenizers on a parallel file")
+    p = subparsers.add_parser(
+        "eval", help="token premium, Gini and wins of tokenizers on a parallel file",
+        description="Evaluate tokenizers on a parallel file (the same messages in many languages: JSON Lines "
+                    "with lang, key, text and optionally script): per language the tokens per item and the token "
+                    "premium against --reference-lang, per tokenizer the Gini coefficient of the premiums, per "
+                    "pair the languages won, lost and tied, and the text that fits in a --context window. "
+                    "Without a script field each language's script is inferred from its text. Example: "
+                    "ube eval --tokenizer ube.json --tokenizer bbpe.json --plot plots/")
     from .options import add_tokenizer_options
 
     add_tokenizer_options(p, repeat=True)
@@ -65,7 +75,14 @@ def register(subparsers) -> None:
     _add_eval_options(p)
     p.set_defaults(func=_cmd_eval)
 
-    p = subparsers.add_parser("compare", help="train ube / utf8 / utf16 on one corpus and evaluate them")
+    p = subparsers.add_parser(
+        "compare", help="train ube / utf8 / utf16 on one corpus and evaluate them",
+        description="Train ube, utf8 (BBPE) and utf16 (BBPE16) tokenizers on the same corpus for each "
+                    "configuration (--vocab-size x --pattern [x --superbpe-transition]) and evaluate them as "
+                    "`ube eval` does, in two regimes: languages seen in training and languages unseen (withheld "
+                    "with --holdout-langs, or absent from the corpus). Prints the paper's table: Gini, tokens per "
+                    "item and wins against utf8, overall and per regime. Example: ube compare corpus.jsonl.zst "
+                    "--vocab-size 8000 32000 --out cmp/")
     p.add_argument("inputs", nargs="+", metavar="CORPUS", help="training corpus: files, directories or globs")
     p.add_argument("--vocab-size", type=positive_int, nargs="+", action="extend", default=None, metavar="N",
                    help="vocabulary sizes, e.g. --vocab-size 8000 32000 (an ablation; default 8000)")
@@ -85,10 +102,18 @@ def register(subparsers) -> None:
                    help="corpus field naming each document's language, for the seen/unseen split "
                         "(default: lang; ignored when --seen-langs is given)")
     split = p.add_mutually_exclusive_group()
+    split.add_argument("--holdout-langs", default=None, metavar="N|TAGS",
+                       help="withhold languages of the corpus (--lang-field) from training so that both regimes "
+                            "are measured in one run: seen (trained on) and unseen (withheld). N: that many of "
+                            "the corpus's evaluated languages, in a fixed order; TAGS: these (comma-separated); "
+                            "0: none. Default: a third of them when every evaluated language is in the corpus "
+                            "(else none: the unseen group is already there)")
     split.add_argument("--seen-langs", nargs="+", default=None, metavar="TAGS",
-                       help="languages counted as seen in training (overrides --lang-field)")
+                       help="languages counted as seen in training (overrides --lang-field; trains on the "
+                            "whole corpus)")
     split.add_argument("--no-split", action="store_true", help="no seen / unseen split")
-    p.add_argument("--min-frequency", type=int, default=2)
+    p.add_argument("--min-frequency", type=int, default=2,
+                   help="merge a pair only when it occurs at least this often")
     p.add_argument("--max-bytes", type=int, default=None, help="train on about this many bytes of the corpus")
     add_workers_option(p)
     p.add_argument("--out", default=None, metavar="DIR",
@@ -124,19 +149,51 @@ def _parallel_path(args) -> str:
     return sample_paths()["parallel"]
 
 
+def plot_paths(plot: str, label: Optional[str] = None) -> Dict[str, str]:
+    """The files ``--plot PLOT`` names: ``{"premiums": ..., "context": ...}``.
+
+    A folder (``DIR/`` or an existing directory) holds ``premiums.png`` and
+    ``context.png``; anything else is a prefix (a trailing ``.png`` dropped).
+    ``label`` (a compare configuration, e.g. ``8000``) comes before the kind.
+
+    >>> plot_paths("cmp.png", "8000")["premiums"], plot_paths("plots/")["context"]
+    ('cmp-8000-premiums.png', 'plots/context.png')
+    """
+    tail = f"{label}-" if label else ""
+    if plot.endswith(("/", os.sep)) or os.path.isdir(plot):
+        return {kind: os.path.join(plot, f"{tail}{kind}.png") for kind in ("premiums", "context")}
+    prefix = plot[:-4] if plot.lower().endswith(".png") else plot
+    return {kind: f"{prefix}-{tail}{kind}.png" for kind in ("premiums", "context")}
+
+
 def _write_outputs(table: dict, *, json_path: Optional[str], csv_path: Optional[str],
-                   plot_path: Optional[str], title: Optional[str] = None) -> None:
+                   plot: Optional[Dict[str, str]], title: Optional[str] = None) -> List[str]:
+    """Write what was asked; returns the files written, in order."""
     from ..evaluation.output import plot_context_gain
     from ..evaluation.parallel_text import plot_premiums, write_csv, write_json
 
+    written = []
     if json_path:
         write_json(table, json_path)
+        written.append(json_path)
     if csv_path:
         write_csv(table, csv_path)
-    if plot_path:
-        plot_premiums(table, plot_path, title=title)
-        if table.get("context", {}).get("gains"):   # its own panel: <plot>-context.png
-            plot_context_gain(table, _suffixed(plot_path, "-context"))
+        written.append(csv_path)
+    if plot:
+        folder = os.path.dirname(plot["premiums"])
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        plot_premiums(table, plot["premiums"], title=title)
+        written.append(plot["premiums"])
+        if table.get("context", {}).get("gains"):
+            plot_context_gain(table, plot["context"])
+            written.append(plot["context"])
+    return written
+
+
+def _print_written(paths: List[str]) -> None:
+    for path in paths:
+        print(f"wrote {path}")
 
 
 def _plot_missing(args, command: str) -> bool:
@@ -166,7 +223,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                      eval_langs=read_language_list(args.eval_langs),
                      seen_langs=read_language_list(args.seen_langs), context=args.context)
     sys.stdout.write(format_table(table, max_rows=args.max_rows))
-    _write_outputs(table, json_path=args.json, csv_path=args.csv, plot_path=args.plot)
+    _print_written(_write_outputs(table, json_path=args.json, csv_path=args.csv,
+                                  plot=plot_paths(args.plot) if args.plot else None))
     return 0
 
 
@@ -177,30 +235,95 @@ def _configuration(pattern: str, vocab: int, multi_pattern: bool, transition: Op
     return label if transition is None else f"{label}+superbpe{transition}"
 
 
+def _wlt(pair: Optional[dict], name: str, group: Optional[str] = None) -> str:
+    """``won/lost/tied`` of ``name`` against the other side of ``pair`` (in a group)."""
+    if pair is None:
+        return "-"
+    counts = pair if group is None else pair["groups"].get(group)
+    if counts is None:
+        return "-"
+    won, lost = (counts["won"], counts["lost"]) if pair["a"] == name else (counts["lost"], counts["won"])
+    return f"{won}/{lost}/{counts['tied']}"
+
+
 def _paper_lines(results: dict) -> List[str]:
-    """The paper's table: per configuration and substrate, Gini, mean tokens per item,
-    English tokens, and wins/losses against BBPE (utf8) of the same configuration."""
+    """The paper's table: per configuration and substrate, Gini (all, seen, unseen),
+    mean tokens per item (all, seen, unseen), English tokens, and wins/losses/ties
+    against BBPE (utf8) of the same configuration (all, seen, unseen)."""
     lines = [f"{'pattern':<10} {'vocab':>7} {'superbpe':>8} {'tokenizer':<10} {'Gini':>7} {'Gini seen':>9} "
-             f"{'Gini unseen':>11} {'tok/item':>8} {'en tokens':>10} {'vs utf8 W/L/T':>14}"]
+             f"{'Gini unseen':>11} {'tok/item':>8} {'tok seen':>8} {'tok unseen':>10} {'en tokens':>10} "
+             f"{'vs utf8 W/L/T':>14} {'seen W/L/T':>11} {'unseen W/L/T':>12}"]
     for (pattern, vocab, transition), table in results.items():
         for name in table["tokenizers"]:
             s = table["summary"][name]
-            groups = s["groups"]
-            seen = f"{groups['seen']['gini']:.4f}" if "seen" in groups else "-"
-            unseen = f"{groups['unseen']['gini']:.4f}" if "unseen" in groups else "-"
-            vs = "-"
-            for p in table["pairs"]:
-                if {p["a"], p["b"]} == {name, "utf8"}:
-                    won, lost = (p["won"], p["lost"]) if p["a"] == name else (p["lost"], p["won"])
-                    vs = f"{won}/{lost}/{p['tied']}"
+            group = _group_value(s["groups"])
+            pair = next((p for p in table["pairs"] if {p["a"], p["b"]} == {name, "utf8"} and name != "utf8"), None)
             sbpe = "-" if transition is None else str(transition)
-            lines.append(f"{pattern:<10} {vocab:>7} {sbpe:>8} {name:<10} {s['gini']:>7.4f} {seen:>9} {unseen:>11} "
-                         f"{s['mean_tokens']:>8.2f} {s['english_tokens']:>10} {vs:>14}")
+            lines.append(f"{pattern:<10} {vocab:>7} {sbpe:>8} {name:<10} {s['gini']:>7.4f} "
+                         f"{group('seen', 'gini', 4):>9} {group('unseen', 'gini', 4):>11} "
+                         f"{s['mean_tokens']:>8.2f} {group('seen', 'mean_tokens', 2):>8} "
+                         f"{group('unseen', 'mean_tokens', 2):>10} {s['english_tokens']:>10} "
+                         f"{_wlt(pair, name):>14} {_wlt(pair, name, 'seen'):>11} {_wlt(pair, name, 'unseen'):>12}")
     return lines
 
 
+def _group_value(groups: dict):
+    def value(g: str, field: str, digits: int) -> str:
+        return f"{groups[g][field]:.{digits}f}" if g in groups and field in groups[g] else "-"
+    return value
+
+
+HOLDOUT_SHARE = 3   # the default holdout: a third of the corpus's languages
+
+
+def _holdout_choice(spec: Optional[str], corpus_langs: Optional[List[str]], parallel, eval_langs,
+                    reference: str) -> Tuple[List[str], str]:
+    """The languages to withhold from training and why: ``--holdout-langs N``
+    (the first N of the corpus's evaluated languages in a fixed hashed order),
+    ``--holdout-langs TAGS``, or by default a third of them when no evaluated
+    language would otherwise be unseen (``0`` withholds none)."""
+    import hashlib
+
+    from ..evaluation.metrics import language_key
+    from ..evaluation.parallel_text import read_language_list, select_languages
+
+    evaluated = {language_key(lang) for lang in select_languages(parallel, eval_langs, reference=reference).languages}
+    ref_key = language_key(reference)
+    candidates = [lang for lang in (corpus_langs or [])
+                  if language_key(lang) in evaluated and language_key(lang) != ref_key]
+    candidates = list(dict.fromkeys(candidates))
+    ordered = sorted(candidates, key=lambda t: hashlib.sha256(t.encode("utf-8")).hexdigest())
+    if spec is not None and not spec.strip().isdigit():
+        tags = read_language_list([spec]) or []
+        known = {language_key(t) for t in corpus_langs or []}
+        missing = [t for t in tags if language_key(t) not in known]
+        if corpus_langs is not None and missing:
+            raise ValueError(f"--holdout-langs: {', '.join(missing)} is not a language of the corpus "
+                             f"(it has {', '.join(corpus_langs[:20])}{', ...' if len(corpus_langs) > 20 else ''})")
+        return tags, "--holdout-langs"
+    if corpus_langs is None:
+        return [], "no language field"
+    if spec is not None:
+        n = int(spec)
+        if n > len(ordered):
+            raise ValueError(f"--holdout-langs {n}: the corpus has only {len(ordered)} languages that are "
+                             "evaluated too (other than the reference)")
+        return ordered[:n], f"--holdout-langs {n}"
+    unseen_left = evaluated - {language_key(lang) for lang in corpus_langs}
+    if unseen_left or len(ordered) < 2:
+        return [], "default: unseen languages already evaluated"
+    n = max(1, len(ordered) // HOLDOUT_SHARE)
+    return ordered[:n], f"default: a third of the corpus's evaluated languages ({n} of {len(ordered)})"
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from ..evaluation.parallel_text import corpus_languages, read_language_list, read_parallel
+    from ..evaluation.parallel_text import (
+        corpus_languages,
+        read_language_list,
+        read_parallel,
+        unlabelled_inputs,
+        withhold_languages,
+    )
 
     if _plot_missing(args, "compare"):
         return 1
@@ -209,27 +332,38 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if s not in _SUBSTRATES:
             raise ValueError(f"--substrates: unknown substrate {s!r}; choose from {', '.join(_SUBSTRATES)}")
     vocab_sizes = sorted(set(args.vocab_size or [8000]))
-    if args.no_split:
-        seen = None
-    elif args.seen_langs:
-        seen = read_language_list(args.seen_langs)
-    else:
-        seen = corpus_languages(args.inputs, field=args.lang_field, format=args.format, split=args.split)
-        if seen is None:
-            print(f"ube compare: the corpus has no {args.lang_field!r} field: no seen/unseen split "
-                  "(pass --seen-langs to get one)", file=sys.stderr)
-    if seen is not None and not args.quiet:
-        print(f"seen languages (from {'--seen-langs' if args.seen_langs else 'the corpus'}): "
-              f"{', '.join(seen)}", file=sys.stderr)
     parallel = read_parallel(_parallel_path(args))
     eval_langs = read_language_list(args.eval_langs)
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
     from ..pretokenizer import resolve_pattern
 
     patterns = list(dict.fromkeys(args.pattern or ["gpt2"]))
     for pattern in patterns:
         resolve_pattern(pattern)   # an unknown name fails before any training
+    corpus_langs = None if args.seen_langs else corpus_languages(args.inputs, field=args.lang_field,
+                                                                 format=args.format, split=args.split)
+    if not args.seen_langs:
+        lacking = unlabelled_inputs(args.inputs, field=args.lang_field, format=args.format, split=args.split)
+        if lacking and not args.quiet:
+            print(f"ube compare: {len(lacking)} of {len(args.inputs)} inputs have no {args.lang_field!r} field "
+                  f"({', '.join(map(str, lacking[:3]))}{', ...' if len(lacking) > 3 else ''}): their documents "
+                  "train every tokenizer and name no language"
+                  + ("" if corpus_langs else "; no seen/unseen split (pass --seen-langs to get one)"),
+                  file=sys.stderr)
+    holdout: List[str] = []
+    why = "--no-split" if args.no_split else "--seen-langs" if args.seen_langs else ""
+    if not args.no_split and not args.seen_langs:
+        holdout, why = _holdout_choice(args.holdout_langs, corpus_langs, parallel, eval_langs, args.reference_lang)
+    if args.no_split:
+        seen = None
+    elif args.seen_langs:
+        seen = read_language_list(args.seen_langs)
+    else:
+        from ..evaluation.metrics import language_key
+
+        withheld = {language_key(t) for t in holdout}
+        seen = None if corpus_langs is None else [t for t in corpus_langs if language_key(t) not in withheld]
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
     multi_pattern = len(patterns) > 1
     transitions = list(dict.fromkeys(args.superbpe_transition or []))
     results: dict = {}
@@ -238,18 +372,32 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     # each such key keeps its tables in its own work directory, counted once
     work_root = tempfile.mkdtemp(prefix="ube-compare-")
     try:
-        _compare_all(args, patterns, transitions, vocab_sizes, substrates, parallel, eval_langs, seen,
-                     multi_pattern, results, work_root)
+        inputs, column, fmt = args.inputs, args.column, args.format
+        regime: Dict[str, Any] = {"holdout_langs": holdout, "holdout_reason": why, "seen_langs": seen}
+        if holdout:
+            inputs, column, fmt = [os.path.join(work_root, "train-without-holdout.jsonl")], "text", "jsonl"
+            regime["documents"] = withhold_languages(args.inputs, inputs[0], holdout, field=args.lang_field,
+                                                     column=args.column, format=args.format, split=args.split)
+        if not args.quiet:
+            if seen is not None:
+                print(f"seen languages (trained on): {', '.join(seen)}", file=sys.stderr)
+            if holdout:
+                print(f"withheld from training ({why}; unseen): {', '.join(holdout)} - "
+                      f"{regime['documents']['withheld']:,} documents", file=sys.stderr)
+        _compare_all(args, inputs, column, fmt, patterns, transitions, vocab_sizes, substrates, parallel,
+                     eval_langs, seen, multi_pattern, results, work_root)
     finally:
         shutil.rmtree(work_root, ignore_errors=True)
     print("== configurations (the paper's table) ==")
     print("\n".join(_paper_lines(results)))
-    _write_compare_outputs(args, results, multi_pattern)
+    print("(seen: languages trained on; unseen: withheld or absent; each group's Gini includes the reference. "
+          "W/L/T: languages where the tokenizer needs fewer / more / the same tokens as utf8)")
+    _print_written(_write_compare_outputs(args, results, multi_pattern, regime))
     return 0
 
 
-def _compare_all(args, patterns, transitions, vocab_sizes, substrates, parallel, eval_langs, seen,
-                 multi_pattern: bool, results: dict, work_root: str) -> None:
+def _compare_all(args, inputs, column, fmt, patterns, transitions, vocab_sizes, substrates, parallel, eval_langs,
+                 seen, multi_pattern: bool, results: dict, work_root: str) -> None:
     from ..evaluation.parallel_text import evaluate, format_table
     from ..training.trainer import train
 
@@ -262,8 +410,8 @@ def _compare_all(args, patterns, transitions, vocab_sizes, substrates, parallel,
                 superbpe = {} if transition is None else dict(superbpe_transition=transition,
                                                              superbpe_max_words=args.superbpe_max_words)
                 work_dir = os.path.join(work_root, f"p{patterns.index(pattern)}-{'spans' if superbpe else 'chunks'}")
-                tok = train(args.inputs, vocab_size=vocab, substrate=substrate, pattern=pattern,
-                            column=args.column, format=args.format, split=args.split,
+                tok = train(inputs, vocab_size=vocab, substrate=substrate, pattern=pattern,
+                            column=column, format=fmt, split=args.split if fmt == args.format else None,
                             min_frequency=args.min_frequency, max_bytes=args.max_bytes, workers=args.workers,
                             show_progress=not args.quiet, work_dir=work_dir, keep_work=True, **superbpe)
                 if args.out:
@@ -282,31 +430,34 @@ def _compare_all(args, patterns, transitions, vocab_sizes, substrates, parallel,
             print()
 
 
-def _write_compare_outputs(args, results: dict, multi_pattern: bool) -> None:
+def _write_compare_outputs(args, results: dict, multi_pattern: bool, regime: dict) -> List[str]:
+    """CSV and plots per configuration, then ``compare.json``: always
+    ``{"regime": {...}, "configurations": {"gpt2/8000": table, ...}}``."""
     from ..evaluation.parallel_text import write_json
 
+    written: List[str] = []
     single = len(results) == 1
     for (pattern, vocab, transition), table in results.items():
         label = _configuration(pattern, vocab, multi_pattern, transition).replace("/", "-")
         suffix = "" if single else f"-{label}"
-        _write_outputs(table, json_path=None,
-                       csv_path=_suffixed(args.csv, suffix) or (args.out and os.path.join(args.out, f"compare-{label}.csv")),
-                       plot_path=_suffixed(args.plot, suffix), title=f"Token premium per language, vocab {vocab}")
+        title = f"Token premium per language, vocab {vocab}"
+        plot = plot_paths(args.plot, None if single else label) if args.plot else None
+        written += _write_outputs(table, json_path=None,
+                                  csv_path=_suffixed(args.csv, suffix) or (args.out and os.path.join(args.out, f"compare-{label}.csv")),
+                                  plot=plot, title=title)
         if args.out and not args.plot:
             try:
-                _write_outputs(table, json_path=None, csv_path=None,
-                               plot_path=os.path.join(args.out, f"compare-{label}.png"),
-                               title=f"Token premium per language, vocab {vocab}")
+                written += _write_outputs(table, json_path=None, csv_path=None,
+                                          plot=plot_paths(os.path.join(args.out, "compare"), label), title=title)
             except ImportError:
                 pass  # the plot in --out is a bonus; --plot asks for it explicitly
-    if not multi_pattern and all(t is None for _, _, t in results):
-        combined: dict = {"vocab_sizes": {str(v): table for (_, v, _), table in results.items()}}
-    else:
-        combined = {"configurations": {_configuration(p, v, True, t): table for (p, v, t), table in results.items()}}
-    if args.json:
-        write_json(combined, args.json)
-    if args.out:
-        write_json(combined, os.path.join(args.out, "compare.json"))
+    combined = {"regime": regime,
+                "configurations": {_configuration(p, v, True, t): table for (p, v, t), table in results.items()}}
+    for path in (args.json, args.out and os.path.join(args.out, "compare.json")):
+        if path:
+            write_json(combined, path)
+            written.append(path)
+    return written
 
 
 def _suffixed(path: Optional[str], suffix: str) -> Optional[str]:

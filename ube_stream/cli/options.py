@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from typing import Sequence
 
 INPUTS_HELP = ("files, directories, globs or URLs (s3://, gs://, hf://, ...): Parquet, Arrow IPC/Feather, JSONL "
                "(.jsonl/.ndjson/.json), text (plain, .zst or .gz), HF datasets save_to_disk directories (a "
@@ -120,6 +121,80 @@ def in_flag_terms(message: str) -> str:
     for pattern, flag in _FLAGS:
         message = re.sub(pattern, flag, message)
     return message
+
+
+def _flag(option: str) -> str:
+    return "--" + option.replace("_", "-")
+
+
+def render_error(exc: BaseException, argv: Sequence[str] = ()) -> str:
+    """The one-line message of ``exc`` on the command line: a library error's
+    :attr:`~ube_stream.errors.UbeError.option` named by its flag
+    (``vocab_size`` -> ``--vocab-size``, ``split='train'`` -> ``--split train``,
+    ``format=`` -> ``--format``), its Python-only ``api_hint`` left out, then
+    :func:`in_flag_terms`; a failure to reach a remote path (:func:`remote_failure`)
+    as one line naming the URL and the fix.
+
+    >>> from ube_stream.errors import OptionError
+    >>> print(render_error(OptionError("vocab_size 300 is below 513; pass vocab_size=513", option="vocab_size")))
+    --vocab-size 300 is below 513; pass --vocab-size 513
+    """
+    from ..errors import UbeError
+
+    if not isinstance(exc, UbeError):
+        remote = remote_failure(exc, argv)
+        if remote is not None:
+            return remote
+        return in_flag_terms(str(exc))
+    message = exc.message
+    if exc.option:
+        flag = _flag(exc.option)
+        name = re.escape(exc.option)
+        message = re.sub(rf"\b{name}=(?:'([^']*)'|\"([^\"]*)\"|(\w+))",
+                         lambda m: f"{flag} {m.group(1) or m.group(2) or m.group(3)}", message)
+        message = re.sub(rf"\b{name}=(?=[\s,;.)]|$)", flag, message)
+        if "_" in exc.option:   # an identifier (vocab_size) is never a plain word (split, format)
+            message = re.sub(rf"(?<![\w-]){name}\b", flag, message)
+    return in_flag_terms(message)
+
+
+# exception modules of the remote file systems, and what fixes each
+_REMOTE_FIXES = (
+    (("botocore", "s3fs", "aiobotocore"),
+     "set credentials for it (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or ~/.aws/credentials; "
+     "AWS_ENDPOINT_URL for another S3 service)"),
+    (("gcsfs", "google"), "set credentials for it (GOOGLE_APPLICATION_CREDENTIALS, or `gcloud auth application-default "
+                          "login`)"),
+    (("huggingface_hub", "requests", "urllib3", "httpx"),
+     "check the network and the repository name (HF_TOKEN for a private or gated one; HF_HUB_OFFLINE=1 reads "
+     "only what is cached)"),
+    (("aiohttp", "fsspec", "adlfs", "azure"), "check the network, the address and its credentials"),
+)
+
+
+def remote_failure(exc: BaseException, argv: Sequence[str] = ()) -> str | None:
+    """One line for a failure of a remote file system (no credentials, no network,
+    hub offline): what failed, the URL(s) of the command line, and the fix;
+    ``None`` when ``exc`` (or its cause) does not come from one.
+
+    >>> class NoCredentialsError(Exception): pass
+    >>> NoCredentialsError.__module__ = "botocore.exceptions"
+    >>> print(remote_failure(NoCredentialsError("Unable to locate credentials"), ["encode", "s3://b/x.jsonl"]))
+    cannot read s3://b/x.jsonl: NoCredentialsError: Unable to locate credentials; set credentials for it (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or ~/.aws/credentials; AWS_ENDPOINT_URL for another S3 service)
+    """
+    seen = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        module = type(cause).__module__.split(".")[0]
+        for modules, fix in _REMOTE_FIXES:
+            if module in modules:
+                urls = [a for a in argv if "://" in a] or ["the remote path"]
+                first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+                detail = f"{type(cause).__name__}: {first}" if first else type(cause).__name__
+                return f"cannot read {', '.join(urls)}: {detail[:300]}; {fix}"
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 TOKENIZER_HELP = ("tokenizer: an ube-stream tokenizer file, a HF tokenizer.json or a folder holding one, a tiktoken "

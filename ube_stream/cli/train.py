@@ -47,22 +47,32 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     """Add the ``train`` and ``demo`` sub-commands."""
-    p = sub.add_parser("train", help="train a UBE / BBPE / BBPE16 tokenizer on a corpus")
+    p = sub.add_parser(
+        "train", help="train a UBE / BBPE / BBPE16 tokenizer on a corpus",
+        description="Train a byte-level BPE tokenizer on a corpus and write it as one JSON file. The substrate "
+                    "is the alphabet merges start from: ube (512 symbols: UTF-8 bytes for characters of 1-2 "
+                    "bytes, UTF-16 code units otherwise; the paper's UBE), utf8 (256 bytes: BBPE, as GPT-2) or "
+                    "utf16 (BBPE16). Pass 1 counts the pre-tokenized chunks of the corpus on every core "
+                    "(kept in --work-dir, so an interrupted run resumes); pass 2 learns the merges. Example: "
+                    "ube train corpus.jsonl.zst --vocab-size 32000 -o ube-32k.json")
     add_input_options(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars or summary")
     p.add_argument("--vocab-size", type=int, required=True,
                    help="base symbols (512 ube, 256 utf8/utf16) + merges + special tokens")
-    p.add_argument("--substrate", choices=("ube", "utf8", "utf16"), default="ube")
+    p.add_argument("--substrate", choices=("ube", "utf8", "utf16"), default="ube",
+                   help="the base alphabet: ube (the paper's UBE), utf8 (BBPE) or utf16 (BBPE16)")
     p.add_argument("--pattern", default="gpt2", metavar="P",
                    help="pre-tokenization: gpt2 (default), cl100k, o200k, llama3, script (Land & Arnett's SCRIPT: "
                         "splits at Unicode script and category boundaries) or a custom regex marked regex:EXPR")
     p.add_argument("--special-token", action="append", metavar="TOK",
                    help="a special token (repeat; replaces the default <|endoftext|>)")
-    p.add_argument("--min-frequency", type=int, default=2)
+    p.add_argument("--min-frequency", type=int, default=2,
+                   help="merge a pair only when it occurs at least this often")
     p.add_argument("--max-token-length", type=int, default=None, help="longest token, in base symbols")
     p.add_argument("--char-integrity", action="store_true",
-                   help="no merge creates a token holding part of one character and anything of another "
-                        "(every token is part of one character or whole characters)")
+                   help="no merge creates a token holding part of one character and anything of another: every "
+                        "token is whole characters or pieces of one character (any two pieces of it, not only "
+                        "left to right as in SCRIPT; see docs/training.md)")
     p.add_argument("--superbpe-transition", type=int, default=None, metavar="T",
                    help="train SuperBPE: ordinary BPE inside chunks up to vocabulary size T, then superword "
                         "merges across the chunks of a span (runs of word chunks: letters/marks with spaces "
@@ -81,7 +91,7 @@ def register(sub) -> None:
     p = sub.add_parser("demo", help="the whole job on the bundled sample: train ube/utf8/utf16, encode to shards, "
                                     "verify, evaluate on ~350 languages, print the table, write the plot")
     p.add_argument("--out", default="ube-demo", help="output directory (default: ube-demo)")
-    p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--vocab-size", type=int, default=8000, help="vocabulary size of each of the three tokenizers")
     add_workers_option(p)
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plot (needs matplotlib)")
     p.add_argument("--max-rows", type=int, default=40, help="language rows shown in the table (default 40)")

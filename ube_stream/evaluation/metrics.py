@@ -223,7 +223,8 @@ def evaluation_table(token_counts: Mapping[str, KeyTotals], *, characters: KeyTo
                         "tokenizers": {name: {"tokens", "mean_tokens", "premium",
                                               "floor", "floor_mean"}}}, ...],
          "summary": {name: {"gini", "mean_tokens", "mean_premium", "english_tokens",
-                            "languages", "groups": {group: {"gini", "mean_premium", "languages"}}}},
+                            "languages", "groups": {group: {"gini", "mean_premium", "mean_tokens",
+                                                               "languages"}}}},
          "pairs": [{"a", "b", "won", "lost", "tied", "groups": {group: {...}},
                     "outcomes": {lang: "won"|"lost"|"tied"}}]}
 
@@ -271,8 +272,9 @@ def evaluation_table(token_counts: Mapping[str, KeyTotals], *, characters: KeyTo
         for g in group_names:
             members = [lang for lang in prem if groups.get(lang) == g or lang == ref]
             values = [prem[lang] for lang in members]
+            group_means = [r["tokenizers"][name]["mean_tokens"] for r in rows if r["lang"] in members]
             per_group[g] = {"gini": gini(values), "mean_premium": sum(values) / len(values),
-                            "languages": len(members)}
+                            "mean_tokens": sum(group_means) / len(group_means), "languages": len(members)}
         summary[name] = {
             "gini": gini(prem.values()),
             "mean_tokens": sum(means) / len(means),

@@ -9,7 +9,8 @@ from typing import Any, List, Optional
 
 from ..storage import atomic_open
 
-__all__ = ["format_table", "write_json", "write_csv", "plot_premiums", "script_groups", "tokenizer_labels"]
+__all__ = ["format_table", "write_json", "write_csv", "plot_premiums", "script_groups", "tokenizer_labels",
+           "plot_context_gain", "context_groups"]
 
 PLOT_HINT = 'pip install "ube-stream[plot]"'
 
@@ -46,6 +47,10 @@ def format_table(table: dict, *, max_rows: Optional[int] = None) -> str:
         lines.append(line)
     if len(shown) < len(rows):
         lines.append(f"... {len(rows) - len(shown)} more languages (see the JSON / CSV output)")
+    inferred = sum(1 for source in table.get("script_source", {}).values() if source == "inferred")
+    if inferred:
+        lines.append(f"scripts of {inferred} languages inferred from their text (no 'script' field): "
+                     f"{table.get('script_inference', '')}")
     lines.append("")
     ref = table["reference"]
     lines.append(f"{'tokenizer':<16} {'languages':>9} {'Gini':>7} {'mean prem':>9} {'tok/item':>8} "
@@ -55,8 +60,9 @@ def format_table(table: dict, *, max_rows: Optional[int] = None) -> str:
         lines.append(f"{n:<16} {s['languages']:>9} {s['gini']:>7.4f} {s['mean_premium']:>9.3f} "
                      f"{s['mean_tokens']:>8.2f} {s['english_tokens']:>12}")
         for g, gs in sorted(s["groups"].items()):
+            mean_tokens = f"{gs['mean_tokens']:>8.2f}" if "mean_tokens" in gs else ""
             lines.append(f"  {g + f' (+{ref})':<14} {gs['languages']:>9} {gs['gini']:>7.4f} "
-                         f"{gs['mean_premium']:>9.3f}")
+                         f"{gs['mean_premium']:>9.3f} {mean_tokens}".rstrip())
     for p in table["pairs"]:
         line = f"{p['a']} vs {p['b']}: won {p['won']}, lost {p['lost']}, tied {p['tied']}"
         for g, c in sorted(p["groups"].items()):
@@ -119,7 +125,7 @@ SCRIPT_NAMES = {
     "Adlm": "Adlam", "Arab": "Arabic", "Armn": "Armenian", "Beng": "Bengali", "Cakm": "Chakma",
     "Cans": "Canadian Syllabics", "Cher": "Cherokee", "Copt": "Coptic", "Cyrl": "Cyrillic", "Deva": "Devanagari",
     "Ethi": "Ethiopic", "Geor": "Georgian", "Grek": "Greek", "Gujr": "Gujarati", "Guru": "Gurmukhi",
-    "Hans": "Han (Simplified)", "Hant": "Han (Traditional)", "Hebr": "Hebrew", "Hmnp": "Nyiakeng Puachue Hmong",
+    "Hang": "Hangul", "Hani": "Han", "Hans": "Han (Simplified)", "Hant": "Han (Traditional)", "Hebr": "Hebrew", "Hmnp": "Nyiakeng Puachue Hmong",
     "Jpan": "Japanese", "Khmr": "Khmer", "Knda": "Kannada", "Kore": "Korean", "Laoo": "Lao", "Latn": "Latin",
     "Mlym": "Malayalam", "Mymr": "Myanmar", "Nkoo": "N'Ko", "Olck": "Ol Chiki", "Orya": "Odia", "Osge": "Osage",
     "Sinh": "Sinhala", "Sunu": "Sunuwar", "Syrc": "Syriac", "Taml": "Tamil", "Telu": "Telugu", "Tfng": "Tifinagh",
@@ -247,7 +253,9 @@ def plot_premiums(table: dict, path, *, title: Optional[str] = None) -> None:
     pairs = [p for p in table.get("pairs", []) if p["a"] == names[0]]
     score = "; ".join(f"{labels[p['a']]} vs {labels[p['b']]}: fewer tokens in {p['won']}, more in {p['lost']}, "
                       f"tied {p['tied']} of {p['won'] + p['lost'] + p['tied']} languages" for p in pairs)
-    fig.suptitle((title or "Token premium by script") + (f"\n{score}" if score else ""), fontsize=11)
+    inferred = "inferred" in table.get("script_source", {}).values()
+    fig.suptitle((title or "Token premium by script") + (" (scripts inferred from the text)" if inferred else "")
+                 + (f"\n{score}" if score else ""), fontsize=11)
     handles: List[Any] = []
     names_shown: List[str] = []
     for ax in axes:
@@ -261,10 +269,27 @@ def plot_premiums(table: dict, path, *, title: Optional[str] = None) -> None:
         fig.savefig(f, format="png")
 
 
+def context_groups(table: dict) -> List[dict]:
+    """The rows of :func:`plot_context_gain`: per script (``"?"`` without one) its
+    languages and the context gain of each of them for the first pair
+    (``gains``, fractions), sorted by the median gain, largest first."""
+    gains = table["context"]["gains"][0]["languages"]
+    scripts = {r["lang"]: r["script"] or "?" for r in table["languages"]}
+    groups: dict = {}
+    for lang, gain in gains.items():
+        g = groups.setdefault(scripts.get(lang, "?"), {"script": scripts.get(lang, "?"), "langs": [], "gains": []})
+        g["langs"].append(lang)
+        if gain is not None:
+            g["gains"].append(gain)
+    return sorted(groups.values(), key=lambda g: (-_quartiles(g["gains"] or [0.0])[1], g["script"]))
+
+
 def plot_context_gain(table: dict, path, *, title: Optional[str] = None) -> None:
-    """PNG of the context-capacity gain per language (``table["context"]``: characters
-    that fit in the window, ``A/B - 1``), one series per pair, sorted by the first
-    pair's gain.  A panel of its own beside :func:`plot_premiums`; needs matplotlib."""
+    """PNG of the context-capacity gain (``table["context"]``: characters that fit
+    in the window, ``A/B - 1``) grouped by script like :func:`plot_premiums`: one
+    row per script (``Latin (229)``), per pair the median gain of its languages
+    and a bar over all of them, so the labels stay readable at any number of
+    languages (the per-language values are in the JSON / CSV).  Needs matplotlib."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -274,24 +299,38 @@ def plot_context_gain(table: dict, path, *, title: Optional[str] = None) -> None
     if not context or not context["gains"] or not context["gains"][0]["languages"]:
         raise ValueError("nothing to plot: the table has no context capacities (evaluate with context=...)")
     gains = context["gains"]
-    first = gains[0]["languages"]
-    langs = sorted(first, key=lambda lang: (first[lang], lang))
-    scripts = {r["lang"]: r["script"] for r in table["languages"]}
-    fig = Figure(figsize=(max(8.0, 0.12 * len(langs) + 2), 4.5), dpi=100)
+    groups = context_groups(table)
+    by_script = {g["script"]: g["langs"] for g in groups}
+    order = [g["script"] for g in groups]
+
+    def values(gain: dict, langs: List[str]) -> List[float]:
+        return [100 * gain["languages"][lang] for lang in langs if gain["languages"].get(lang) is not None]
+
+    n_rows = len(order)
+    fig = Figure(figsize=(9.0, 2.0 + 0.27 * n_rows), dpi=110)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
-    xs = range(len(langs))
-    for gain in gains:
-        ys = [100 * gain["languages"].get(lang, math.nan) for lang in langs]
-        ax.plot(xs, ys, marker="o", markersize=2.5, linewidth=0.8, label=f"{gain['a']} vs {gain['b']}")
-    ax.axhline(0.0, color="grey", linewidth=0.6, linestyle="--")
-    ax.set_xticks(list(xs))
-    ax.set_xticklabels([f"{lang} ({scripts[lang]})" if scripts.get(lang) else lang for lang in langs],
-                       rotation=90, fontsize=5 if len(langs) > 60 else 8)
-    ax.set_xlim(-1, len(langs))
-    ax.set_ylabel(f"more text in {context['window']} tokens (%)")
-    ax.set_title(title or f"Context capacity gain per language ({context['window']}-token window)")
-    ax.legend(fontsize=8)
+    ys = list(range(n_rows))[::-1]
+    band = 0.26
+    for k, gain in enumerate(gains):
+        offset = band * (k - (len(gains) - 1) / 2)
+        rows = [(y - offset, values(gain, by_script[sc])) for y, sc in zip(ys, order)]
+        rows = [(y, v) for y, v in rows if v]
+        color = _COLORS[k % len(_COLORS)]
+        ax.hlines([y for y, _ in rows], [min(v) for _, v in rows], [max(v) for _, v in rows],
+                  color=color, linewidth=1.2, alpha=0.5)
+        ax.plot([_quartiles(v)[1] for _, v in rows], [y for y, _ in rows], "D", markersize=4.5, color=color,
+                label=f"{gain['a']} vs {gain['b']} (median {100 * gain['median']:+.1f}%)"
+                if gain.get("median") is not None else f"{gain['a']} vs {gain['b']}")
+    ax.axvline(0.0, color="black", linewidth=0.9)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([f"{SCRIPT_NAMES.get(sc, sc)} ({len(by_script[sc])})" for sc in order], fontsize=9)
+    ax.set_ylim(-0.7, n_rows - 0.3)
+    ax.set_xlabel(f"more characters in {context['window']} tokens, A vs B (%; median, bar: all languages "
+                  "of the script)", fontsize=9)
+    ax.set_title(title or f"Context capacity gain by script ({context['window']}-token window)", fontsize=11)
+    ax.grid(axis="x", linewidth=0.4, alpha=0.5)
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     with atomic_open(path, "wb") as f:
         fig.savefig(f, format="png")

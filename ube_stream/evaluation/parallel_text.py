@@ -6,7 +6,9 @@ A parallel file is JSON Lines (plain or ``.zst``), one item per line::
 
 The same ``key`` in several languages is the same message; ``script`` is
 optional (a label for tables and plots, and the script of a Chinese tag that
-has none).  Every item is encoded with each tokenizer
+has none); a language without it gets the main script of its text
+(:func:`~ube_stream.evaluation.scripts.main_script`), and
+``ParallelSet.script_source`` / ``table["script_source"]`` say which.  Every item is encoded with each tokenizer
 (:meth:`Tokenizer.encode_batch`) and the counts go to
 :func:`ube_stream.metrics.evaluation_table`::
 
@@ -15,7 +17,7 @@ has none).  Every item is encoded with each tokenizer
     print(format_table(table))
 
 Output writers (terminal table, JSON, CSV, PNG plot) live in
-:mod:`ube_stream._eval_output` and are re-exported here.
+:mod:`ube_stream.evaluation.output` and are re-exported here.
 """
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ __all__ = [
     "select_languages",
     "read_language_list",
     "corpus_languages",
+    "unlabelled_inputs",
+    "withhold_languages",
     "count_tokens",
     "count_floor",
     "context_capacity",
@@ -52,11 +56,14 @@ _REQUIRED = ("lang", "key", "text")
 @dataclasses.dataclass
 class ParallelSet:
     """Items of a parallel file: ``items[lang][key] = text`` (languages and keys
-    in file order), ``scripts[lang]`` the most frequent ``script`` label."""
+    in file order), ``scripts[lang]`` the most frequent ``script`` label, or the
+    main script inferred from the text; ``script_source[lang]``: ``"field"`` or
+    ``"inferred"`` (``None`` when neither gave one)."""
 
     path: str
     items: Dict[str, Dict[str, str]]
     scripts: Dict[str, Optional[str]]
+    script_source: Dict[str, Optional[str]] = dataclasses.field(default_factory=dict)
 
     @property
     def languages(self) -> List[str]:
@@ -137,9 +144,17 @@ def read_parallel(path: Union[str, os.PathLike]) -> ParallelSet:
         raw.close()
     if not items:
         raise InputError(f"{path}: no items (an empty parallel file)", path=path, reason="empty")
-    scripts = {lang: (script_votes[lang].most_common(1)[0][0] if lang in script_votes else None)
-               for lang in items}
-    return ParallelSet(path=path, items=items, scripts=scripts)
+    from .scripts import main_script
+
+    scripts: Dict[str, Optional[str]] = {}
+    source: Dict[str, Optional[str]] = {}
+    for lang, keyed in items.items():
+        if lang in script_votes:
+            scripts[lang], source[lang] = script_votes[lang].most_common(1)[0][0], "field"
+        else:
+            scripts[lang] = main_script(keyed.values())
+            source[lang] = None if scripts[lang] is None else "inferred"
+    return ParallelSet(path=path, items=items, scripts=scripts, script_source=source)
 
 
 def read_language_list(spec: Union[str, Iterable[str], None]) -> Optional[List[str]]:
@@ -177,21 +192,77 @@ def select_languages(parallel: ParallelSet, eval_langs: Optional[Sequence[str]],
         keep.update(found)
     return ParallelSet(path=parallel.path,
                        items={lang: v for lang, v in parallel.items.items() if lang in keep},
-                       scripts={lang: s for lang, s in parallel.scripts.items() if lang in keep})
+                       scripts={lang: s for lang, s in parallel.scripts.items() if lang in keep},
+                       script_source={lang: s for lang, s in parallel.script_source.items() if lang in keep})
 
 
 def corpus_languages(inputs, *, field: str = "lang", format: Optional[str] = None,
                      split: Optional[str] = None) -> Optional[List[str]]:
     """Distinct values of the ``field`` of a training corpus (the languages it
-    holds), or ``None`` when the corpus has no such field (plain text has none).
-    ``format``/``split``: as for :func:`~ube_stream.readers.resolve_inputs`."""
+    holds, in order of appearance), from the inputs that have the field, or
+    ``None`` when none has it (plain text has none; :func:`unlabelled_inputs`
+    names the inputs without it).  ``format``/``split``: as for
+    :func:`~ube_stream.readers.resolve_inputs`."""
+    seen: Dict[str, None] = {}
+    labelled = False
+    for item in _input_items(inputs):
+        values = _field_values(item, field, format=format, split=split)
+        if values is not None:
+            labelled = True
+            seen.update(dict.fromkeys(v for v in values if v))
+    return list(seen) if labelled and seen else None
+
+
+def unlabelled_inputs(inputs, *, field: str = "lang", format: Optional[str] = None,
+                      split: Optional[str] = None) -> List[str]:
+    """The items of ``inputs`` (paths, globs, folders) whose documents have no ``field``."""
+    return [item for item in _input_items(inputs) if _field_values(item, field, format=format, split=split) is None]
+
+
+def _input_items(inputs) -> list:
+    return [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+
+
+def _field_values(item, field: str, *, format: Optional[str], split: Optional[str]) -> Optional[List[str]]:
+    """Every document's ``field`` in one input item, or ``None`` when it has no such field."""
     from ..readers.inputs import iter_texts
 
     try:
-        seen = dict.fromkeys(t for t in iter_texts(inputs, column=field, on_error="raise", format=format, split=split) if t)
+        return list(iter_texts([item], column=field, on_error="raise", format=format, split=split))
     except InputError:
         return None
-    return list(seen) or None
+
+
+def withhold_languages(inputs, path: str, holdout: Sequence[str], *, field: str = "lang", column: str = "text",
+                       format: Optional[str] = None, split: Optional[str] = None) -> Dict[str, int]:
+    """Write the documents of ``inputs`` whose ``field`` is not one of
+    ``holdout`` (compared by :func:`~ube_stream.evaluation.metrics.language_key`)
+    to ``path`` as JSON Lines (``{"text": ...}``): the training corpus of a run
+    that leaves those languages unseen.  Inputs without the field are copied
+    whole.  Returns ``{"kept": documents written, "withheld": documents left out}``."""
+    import itertools
+
+    from ..readers.inputs import iter_texts
+    from ..storage import atomic_open
+
+    withheld_keys = {language_key(tag) for tag in holdout}
+    kept = withheld = 0
+    end = object()
+    with atomic_open(path, "w") as out:
+        for item in _input_items(inputs):
+            langs = _field_values(item, field, format=format, split=split)
+            texts = iter_texts([item], column=column, on_error="raise", format=format, split=split)
+            for lang, text in itertools.zip_longest(langs if langs is not None else [], texts, fillvalue=end):
+                if text is end or (langs is not None and lang is end):
+                    raise InputError(f"{item}: the {field!r} and {column!r} fields have different numbers of "
+                                     f"values (a null in one of them?); fix the rows or train without a holdout",
+                                     path=os.fspath(item), reason="field_mismatch")
+                if langs is not None and lang and language_key(str(lang)) in withheld_keys:
+                    withheld += 1
+                    continue
+                out.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
+                kept += 1
+    return {"kept": kept, "withheld": withheld}
 
 
 def language_groups(parallel: ParallelSet, seen_langs: Optional[Sequence[str]]) -> Optional[Dict[str, str]]:
@@ -200,8 +271,14 @@ def language_groups(parallel: ParallelSet, seen_langs: Optional[Sequence[str]]) 
     if seen_langs is None:
         return None
     seen_keys = {language_key(tag) for tag in seen_langs}
-    return {lang: ("seen" if language_key(lang, parallel.scripts.get(lang)) in seen_keys else "unseen")
+    return {lang: ("seen" if language_key(lang, _field_script(parallel, lang)) in seen_keys else "unseen")
             for lang in parallel.languages}
+
+
+def _field_script(parallel: ParallelSet, lang: str) -> Optional[str]:
+    """The file's own ``script`` label of ``lang`` (an inferred ``Hani`` says
+    nothing about Simplified or Traditional Chinese)."""
+    return parallel.scripts.get(lang) if parallel.script_source.get(lang, "field") == "field" else None
 
 
 def _flat(parallel: ParallelSet):
@@ -334,6 +411,11 @@ def evaluate(tokenizers: Sequence, parallel, *, reference: str = "en",
 
     table["ube_stream_version"] = __version__
     table["parallel"] = parallel.path
+    table["script_source"] = dict(parallel.script_source)
+    if "inferred" in parallel.script_source.values():
+        from .scripts import HOW
+
+        table["script_inference"] = HOW
     table["tokenizer_info"] = {label: {"substrate": tok.substrate, "vocab_size": tok.vocab_size,
                                        "fingerprint": tok.fingerprint, "path": src}
                                for label, (tok, src) in zip(labels, loaded)}

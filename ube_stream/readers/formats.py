@@ -138,7 +138,7 @@ def unknown_format_error(path: str) -> InputError:
     return InputError(f"{path}: cannot recognise the file format from its name or its content (first bytes "
                       f"{head!r}); name it with one of {known}, or pass format= with one of "
                       f"{', '.join(FORMAT_CHOICES)} (plain text is never guessed: format=\"text\")",
-                      path=path, reason="unknown_format")
+                      path=path, reason="unknown_format", option="format")
 
 
 def refuse_feather_v1(path: str) -> InputError:
@@ -171,7 +171,7 @@ def detect_format(path: str, forced: str | None = None) -> tuple[str, str | None
         if head.lstrip()[:1] == b"[":
             raise InputError(f"{path}: a JSON array, not JSON Lines (one object per line); convert it, e.g. "
                              f"with jq -c '.[]', or read it with datasets and pass the Dataset",
-                             path=path, reason="unknown_format")
+                             path=path, reason="unknown_format", option="format")
     if fmt in COLUMNAR_FORMATS + ("arrow",) and head.startswith(FEATHER_V1_MAGIC):
         raise refuse_feather_v1(path)
     if fmt == "arrow":
@@ -179,5 +179,5 @@ def detect_format(path: str, forced: str | None = None) -> tuple[str, str | None
     if compression is not None and fmt not in LINE_FORMATS:
         raise InputError(f"{path}: {compression} compression is only read for JSONL and text files; "
                          f"{fmt} files carry their own compression, so decompress this file first",
-                         path=path, reason="unknown_format")
+                         path=path, reason="unknown_format", option="format")
     return fmt, compression

@@ -178,7 +178,7 @@ def is_paths(inputs: Any) -> bool:
 
 
 HIDDEN_REASON = "hidden name (starts with '.' or '_')"
-UNKNOWN_REASON = "format not recognised from the name or the content (pass format= to read it)"
+UNKNOWN_REASON = "format not recognised from the name or the content (choose one with --format / format=)"
 METADATA_REASON = "HF datasets metadata, not data (state.json names the data files)"
 HIDDEN_PREFIXES = (".", "_")
 
@@ -259,10 +259,10 @@ def _choose_split(tree: _Tree, root: str, dirs: list[str], split: str | None) ->
         raise InputError(f"{where}: a datasets DatasetDict folder with splits {available}; reading them all "
                          f"would mix them, so choose one with split= (e.g. split={(splits or ['train'])[0]!r}) "
                          f"or name one split's folder, e.g. {where}/{(splits or ['train'])[0]}",
-                         path=where, reason="dataset_dict")
+                         path=where, reason="dataset_dict", option="split")
     if split not in splits or split not in dirs:
         raise InputError(f"{where}: the DatasetDict folder has no split {split!r}; its splits are {available}: "
-                         f"choose one of them with split=", path=where, reason="dataset_dict")
+                         f"choose one of them with split=", path=where, reason="dataset_dict", option="split")
     return split
 
 
@@ -341,8 +341,9 @@ def _expand(item: str, split: str | None, skipped: list[SkippedFile], used_split
             raise InputError(f"{item}: no file matches this pattern", path=item, reason="missing_file")
         return [path for match in matches for path in _expand(match, split, skipped, used_split)]
     raise InputError(f"{item}: no such file or directory; check the path (and quote globs so the shell "
-                     f"does not expand them). A str is always a path: to read texts held in memory, pass "
-                     f"an iterator such as iter(texts) to iter_texts", path=item, reason="missing_file")
+                     f"does not expand them).", path=item, reason="missing_file",
+                     api_hint="A str is always a path: to read texts held in memory, pass an iterator such as "
+                              "iter(texts) to iter_texts")
 
 
 def resolve_inputs(inputs, *, column: str = "text", text_mode: str = "line", format: str | None = None,
@@ -377,7 +378,7 @@ def resolve_inputs(inputs, *, column: str = "text", text_mode: str = "line", for
     if split is not None and not used_split:
         raise InputError(f"split={split!r} was given, but no input is a datasets DatasetDict folder (one holding "
                          f"dataset_dict.json); drop split=, or point the input at the DatasetDict folder",
-                         reason="dataset_dict")
+                         reason="dataset_dict", option="split")
     if skipped_files is not None:
         skipped_files.extend(sorted(set(skipped)))
     sources = []

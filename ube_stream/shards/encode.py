@@ -561,9 +561,9 @@ def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], s
     def on_result(record: Dict[str, Any]) -> None:
         if not bars:
             bars.append(DocumentProgress(desc="encoding", expected_rows=planned_rows([t["unit"] for t in tasks]),
-                                         enabled=show_progress))
+                                         enabled=show_progress, units=[t["unit"] for t in tasks]))
         bars[0].add(documents=record["documents"], skipped=record["rows_read"] - record["documents"],
-                    utf8_bytes=record["bytes"], tokens=record["tokens"])
+                    utf8_bytes=record["bytes"], tokens=record["tokens"], unit_id=record.get("unit_id"))
         add(record)
 
     if executor == "local" and workers > 1 and len(tasks) > 1 and will_fork():

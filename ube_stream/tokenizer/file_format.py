@@ -44,7 +44,7 @@ fingerprint), and version-1 files still load:
   merge at a position where it keeps characters whole).
 - ``superbpe``: a SuperBPE tokenizer.  ``stage1_merges`` = k: ``merges[:k]``
   are applied inside pre-tokens (chunks), ``merges[k:]`` afterwards across the
-  chunks of a span (README, SuperBPE); ``max_words``: at most that many chunks
+  chunks of a span (docs/training.md, SuperBPE); ``max_words``: at most that many chunks
   in one token.
 """
 from __future__ import annotations

@@ -34,7 +34,7 @@ import numpy as np
 from .. import _count, _merge, _route
 from .._faults import kill_point
 from .._version import __version__
-from ..errors import InvalidTextError, check_status, err_buffer
+from ..errors import InvalidTextError, OptionError, check_status, err_buffer
 from ..executors import get_executor
 from ..runs.corpus import Corpus
 from ..runs.engine import run_units
@@ -267,7 +267,7 @@ def _release_freed_memory() -> None:
     next starts, but glibc keeps freed blocks below its (self-raising) mmap
     threshold mapped, and Python objects come from arenas of their own, so
     without this the merge kernel's freed state stayed resident under the
-    tokenizer built after it, and the phases' peaks added up (README, Training)."""
+    tokenizer built after it, and the phases' peaks added up (docs/training.md)."""
     if not _LIBC_TRIM:
         trim = None
         if sys.platform.startswith("linux"):
@@ -307,10 +307,10 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     Pass a :class:`TrainSummary` as ``summary`` to receive the totals.
     ``char_integrity``: no merge creates a token holding part of one character
     and anything of another (every token is a strict part of one character or
-    a sequence of whole characters; README, Training semantics).
+    a sequence of whole characters; docs/training.md).
 
     ``superbpe_transition`` T (a vocabulary size, like ``vocab_size``): train
-    SuperBPE (README, SuperBPE): stage 1 is the training above up to T, i.e.
+    SuperBPE (docs/training.md, SuperBPE): stage 1 is the training above up to T, i.e.
     ``T - base - specials`` merges inside chunks; stage 2 continues to
     ``vocab_size`` over SuperBPE spans (runs of joinable chunks, counted in
     phase 1 beside the chunks), each span's chunks first encoded with the
@@ -341,9 +341,10 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     if len(set(special_tokens)) != len(special_tokens):
         raise ValueError(f"special tokens repeat: {special_tokens}")
     if vocab_size < n_base + len(special_tokens):
-        raise ValueError(
+        raise OptionError(
             f"vocab_size {vocab_size} is below the {n_base} base symbols of {substrate!r} plus "
-            f"{len(special_tokens)} special tokens; ask for at least {n_base + len(special_tokens)}")
+            f"{len(special_tokens)} special tokens; ask for at least {n_base + len(special_tokens)}",
+            option="vocab_size")
     if min_frequency < 1:
         raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
     if max_token_length is not None and max_token_length < 2:
@@ -516,10 +517,13 @@ def _run_count_tasks(tasks: List[Dict[str, Any]], *, runner, show_progress: bool
                      expected_rows: Optional[int]) -> List[CountRecord]:
     from ..progress import DocumentProgress
 
-    progress = DocumentProgress(desc="counting chunks", expected_rows=expected_rows, enabled=show_progress)
+    sampled = any(t["byte_budget"] is not None for t in tasks)   # a sample reads an unknown share of each unit
+    progress = DocumentProgress(desc="counting chunks", expected_rows=expected_rows, enabled=show_progress,
+                                units=None if sampled else [t["unit"] for t in tasks])
 
     def on_result(rec: CountRecord) -> None:
-        progress.add(documents=rec.documents, skipped=sum(rec.skips.values()), utf8_bytes=rec.bytes)
+        progress.add(documents=rec.documents, skipped=sum(rec.skips.values()), utf8_bytes=rec.bytes,
+                     unit_id=rec.unit_id)
 
     try:
         return run_units(_count_unit_star, tasks, executor=runner, on_result=on_result)
@@ -618,8 +622,9 @@ def _check_superbpe(transition: Any, max_words: Any, *, vocab_size: int, n_base:
     if not isinstance(transition, (int, np.integer)) or isinstance(transition, bool):
         raise ValueError(f"superbpe_transition must be an int vocabulary size, got {transition!r}")
     if transition < n_base + n_special:
-        raise ValueError(f"superbpe_transition {transition} is below the {n_base} base symbols of {substrate!r} "
-                         f"plus {n_special} special tokens; ask for at least {n_base + n_special}")
+        raise OptionError(f"superbpe_transition {transition} is below the {n_base} base symbols of {substrate!r} "
+                          f"plus {n_special} special tokens; ask for at least {n_base + n_special}",
+                          option="superbpe_transition")
     if transition > vocab_size:
         raise ValueError(f"superbpe_transition {transition} is above vocab_size {vocab_size}; the transition is "
                          "the vocabulary size where stage 2 (superwords) starts, at most vocab_size")

@@ -599,7 +599,7 @@ def _verify_shards(directory: str, tokenizer, *, workers: Optional[int], sample:
         return report
     sources = _sources(manifest, report)
     tasks = _plan(directory, manifest, sources, sample, report)
-    weights = [sum(int(r["tokens"]) for r in t.shards) + 1 for t in tasks]
+    weights = [sum(int(r["documents"]) for r in t.shards) for t in tasks]   # documents, as every corpus pass counts
     worker_tok = None
     if tok is not None and tok_file is not None:
         worker_tok = (tok_file, tok.fingerprint)
@@ -613,7 +613,7 @@ def _verify_shards(directory: str, tokenizer, *, workers: Optional[int], sample:
     with _resumable(parts) if executor == "local" else contextlib.nullcontext(None) as records:
         results = run_tasks(shard_unit, tasks, (directory, slim, worker_tok, max_examples, records),
                             workers=default_workers(workers, len(tasks)), desc="verify shards",
-                            show_progress=show_progress, weights=weights, unit="tok", executor=executor,
+                            show_progress=show_progress, weights=weights, unit="doc", executor=executor,
                             ray_address=ray_address)
     for result in results:
         report.merge(result.report)
