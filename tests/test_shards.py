@@ -156,6 +156,26 @@ def test_every_document_equals_tokenizer_encode_plus_eos(encoded, corpus, tok):
     assert ds.tokenizer.fingerprint == tok.fingerprint
 
 
+@pytest.mark.parametrize("cache_mb", [0, 0.004, 64])
+def test_cache_bound_never_changes_the_shards(encoded, corpus, tok_path, tmp_path, cache_mb):
+    """`ube encode --cache-mb`: no cache, a 4 KiB one that sweeps all the time, and a large one write
+    the same bytes as the default (issue 25: the ids are a pure function of the chunk)."""
+    out = str(tmp_path / "shards")
+    argv = ["encode", *corpus[0], "--tokenizer", tok_path, "-o", out, "--workers", "1", "--unit-rows", "97",
+            "--shard-tokens", "3000", "--on-error", "skip", "--cache-mb", str(cache_mb), "-q"]
+    from ube_stream.cli import main
+
+    assert main(argv) == 0
+    assert tree(out) == tree(encoded[0])
+
+
+def test_cache_bytes_is_checked_before_anything_is_written(corpus, tok_path, tmp_path):
+    with pytest.raises(ValueError, match="cache_bytes"):
+        encode_corpus(corpus[0], tokenizer=tok_path, output=str(tmp_path / "x"), workers=1, cache_bytes=-1,
+                      **OPTIONS)
+    assert not os.path.exists(tmp_path / "x")
+
+
 def test_row_accounting_per_source(encoded, corpus):
     out, manifest, summary = encoded
     paths, expected = corpus

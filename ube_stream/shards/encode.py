@@ -255,7 +255,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                   rank: Optional[int] = None, world_size: Optional[int] = None,
                   finalize: bool = False, summary: Optional[EncodeSummary] = None,
                   executor: str | Executor = "local", ray_address: Optional[str] = None,
-                  max_document_bytes: Optional[int] = None) -> Dict[str, Any]:
+                  max_document_bytes: Optional[int] = None, cache_bytes: Optional[int] = None) -> Dict[str, Any]:
     """Encode a corpus into a token shard directory; returns the MANIFEST dict.
 
     ``inputs``: files, directories or globs (see :mod:`ube_stream.readers`;
@@ -286,6 +286,10 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     rank, every unit is encoded and the directory finalized.  Returns the
     manifest, or ``{}`` for a rank that does not finalize.
 
+    ``cache_bytes``: each encoding thread's chunk-cache bound in every worker
+    (:meth:`~ube_stream.Tokenizer.set_cache`; default: the tokenizer's,
+    128 MiB); the shards do not depend on it.
+
     ``executor``: ``"local"`` (a pool of ``workers`` processes) or ``"ray"``
     (``ray_address``, e.g. ``"auto"``; ``workers`` then only sizes a Ray
     started here), or an :class:`~ube_stream.executors.Executor`.  The output
@@ -299,6 +303,13 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                     unit_rows=unit_rows or readers.DEFAULT_UNIT_ROWS,
                     unit_bytes=unit_bytes or readers.DEFAULT_UNIT_BYTES, even_bytes=True,
                     max_document_bytes=max_document_bytes).check()
+    if cache_bytes is not None:
+        from .. import _encode
+
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) \
+                or not 0 <= cache_bytes <= _encode.MAX_CACHE_BYTES:
+            raise ValueError(f"cache_bytes must be an integer in 0..{_encode.MAX_CACHE_BYTES} (16 GiB), "
+                             f"got {cache_bytes!r}")
     if not isinstance(shard_tokens, int) or shard_tokens < 1:
         raise ValueError(f"shard_tokens must be a positive integer, got {shard_tokens!r}")
     if (rank is None) != (world_size is None):
@@ -362,7 +373,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         return _encode_remote(out, plan, units, tok, summary, started, executor=executor,
                               workers=workers, ray_address=ray_address, show_progress=show_progress, rank=rank,
                               world_size=world_size, finalize=finalize,
-                              task_options=dict(corpus=corpus.reading(),
+                              task_options=dict(corpus=corpus.reading(), cache_bytes=cache_bytes,
                                                 shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id,
                                                 overlap=_overlap(executor, workers, len(units))))
 
@@ -388,7 +399,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         tasks = [dict(unit=u, out_dir=out, corpus=corpus.reading(),
                       shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id, fingerprint=fingerprint,
                       tokenizer_path=os.path.join(out, fmt.TOKENIZER_NAME), dispatched=dispatched,
-                      overlap=overlap, threads=unit_threads(executor, workers, len(pending)))
+                      overlap=overlap, threads=unit_threads(executor, workers, len(pending)),
+                      cache_bytes=cache_bytes)
                  for u in pending]
 
         _run_units(tasks, tok, executor, workers, ray_address, show_progress, _adder(summary))

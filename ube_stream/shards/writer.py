@@ -207,7 +207,7 @@ def committed_record(out_dir: str, unit_id: str) -> Optional[Dict[str, Any]]:
 def encode_unit(unit, *, out_dir: str, corpus: Corpus, shard_tokens: int,
                 eos_id: Optional[int], bos_id: Optional[int], fingerprint: str,
                 tokenizer_path: str, dispatched: bool = False, overlap: bool = True,
-                threads: int = 1) -> Dict[str, Any]:
+                threads: int = 1, cache_bytes: Optional[int] = None) -> Dict[str, Any]:
     """Encode one work unit into ``out_dir/shards`` and commit it with its marker.
 
     Returns the marker record: unit id, shard entries (names, counts,
@@ -221,13 +221,16 @@ def encode_unit(unit, *, out_dir: str, corpus: Corpus, shard_tokens: int,
     ``overlap``: read ahead and write behind the encoder in two threads (:mod:`.overlap`); the
     driver turns it off when the workers fill every core.  ``threads``: encoder threads over the unit's
     batches (:class:`~.overlap.OrderedMap`; the shards do not depend on it), for a run with more idle
-    cores than units (one large compressed file).
+    cores than units (one large compressed file).  ``cache_bytes``: the chunk-cache bound of each
+    encoding thread (set once per process; ``None``: the tokenizer's own).
     """
     from .. import readers
     from ..readers.batch import drop_bad_documents
 
     unit_id = unit.unit_id
     tokenizer = worker_state(worker_tokenizer, tokenizer_path, fingerprint)
+    if cache_bytes is not None and tokenizer.cache_bytes != cache_bytes:
+        tokenizer.set_cache(bytes=cache_bytes)   # once per process: a later unit keeps the warm caches
     lock = FileLock(os.path.join(out_dir, fmt.LOCKS_DIR, unit_id + ".lock"), f"unit {unit_id}")
     tmp_suffix = fmt.TMP_SUFFIX + (f".{_HOST}.{os.getpid()}" if dispatched else "")
     with (_acquire_dispatched(lock) if dispatched else lock):
