@@ -168,3 +168,20 @@ def test_several_names_on_one_special_id(pair, tmp_path):
     no_alias["special_tokens"] = no_alias["special_tokens"][:2] + [no_alias["special_tokens"][1]]
     with pytest.raises(TokenizerFormatError, match="field 'special_tokens' must be each text once"):
         Tokenizer.from_json(json.dumps(no_alias))
+
+
+def test_nfc_is_hf_tokenizers_nfc_normalizer():
+    """Python's NFC (unicodedata) equals HF tokenizers' NFC normalizer on every scalar value
+    and on a base letter followed by every combining mark (compared block by block, then
+    character by character where a block differs, to name it)."""
+    normalizers = pytest.importorskip("tokenizers.normalizers")
+    hf_nfc = normalizers.NFC().normalize_str
+    scalars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    marks = [c for c in scalars if unicodedata.combining(c)]
+    pieces = scalars + [base + mark for base in ("a", "e", "\u1100", "\u0627", "\u0915") for mark in marks]
+    differ = []
+    for i in range(0, len(pieces), 2000):
+        block = "|".join(pieces[i:i + 2000])
+        if hf_nfc(block) != unicodedata.normalize("NFC", block):
+            differ += [p for p in pieces[i:i + 2000] if hf_nfc(p) != unicodedata.normalize("NFC", p)]
+    assert differ == [], f"unicodedata {unicodedata.unidata_version} and HF's NFC differ on {differ[:10]}"
