@@ -144,6 +144,10 @@ class Tokenizer:
     """A UBE / BBPE / BBPE16 byte-level BPE tokenizer.
 
     Build one with :func:`ube_stream.train` or :meth:`Tokenizer.load`.
+    ``normalization``: ``"none"`` or ``"nfc"`` (every encode path applies Unicode
+    NFC first, as HF's ``NFC`` normalizer; see :meth:`normalize`).  ``special_tokens``
+    as ``{text: id}`` may give several texts one id: the first is the token's name
+    (:attr:`special_tokens`), the others aliases (:attr:`special_aliases`).
     """
 
     def __init__(self, *, substrate: str, merges: Iterable[Sequence[int]],
@@ -790,7 +794,9 @@ class Tokenizer:
         -> ``(ids uint32, token_offsets int64[n+1])``.  No special tokens are
         recognised (documents are plain text).  ``bos_id`` / ``eos_id``: a token id
         the kernel writes before / after every document, inside its token range
-        (``ube encode``'s EOS; no copy of the ids).  Raises
+        (``ube encode``'s EOS; no copy of the ids).  Under ``normalization="nfc"``
+        the documents that are not NFC are normalised first (into a new buffer;
+        the token offsets are those of the normalised documents).  Raises
         :class:`~ube_stream.errors.InvalidTextError` naming the document and byte
         offset of invalid UTF-8."""
 

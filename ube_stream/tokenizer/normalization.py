@@ -64,10 +64,14 @@ def normalize_utf8(normalization: str, data: np.ndarray, offsets: np.ndarray) ->
     lo, hi = int(offsets[0]), int(offsets[-1])
     if hi <= lo:
         return data, offsets
-    high = np.flatnonzero(data[lo:hi] >= _FIRST_NFC_LEAD)
-    if high.size == 0:
+    text = data[lo:hi]
+    if int(text.max()) < _FIRST_NFC_LEAD:
         return data, offsets
-    candidates = np.unique(np.searchsorted(offsets, high + lo, side="right") - 1).tolist()
+    # the documents holding a character at or above U+0300: the largest byte of each (an
+    # empty document has none; reduceat over the others' starts spans each one exactly)
+    nonempty = np.flatnonzero(np.diff(offsets) > 0)
+    largest = np.maximum.reduceat(text, offsets[nonempty] - lo)
+    candidates = nonempty[largest >= _FIRST_NFC_LEAD].tolist()
     changed = {}
     for d in candidates:
         raw = data[int(offsets[d]):int(offsets[d + 1])].tobytes()
