@@ -5,7 +5,8 @@ multilingual text; one-line refusals for what the engine cannot run; hostile fil
 
 The files are built offline the way the families build theirs: HF's own BPE trainer
 with GPT-2's / RoBERTa's published configuration, transformers' TikTokenConverter
-over the real cl100k ranks (Llama-3), tiktoken's own o200k_harmony special tokens."""
+over the real cl100k ranks (Llama-3), tiktoken's own o200k_harmony special tokens; Qwen2's
+and GPT-NeoX's NFC normalizer; the utf8 export read back by tokenizers and gigatoken."""
 import base64
 import copy
 import json
@@ -13,13 +14,14 @@ import random
 import re
 import signal
 import time
+import unicodedata
 
 import pytest
 import tokenizers
 from _helpers import openai_rank_file, openai_ranks
-from tokenizers import decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from ube_stream.errors import TokenizerFormatError, UbeError
+from ube_stream.errors import SpecialTokenError, TokenizerFormatError, UbeError
 from ube_stream.tokenizer import Tokenizer, as_tokenizer
 
 LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
@@ -39,14 +41,22 @@ def held_out(docs_rows, unicode_rows):
     return lines[::3][:1200] + [row["text"] for row in unicode_rows][:300]
 
 
-def _hf_trained(train_text, tmp_path, name, *, specials, post_processor=None, vocab_size=1500, digits=None):
+def _hf_trained(train_text, tmp_path, name, *, specials, post_processor=None, vocab_size=1500, digits=None,
+                split=None, nfc=False):
     """A byte-level BPE trained by HF tokenizers with GPT-2's pre-tokenizer configuration
-    (after a Digits pre-tokenizer, as StarCoder's, when ``digits`` is given)."""
+    (after a Digits pre-tokenizer, as StarCoder's, when ``digits`` is given; a ``split``
+    regex then ByteLevel without regex, as Qwen2's; ``nfc``: HF's NFC normalizer)."""
     tok = tokenizers.Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
     if digits is not None:
         tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=digits),
                                                      tok.pre_tokenizer])
+    if split is not None:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(split), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
+    if nfc:
+        tok.normalizer = normalizers.NFC()
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = post_processor or processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,
@@ -84,7 +94,9 @@ def _assert_parity(path, texts):
     for text in list(texts) + marked:
         assert ours.encode(text, allowed_special="all").tolist() == hf.encode(text, add_special_tokens=False).ids, text
     sample = texts[:50]
-    assert [ours.decode(ids) for ids in (hf.encode(t, add_special_tokens=False).ids for t in sample)] == sample
+    normal = {"none": lambda t: t, "nfc": lambda t: unicodedata.normalize("NFC", t)}[ours.normalization]
+    assert [ours.decode(ids) for ids in (hf.encode(t, add_special_tokens=False).ids for t in sample)] == \
+        [normal(t) for t in sample]     # decoding does not undo the normalizer (HF's neither)
     return ours
 
 
@@ -144,6 +156,44 @@ def test_deepseek_v3_family_parity(train_text, held_out, tmp_path):
     _assert_parity(path, DEEPSEEK_TEXTS + held_out)
 
 
+# Qwen2/2.5/3's pre-tokenizer regex, verbatim from its tokenizer.json; text NFC changes (decomposed
+# accents, conjoining Hangul jamo, singletons, combining-mark order) and compatibility characters it keeps
+QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+               r"\s*[\r\n]+|\s+(?!\S)|\s+")
+NFC_TEXTS = ["Cafe\u0301 nai\u0308ve re\u0301sume\u0301 e\u0301", "\u1112\u1161\u11ab\u1100\u116e\u11af \u1100\u1161 한국어",
+             "\u212b \u2126 \u00c5 a\u0323\u0307 q\u0307\u0323", "\ufb01le \u2167 \u00bd \u2460 \uff21\uff22 \u3300 ²",
+             "\u0928\u093c \u05e9\u05c1\u05bc \u0627\u0653"]
+
+
+def _nfc_texts(held_out):
+    """Held-out text, some of it decomposed (NFD), plus NFC_TEXTS; NFC changes a good part of it."""
+    texts = NFC_TEXTS + held_out + [unicodedata.normalize("NFD", t) for t in held_out[::5]]
+    assert sum(unicodedata.normalize("NFC", t) != t for t in texts) > 50
+    return texts
+
+
+def test_qwen2_family_parity(train_text, held_out, tmp_path):
+    """Qwen2/2.5/3: NFC normalizer, Split(Qwen2's regex) then ByteLevel(use_regex=false)."""
+    texts = _nfc_texts(held_out)
+    path = _hf_trained(train_text + NFC_TEXTS * 10, tmp_path, "qwen2", specials=["<|endoftext|>", "<|im_start|>",
+                                                                                 "<|im_end|>"],
+                       split=QWEN2_REGEX, nfc=True)
+    doc = json.loads(path.read_text())
+    assert doc["normalizer"] == {"type": "NFC"} and doc["pre_tokenizer"]["pretokenizers"][0]["pattern"] == \
+        {"Regex": QWEN2_REGEX}
+    ours = _assert_parity(path, texts)
+    assert ours.normalization == "nfc" and ours.pattern == QWEN2_REGEX
+    assert json.loads(ours.to_json())["normalization"] == "nfc"
+
+
+def test_gpt_neox_family_parity(train_text, held_out, tmp_path):
+    """GPT-NeoX / Pythia: NFC normalizer, ByteLevel(use_regex=true) pre-tokenizer."""
+    path = _hf_trained(train_text + NFC_TEXTS * 10, tmp_path, "neox", specials=["<|endoftext|>", "<|padding|>"],
+                       nfc=True)
+    ours = _assert_parity(path, _nfc_texts(held_out))
+    assert ours.normalization == "nfc" and ours.pattern_name == "gpt2"
+
+
 def test_llama3_family_parity(held_out, tmp_path):
     """Llama-3's file (ignore_merges, merges not in creation order) from the first 3,000
     cl100k ranks: read by the ranks of the tokens, ids equal HF's (a quarter of the lines; all in the slow set)."""
@@ -164,37 +214,53 @@ def test_llama3_full_cl100k_parity(held_out, tmp_path):
     assert ours.vocab_size == 100256 + len(LLAMA3_SPECIALS)
 
 
-def test_ube_convert_and_cli_read_a_family_file(train_text, held_out, tmp_path, capsys):
+@pytest.mark.parametrize("family", ["llama3", "qwen2"])
+def test_ube_convert_and_cli_read_a_family_file(train_text, held_out, tmp_path, capsys, family):
     from ube_stream.cli import main
 
-    path = _llama3_file(tmp_path, limit=3000)
+    if family == "llama3":
+        path, texts = _llama3_file(tmp_path, limit=3000), held_out[:100]
+    else:
+        path = _hf_trained(train_text, tmp_path, "qwen2", specials=["<|endoftext|>"], split=QWEN2_REGEX, nfc=True)
+        texts = NFC_TEXTS + held_out[:100]
     out = tmp_path / "converted.json"
     assert main(["convert", str(path), "-o", str(out)]) == 0
     converted = Tokenizer.load(out)
     hf = tokenizers.Tokenizer.from_file(str(path))
-    for text in held_out[:100]:
+    for text in texts:
         assert converted.encode(text).tolist() == hf.encode(text, add_special_tokens=False).ids
     capsys.readouterr()
-    assert main(["encode-text", "--tokenizer", str(path), "--json", held_out[5]]) == 0
-    assert json.loads(capsys.readouterr().out) == hf.encode(held_out[5], add_special_tokens=False).ids
+    assert main(["encode-text", "--tokenizer", str(path), "--json", texts[0]]) == 0
+    assert json.loads(capsys.readouterr().out) == hf.encode(texts[0], add_special_tokens=False).ids
 
 
 def test_tiktoken_several_names_on_one_special_id(held_out, tmp_path):
     """tiktoken's o200k_harmony gives <|endofprompt|> and <|reserved_200018|> one id: the
-    file loads (the first name kept, with a warning naming the others), ids equal tiktoken's."""
+    file loads with both names (the first is the one decode writes), ids equal tiktoken's on
+    text holding every name."""
     import tiktoken
 
     ranks = openai_ranks("cl100k_base", limit=4000)
     specials = {"<|endoftext|>": 4000, "<|endofprompt|>": 4003, "<|reserved_4003|>": 4003, "<|call|>": 4004}
     path = _rank_file(tmp_path, ranks)
-    with pytest.warns(UserWarning, match=r"<\|reserved_4003\|>.*share the id of \['<\|endofprompt\|>'\]"):
-        ours = as_tokenizer(path, pattern="cl100k", special_tokens=specials)
+    ours = as_tokenizer(path, pattern="cl100k", special_tokens=specials)
     from ube_stream.pretokenizer import CL100K_PATTERN
 
     enc = tiktoken.Encoding("subset", pat_str=CL100K_PATTERN, mergeable_ranks=ranks, special_tokens=specials)
     assert ours.special_tokens == {"<|endoftext|>": 4000, "<|endofprompt|>": 4003, "<|call|>": 4004}
-    for text in held_out[:300] + ["a<|endofprompt|>b<|call|>"]:
+    assert ours.special_aliases == {"<|reserved_4003|>": 4003}
+    every = "".join(f"x{name} " for name in specials)
+    for text in held_out[:300] + ["a<|endofprompt|>b<|call|>", every, "<|reserved_4003|><|reserved_4003|>"]:
         assert ours.encode(text, allowed_special="all").tolist() == enc.encode(text, allowed_special="all")
+    assert ours.decode(enc.encode(every, allowed_special="all")) == every.replace("<|reserved_4003|>",
+                                                                                    "<|endofprompt|>")
+    with pytest.raises(SpecialTokenError):
+        ours.encode("a<|reserved_4003|>")
+    converted = tmp_path / "converted.json"
+    ours.save(converted)
+    again = Tokenizer.load(converted)
+    assert again == ours and again.encode(every, allowed_special="all").tolist() == enc.encode(every,
+                                                                                              allowed_special="all")
 
 
 @pytest.mark.slow
@@ -206,9 +272,10 @@ def test_o200k_harmony_loads_and_equals_tiktoken(held_out, monkeypatch):
     monkeypatch.setattr(openai_public, "load_tiktoken_bpe", lambda *a, **k: ranks)
     spec = openai_public.o200k_harmony()
     enc = tiktoken.Encoding(**spec)
-    with pytest.warns(UserWarning, match="reserved_200018"):
-        ours = as_tokenizer(openai_rank_file("o200k_base"), special_tokens=spec["special_tokens"])
-    for text in held_out[:300] + ["<|start|>user<|message|>hi<|end|>"]:
+    ours = as_tokenizer(openai_rank_file("o200k_base"), special_tokens=spec["special_tokens"])
+    assert ours.special_aliases == {"<|reserved_200018|>": 200018}
+    every = "".join(f"a{name}" for name in spec["special_tokens"])
+    for text in held_out[:300] + ["<|start|>user<|message|>hi<|end|>", every]:
         assert ours.encode(text, allowed_special="all").tolist() == enc.encode(text, allowed_special="all")
 
 
@@ -231,7 +298,9 @@ REFUSED = {
     "model Unigram": lambda d: d["model"].update(type="Unigram"),
     "byte_fallback": lambda d: d["model"].update(byte_fallback=True),
     "pre_tokenizer Metaspace": lambda d: d.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁"}),
-    "normalizer NFC": lambda d: d.update(normalizer={"type": "NFC"}),          # Qwen2, GPT-NeoX
+    "normalizer NFKC": lambda d: d.update(normalizer={"type": "NFKC"}),
+    "normalizer Sequence[NFC, Lowercase]": lambda d: d.update(normalizer={
+        "type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}]}),
     "Sequence[Split, Split, Split, ByteLevel]": lambda d: d.update(pre_tokenizer={   # not DeepSeek-V3's
         "type": "Sequence", "pretokenizers": [_split(r"\p{N}{1,3}"), _split("[一-龥]+"), _split(r"\s+|\S+"),
                                               BYTE_LEVEL_NO_REGEX]}),
@@ -297,8 +366,10 @@ def test_a_catastrophic_split_regex_runs_under_the_time_budget(gpt2_doc, tmp_pat
 def test_deeply_nested_json_is_a_format_error(tmp_path):
     path = tmp_path / "tokenizer.json"
     path.write_text('{"model": ' + "[" * 100000 + "]" * 100000 + "}")
-    with pytest.raises(TokenizerFormatError, match="nested too deeply"):
-        Tokenizer.from_hf(path)
+    for load in (Tokenizer.from_hf, as_tokenizer):
+        with pytest.raises(TokenizerFormatError, match="nested too deeply") as info:
+            load(path)
+        assert str(path) in str(info.value)
 
 
 # --------------------------------------------------------------------------- mutation fuzz
@@ -449,3 +520,30 @@ def test_added_tokens_spelled_outside_the_byte_alphabet(gpt2_doc, held_out, tmp_
     path.write_text(json.dumps(doc, ensure_ascii=False))
     ours = _assert_parity(path, held_out[:200])
     assert ours.special_tokens[special] == new_id
+
+
+# --------------------------------------------------------------------------- exports other tools read
+
+@pytest.mark.parametrize("nfc", [False, True], ids=["gpt2", "gpt2-nfc"])
+def test_utf8_export_reads_back_in_tokenizers_and_gigatoken(held_out, tmp_path, nfc):
+    """export_hf of the gpt2 pattern writes GPT-2's own layout (ByteLevel with its regex, merges
+    as "a b" strings): HF tokenizers and gigatoken load it and give our ids."""
+    ranks = openai_ranks("cl100k_base", limit=3000)
+    plain = as_tokenizer(_rank_file(tmp_path, ranks), pattern="gpt2", special_tokens={"<|endoftext|>": 3000})
+    tok = plain if not nfc else Tokenizer(substrate="utf8", merges=plain.merges, special_tokens=["<|endoftext|>"],
+                                          pattern="gpt2", normalization="nfc", id_map=plain.id_map)
+    path = tmp_path / "export.json"
+    tok.export_hf(path)
+    doc = json.loads(path.read_text())
+    assert doc["pre_tokenizer"] == {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                                    "use_regex": True}
+    assert all(isinstance(m, str) and len(m.split(" ")) == 2 for m in doc["model"]["merges"])
+    assert doc["normalizer"] == ({"type": "NFC"} if nfc else None)
+    texts = NFC_TEXTS + held_out[:300] + ["a<|endoftext|>b"]
+    ours = [tok.encode(t, allowed_special="all").tolist() for t in texts]
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    assert [hf.encode(t, add_special_tokens=False).ids for t in texts] == ours
+    assert Tokenizer.from_hf(path) == tok    # and it reads back as the same tokenizer
+    gigatoken = pytest.importorskip("gigatoken")
+    giga = gigatoken.Tokenizer(str(path))
+    assert [[int(i) for i in giga.encode(t)] for t in texts] == ours

@@ -33,6 +33,7 @@ from ..errors import (
 from ..storage import atomic_write_text
 from ..substrate import as_id_array, as_uint8, utf8_of
 from . import export, file_format
+from .normalization import check_normalization, normalize_text, normalize_texts, normalize_utf8
 
 if TYPE_CHECKING:  # pragma: no cover
     from .stream_decoder import StreamDecoder
@@ -143,6 +144,10 @@ class Tokenizer:
     """A UBE / BBPE / BBPE16 byte-level BPE tokenizer.
 
     Build one with :func:`ube_stream.train` or :meth:`Tokenizer.load`.
+    ``normalization``: ``"none"`` or ``"nfc"`` (every encode path applies Unicode
+    NFC first, as HF's ``NFC`` normalizer; see :meth:`normalize`).  ``special_tokens``
+    as ``{text: id}`` may give several texts one id: the first is the token's name
+    (:attr:`special_tokens`), the others aliases (:attr:`special_aliases`).
     """
 
     def __init__(self, *, substrate: str, merges: Iterable[Sequence[int]],
@@ -153,12 +158,11 @@ class Tokenizer:
         from ..pretokenizer import resolve_pattern
         from ..substrate import base_size
 
-        if normalization != "none":
-            raise ValueError(f"normalization {normalization!r} is not supported; ube-stream keeps text as is ('none')")
         self.substrate = substrate
         self.base_size = base_size(substrate)
         self.pattern_name, self.pattern = resolve_pattern(pattern)
-        self.normalization = normalization
+        #: ``"none"`` (text as is) or ``"nfc"`` (Unicode NFC before pre-tokenization, as HF's NFC normalizer)
+        self.normalization = check_normalization(normalization)
         self.merges: List[Tuple[int, int]] = [(int(a), int(b)) for a, b, *_ in merges]
         results, symbols, offsets = expand_merges(self.merges, self.base_size)
         self.merge_results: List[int] = results.tolist()
@@ -178,8 +182,15 @@ class Tokenizer:
                                  f"max_words >= 1, got {dict(superbpe)}")
             self.superbpe = {"stage1_merges": int(k), "max_words": int(w)}
         n_tokens = len(self._expansions)
+        aliases: Dict[str, int] = {}
         if isinstance(special_tokens, Mapping):
-            specials = dict(special_tokens)
+            # several texts on one id: the first (in the mapping's order) is the token's name, the
+            # others are aliases (recognised in text as it is; decode writes the name)
+            specials: Dict[str, int] = {}
+            named: set = set()
+            for text, sid in special_tokens.items():
+                (aliases if sid in named else specials)[text] = sid
+                named.add(sid)
             expected = list(range(n_tokens, n_tokens + len(specials)))
             if sorted(specials.values()) != expected:
                 raise TokenizerFormatError(
@@ -189,11 +200,13 @@ class Tokenizer:
             if len(set(special_tokens)) != len(special_tokens):
                 raise ValueError(f"special tokens repeat: {list(special_tokens)}")
             specials = {text: n_tokens + i for i, text in enumerate(special_tokens)}
-        for text in specials:
+        for text in itertools.chain(specials, aliases):
             if not isinstance(text, str) or not text:
                 raise ValueError(f"a special token must be a non-empty string, got {text!r}")
         # internal ids: base symbols, merged tokens, special tokens (the file's numbering)
         self._special_internal: Dict[str, int] = dict(sorted(specials.items(), key=lambda kv: kv[1]))
+        #: other names of special tokens: alias text -> internal id (tiktoken's o200k_harmony)
+        self._special_aliases: Dict[str, int] = dict(sorted(aliases.items(), key=lambda kv: kv[1]))
         self.training = dict(training or {})
         #: run a custom pattern without a time budget (False for patterns read from files)
         self.trust_pattern = True
@@ -248,7 +261,7 @@ class Tokenizer:
         return file_format.canonical(
             substrate=self.substrate, pattern_name=self.pattern_name, pattern=self.pattern,
             normalization=self.normalization, base_size=self.base_size, merges=self.merges,
-            special_tokens=self._special_internal,
+            special_tokens={**self._special_internal, **self._special_aliases},
             id_map=None if self._id_map is None else self._id_map.tolist(),
             char_integrity=self.char_integrity, superbpe=self.superbpe)
 
@@ -331,6 +344,13 @@ class Tokenizer:
         if self._inverse_map is not None:
             return int(self._inverse_map.size)
         return len(self._expansions) + len(self._special_internal)
+
+    @property
+    def special_aliases(self) -> Dict[str, int]:
+        """Other names of special tokens: ``{alias text: model id}`` (``special_tokens``
+        holds each id's name, the one ``decode`` writes).  Aliases are recognised in
+        text wherever special tokens are (``allowed_special``, ``disallowed_special``)."""
+        return {t: self._model_id(i) for t, i in self._special_aliases.items()}
 
     @property
     def id_map(self) -> Optional[np.ndarray]:
@@ -594,17 +614,18 @@ class Tokenizer:
 
     def _allowed_specials(self, allowed_special) -> Dict[str, int]:
         """Internal ids of the allowed special tokens."""
+        names = {**self._special_internal, **self._special_aliases}
         if allowed_special == "all":
-            return dict(self._special_internal)
+            return names
         if isinstance(allowed_special, str):
             raise TypeError(f"allowed_special must be 'all' or a collection of special tokens, got "
                             f"{allowed_special!r} (write ({allowed_special!r},) for one token)")
         allowed = {}
         for tok in allowed_special:
-            if tok not in self._special_internal:
+            if tok not in names:
                 raise ValueError(f"{tok!r} is not a special token of this tokenizer "
-                                 f"(it has {list(self._special_internal)})")
-            allowed[tok] = self._special_internal[tok]
+                                 f"(it has {list(names)})")
+            allowed[tok] = names[tok]
         return allowed
 
     def _split_special(self, text: str, allowed_special) -> List[Tuple[str, Optional[int]]]:
@@ -629,15 +650,16 @@ class Tokenizer:
         """The special tokens whose text in the input raises (tiktoken's rule)."""
         if disallowed_special == "all":
             allowed = self._allowed_specials(allowed_special)
-            return tuple(t for t in self._special_internal if t not in allowed)
+            return tuple(t for t in itertools.chain(self._special_internal, self._special_aliases)
+                         if t not in allowed)
         if isinstance(disallowed_special, str):
             raise TypeError(f"disallowed_special must be 'all' or a collection of special tokens, got "
                             f"{disallowed_special!r} (write ({disallowed_special!r},) for one token)")
         found = tuple(disallowed_special)
         for tok in found:
-            if tok not in self._special_internal:
+            if tok not in self._special_internal and tok not in self._special_aliases:
                 raise ValueError(f"{tok!r} is not a special token of this tokenizer "
-                                 f"(it has {list(self._special_internal)})")
+                                 f"(it has {list(self._special_internal) + list(self._special_aliases)})")
         return found
 
     def _special_pattern(self, tokens: Sequence[str]):
@@ -693,12 +715,17 @@ class Tokenizer:
             return self.encode_ordinary(text)
         return self.encode_batch([text], allowed_special=allowed_special, disallowed_special=())[0]
 
+    def normalize(self, text: str) -> str:
+        """``text`` as the encoder sees it: Unicode NFC for ``normalization="nfc"``, else as
+        is (``decode(encode(text)) == normalize(text)``; decoding does not undo it)."""
+        return normalize_text(self.normalization, text)
+
     def encode_ordinary(self, text: str) -> np.ndarray:
         """Token ids of ``text`` as plain text: a special token's text is ordinary text."""
         if not isinstance(text, str):
             raise TypeError(f"encode_ordinary expects a str, got {type(text).__name__}; "
                             "for UTF-8 bytes use encode_utf8_batch")
-        data = utf8_of(text)
+        data = utf8_of(self.normalize(text))
         ids, _ = self._encode_range(np.frombuffer(data, np.uint8), np.array([0, len(data)], dtype=np.int64))
         return ids
 
@@ -727,6 +754,7 @@ class Tokenizer:
         else:
             pieces, docs = None, texts
         docs = docs if type(docs) is list else list(docs)
+        docs = normalize_texts(self.normalization, docs)   # each stretch between special tokens, as HF
         from ..pretokenizer import encoder_split
 
         # the kernel reads each str's UTF-8 in place when it splits the text itself (no
@@ -766,7 +794,9 @@ class Tokenizer:
         -> ``(ids uint32, token_offsets int64[n+1])``.  No special tokens are
         recognised (documents are plain text).  ``bos_id`` / ``eos_id``: a token id
         the kernel writes before / after every document, inside its token range
-        (``ube encode``'s EOS; no copy of the ids).  Raises
+        (``ube encode``'s EOS; no copy of the ids).  Under ``normalization="nfc"``
+        the documents that are not NFC are normalised first (into a new buffer;
+        the token offsets are those of the normalised documents).  Raises
         :class:`~ube_stream.errors.InvalidTextError` naming the document and byte
         offset of invalid UTF-8."""
 
@@ -782,6 +812,7 @@ class Tokenizer:
                 marks.append(int(value))
             else:
                 raise ValueError(f"{name} must be a token id in [0, {self.vocab_size}) or None, got {value!r}")
+        data, offsets = normalize_utf8(self.normalization, data, offsets)
         return self._encode_docs(data, offsets, num_threads, bos=marks[0], eos=marks[1])
 
     # ------------------------------------------------------------------ decoding
@@ -1043,6 +1074,11 @@ def as_tokenizer(source: "Tokenizer | str | os.PathLike[str]", *, pattern: Optio
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise TokenizerFormatError(f"{path}: starts like JSON but is not valid JSON ({exc}); expected a "
                                        "tokenizer file") from None
+        except RecursionError:
+            raise TokenizerFormatError(f"{path}: JSON nested too deeply to be a tokenizer file") from None
+        except ValueError as exc:   # e.g. an integer of more than 4300 digits
+            raise TokenizerFormatError(f"{path}: not a readable JSON file ({exc}); expected a tokenizer "
+                                       "file") from None
         if isinstance(head, dict) and head.get("format") != file_format.FORMAT_NAME and "model" in head:
             return Tokenizer.from_hf(path)
         return Tokenizer._from_parsed(file_format.parse_doc(head, source=path), path)   # parsed once

@@ -49,6 +49,8 @@ class _Exportable(Protocol):
     def _expansions(self) -> Sequence[Tuple[int, ...]]: ...
     @property
     def superbpe(self) -> Optional[Dict[str, int]]: ...
+    @property
+    def normalization(self) -> str: ...
 
     def _model_id(self, internal: int) -> int: ...
 
@@ -178,7 +180,8 @@ def hf_dict(tok: _Exportable) -> Dict[str, Any]:
             "pre-tokenizers (Split on one regex) cannot express; export vocab.json/merges.txt "
             "(export_vocab_merges) or use ube_stream.hf.UbeTokenizer")
     table = {symbol_string(e, "utf8"): tok._model_id(i) for i, e in enumerate(tok._expansions)}
-    merges = [[symbol_string(tok._expansions[a], "utf8"), symbol_string(tok._expansions[b], "utf8")]
+    # "a b" strings (GPT-2's layout; byte-level symbols hold no space): every tokenizers release reads them
+    merges = [f"{symbol_string(tok._expansions[a], 'utf8')} {symbol_string(tok._expansions[b], 'utf8')}"
               for a, b in tok.merges]
     special_ids = sorted(tok.special_tokens.values())
     if special_ids != list(range(len(table), len(table) + len(special_ids))):
@@ -194,14 +197,8 @@ def hf_dict(tok: _Exportable) -> Dict[str, Any]:
              "normalized": False, "special": True}
             for t, i in tok.special_tokens.items()
         ],
-        "normalizer": None,
-        "pre_tokenizer": {
-            "type": "Sequence",
-            "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": hf_regex(tok.pattern)}, "behavior": "Isolated", "invert": False},
-                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
-            ],
-        },
+        "normalizer": {"type": "NFC"} if tok.normalization == "nfc" else None,
+        "pre_tokenizer": _hf_pre_tokenizer(tok),
         "post_processor": None,
         "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
         "model": {
@@ -209,6 +206,21 @@ def hf_dict(tok: _Exportable) -> Dict[str, Any]:
             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
             "vocab": table, "merges": merges,
         },
+    }
+
+
+def _hf_pre_tokenizer(tok: _Exportable) -> Dict[str, Any]:
+    """GPT-2's own pre-tokenizer for the ``gpt2`` pattern (``ByteLevel`` with its regex: the
+    layout every reader of GPT-2's file knows, gigatoken included), else a ``Split`` on the
+    pattern (Oniguruma spelling) then ``ByteLevel`` without regex."""
+    if tok.pattern_name == "gpt2":
+        return {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    return {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": hf_regex(tok.pattern)}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+        ],
     }
 
 

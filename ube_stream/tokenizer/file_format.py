@@ -7,14 +7,14 @@ File layout (``format`` = ``"ube-stream-tokenizer"``, ``version`` = 1 or 2)::
 
     {
       "format": "ube-stream-tokenizer",
-      "version": 1,                           # 2 when "char_integrity" or "superbpe" is present
+      "version": 1,                           # 2 with char_integrity, superbpe, nfc or aliases
       "substrate": "ube",                     # ube | utf8 | utf16
       "pattern": {"name": "gpt2", "regex": "'s|'t|..."},   # or {"name": "script"} (no regex)
-      "normalization": "none",
+      "normalization": "none",                # or "nfc" (version 2)
       "base_size": 512,                       # ids 0..base_size-1 are base symbols
       "vocab_size": 32000,                    # base + merged tokens + special tokens
       "merges": [[left, right], ...],         # in rank order
-      "special_tokens": [{"id": 31999, "text": "<|endoftext|>"}],
+      "special_tokens": [{"id": 31999, "text": "<|endoftext|>"}],   # by id; aliases after (version 2)
       "char_integrity": true,                 # version 2, only when set: the encoder keeps characters whole
       "superbpe": {"stage1_merges": 28000, "max_words": 4},   # version 2, only when set
       "training": {...},                      # options and corpus totals (provenance only)
@@ -35,13 +35,18 @@ merged tokens.  The fingerprint covers substrate, pattern, normalization,
 merges and special tokens — not the ``training`` record — so two files that
 encode identically have the same fingerprint.
 
-Version 2 adds two optional encoding-relevant fields; a tokenizer that sets
+Version 2 adds optional encoding-relevant content; a tokenizer that sets
 neither is written as version 1 (byte-identical to earlier releases, same
 fingerprint), and version-1 files still load:
 
 - ``char_integrity`` (``true``): no token holds part of one character and
   anything of another, in training and in encoding (the encoder only applies a
   merge at a position where it keeps characters whole).
+- ``normalization`` ``"nfc"``: text is Unicode NFC-normalised before
+  pre-tokenization (HF's ``NFC`` normalizer; ``tokenizer.normalization``).
+- aliases: ``special_tokens`` entries whose id an earlier entry already has
+  (tiktoken's ``o200k_harmony``): other names of that special token, recognised
+  in text like it; ``decode`` writes the first entry's text.
 - ``superbpe``: a SuperBPE tokenizer.  ``stage1_merges`` = k: ``merges[:k]``
   are applied inside pre-tokens (chunks), ``merges[k:]`` afterwards across the
   chunks of a span (docs/training.md, SuperBPE); ``max_words``: at most that many chunks
@@ -77,7 +82,8 @@ def canonical(*, substrate: str, pattern_name: str, pattern: str, normalization:
 
     content: Dict[str, Any] = {
         "format": FORMAT_NAME,
-        "version": 2 if char_integrity or superbpe is not None else 1,
+        "version": 2 if (char_integrity or superbpe is not None or normalization != "none"
+                         or len(set(special_tokens.values())) < len(special_tokens)) else 1,
         "substrate": substrate,
         "pattern": {"name": pattern_name} if pattern_name in RULE_PATTERNS else {"name": pattern_name, "regex": pattern},
         "normalization": normalization,
@@ -205,8 +211,10 @@ def check_fields(doc: Mapping[str, Any], source: str) -> None:
         raise bad("base_size", f"{base_size(substrate)} for substrate {substrate!r}", doc["base_size"])
     if "vocab_size" in doc and not (_is_int(doc["vocab_size"]) and 0 < doc["vocab_size"] < 1 << 32):
         raise bad("vocab_size", "an integer in 1..2**32-1", doc["vocab_size"])
-    if doc.get("normalization", "none") != "none":
-        raise bad("normalization", "'none'", doc.get("normalization"))
+    from .normalization import NORMALIZATIONS
+
+    if doc.get("normalization", "none") not in NORMALIZATIONS:
+        raise bad("normalization", f"one of {list(NORMALIZATIONS)}", doc.get("normalization"))
     merges = doc["merges"]
     if not isinstance(merges, list):
         raise bad("merges", "a list of [left, right] id pairs", merges)
@@ -227,11 +235,20 @@ def check_fields(doc: Mapping[str, Any], source: str) -> None:
         if not (isinstance(special, dict) and _is_int(special.get("id")) and isinstance(special.get("text"), str)
                 and 0 <= special["id"] <= _MAX_ID):
             raise bad(f"special_tokens[{i}]", f'an object {{"id": 0..{_MAX_ID}, "text": str}}', special)
+    texts = [special["text"] for special in specials]
+    if len(set(texts)) < len(texts):
+        seen: set = set()
+        repeated = next(t for t in texts if t in seen or seen.add(t))  # type: ignore[func-returns-value]
+        raise bad("special_tokens", "each text once (several texts may share an id)", repeated)
     id_map = doc.get("id_map")
     if id_map is not None and not (isinstance(id_map, list) and set(map(type, id_map)) <= {int}
                                    and (not id_map or (min(id_map) >= 0 and max(id_map) <= _MAX_ID))):
         raise bad("id_map", f"a list of integer model ids in 0..{_MAX_ID}", id_map)
     v2_fields = [k for k in ("char_integrity", "superbpe") if k in doc]
+    if doc.get("normalization", "none") != "none":
+        v2_fields.append("normalization")
+    if len({special["id"] for special in specials}) < len(specials):
+        v2_fields.append("special_tokens sharing an id")
     if v2_fields and doc["version"] < 2:
         raise bad("version", f"2 for a file with {v2_fields}", doc["version"])
     if "char_integrity" in doc and doc["char_integrity"] is not True:

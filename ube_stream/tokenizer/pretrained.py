@@ -14,8 +14,9 @@ so ``encode`` returns and ``decode`` accepts the model's own ids.
   followed by ``ByteLevel(use_regex=False)`` is that regex (run under the time
   budget); StarCoder's ``Digits`` + ``ByteLevel`` and DeepSeek-V3's three
   ``Split``s are one regex each that splits the same way.  Added tokens become
-  special tokens (recognised only when allowed).  What the engine cannot run
-  (other models, normalizers, byte fallback) is refused in one line naming it.
+  special tokens (recognised only when allowed).  A ``NFC`` normalizer (Qwen2,
+  GPT-NeoX) becomes ``normalization="nfc"``.  What the engine cannot run (other
+  models, other normalizers, byte fallback) is refused in one line naming it.
 * :func:`tokenizer_from_tiktoken`: tiktoken's ``{token bytes: rank}``.  The
   merge list comes from the ranks the way tiktoken's own BPE works: the token of
   rank ``r`` is the merge of the two parts that BPE-encoding its bytes with the
@@ -228,12 +229,30 @@ def _check_model(hf: _HFDoc) -> dict:
     dropout = hf.get(model, "dropout", "model.dropout", (int, float, type(None)), "a number or null", None)
     if dropout:
         hf.refuse("model.dropout", "BPE dropout skips merges at random; ube-stream encodes deterministically")
-    normalizer = hf.doc.get("normalizer")
-    if normalizer is not None:
-        if not isinstance(normalizer, dict) or not isinstance(normalizer.get("type"), str):
-            hf.fail("normalizer", "null or an object with a type", normalizer)
-        hf.refuse(f"normalizer {normalizer['type']}", "ube-stream encodes text as is (no normalization yet)")
     return model
+
+
+def _hf_normalization(hf: _HFDoc) -> str:
+    """Our normalization of the ``normalizer``: none, or ``NFC`` (Qwen2/2.5/3, GPT-NeoX /
+    Pythia; also as the one step of a ``Sequence``); any other is refused in one line."""
+    normalizer = hf.doc.get("normalizer")
+    if normalizer is None:
+        return "none"
+    if not isinstance(normalizer, dict) or not isinstance(normalizer.get("type"), str):
+        hf.fail("normalizer", "null or an object with a type", normalizer)
+    kind = normalizer["type"]
+    if kind == "Sequence":
+        steps = hf.get(normalizer, "normalizers", "normalizer.normalizers", list, "a list of normalizers")
+        for k, step in enumerate(steps):
+            if not isinstance(step, dict) or not isinstance(step.get("type"), str):
+                hf.fail(f"normalizer.normalizers[{k}]", "an object with a type", step)
+        kinds = [step["type"] for step in steps]
+        if kinds in ([], ["NFC"]):
+            return "nfc" if kinds else "none"
+        kind = f"Sequence[{', '.join(kinds)}]"
+    elif kind == "NFC":
+        return "nfc"
+    hf.refuse(f"normalizer {kind}", "ube-stream normalises text with NFC (Qwen2, GPT-NeoX) or not at all")
 
 
 def _hf_vocab(hf: _HFDoc, model: dict, added_ids: set) -> Dict[bytes, int]:
@@ -382,6 +401,7 @@ def tokenizer_from_hf(cls: Callable[..., T], path) -> T:
         path = os.path.join(path, "tokenizer.json")
     hf = _HFDoc(_load_hf_json(path), path)
     model = _check_model(hf)
+    normalization = _hf_normalization(hf)
     pattern = _hf_pattern(hf, hf.doc.get("pre_tokenizer"))
     table = hf.get(model, "vocab", "model.vocab", dict, "an object {token: id}")
     added = _hf_added(hf, len(table))
@@ -405,7 +425,7 @@ def tokenizer_from_hf(cls: Callable[..., T], path) -> T:
     id_map.extend(specials.values())
     try:
         tok = cls(substrate="utf8", merges=pairs, special_tokens=list(specials), pattern=pattern,
-                  id_map=id_map, training={"source": {"hf": os.path.abspath(path)}})
+                  normalization=normalization, id_map=id_map, training={"source": {"hf": os.path.abspath(path)}})
     except TokenizerFormatError as exc:
         raise TokenizerFormatError(f"{path}: {exc}") from None
     except ValueError as exc:   # the pattern does not compile
@@ -548,32 +568,21 @@ def tokenizer_from_tiktoken(cls: Callable[..., T], ranks, pattern: str, special_
     merges = _merges_of(ranks, source)
     id_map.extend(rank for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]) if len(token) > 1)
     taken = set(ranks.values())
-    specials: Dict[str, int] = {}
-    aliases: Dict[str, str] = {}
-    first_name: Dict[int, str] = {}
+    n_internal = len(id_map)
+    internal: Dict[int, int] = {}           # model id -> internal id of its special token
+    specials: Dict[str, int] = {}           # text -> internal id; a later text on an id is an alias
     for text, sid in sorted(special_tokens.items(), key=lambda kv: kv[1]):
         if not isinstance(text, str) or not text:
             raise TokenizerFormatError(f"{where}: special token {text!r}: expected a non-empty string")
-        if sid in first_name:     # tiktoken's o200k_harmony: two names on one id
-            aliases[text] = first_name[sid]
-            continue
-        if sid in taken:
-            raise TokenizerFormatError(f"{where}: special token {text!r} has id {sid}, which a token of the ranks "
-                                       "already has; give it an unused id")
-        taken.add(sid)
-        first_name[sid] = text
-        specials[text] = sid
-    if aliases:
-        import warnings
-
-        warnings.warn(f"{where}: special tokens {sorted(aliases)} share the id of "
-                      f"{sorted(set(aliases.values()))}; ube-stream keeps one name per id, so these texts are "
-                      "not recognised as special tokens (decode gives the kept name)")
-    id_map.extend(specials.values())
+        if sid not in internal:   # tiktoken's o200k_harmony: several names on one id (the first is its name)
+            if sid in taken:
+                raise TokenizerFormatError(f"{where}: special token {text!r} has id {sid}, which a token of the "
+                                           "ranks already has; give it an unused id")
+            internal[sid] = n_internal + len(internal)
+            id_map.append(sid)
+        specials[text] = internal[sid]
     training: Dict[str, Any] = {"source": {"tiktoken": source} if source else "tiktoken"}
-    if aliases:
-        training["special_aliases"] = aliases
-    tok = cls(substrate="utf8", merges=merges, special_tokens=list(specials), pattern=pattern,
+    tok = cls(substrate="utf8", merges=merges, special_tokens=specials, pattern=pattern,
               id_map=id_map, training=training)
     from ..pretokenizer import PATTERNS
 
