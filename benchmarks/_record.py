@@ -11,6 +11,8 @@ platform), the versions of the peers it compared against, the table
 (``columns``, whose names carry their units, and ``rows``), notes, an optional
 one-line ``headline`` (what the README's table shows) and an optional ``data``
 object (the script's full detail).  ``UBE_BENCH_NO_RECORD=1`` leaves nothing.
+``load_before`` is the load when the script imported this module: import it
+at the top of the script, before its work.
 
     from _record import write_record, peer_versions
     write_record("my_bench", title="...", columns=["case", "MB/s"], rows=[["a", 12.5]],

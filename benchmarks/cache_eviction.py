@@ -16,6 +16,8 @@ import os
 import sys
 import time
 
+from _record import write_record  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -27,7 +29,6 @@ def main(argv=None):
     parser.add_argument("--entries", type=int, default=1 << 16)
     args = parser.parse_args(argv)
     sys.path.insert(0, HERE)
-    from _record import write_record
     from encode_corpus_scale import mixed_corpus, rank_file
 
     texts, corpus = mixed_corpus(args.shared, args.mb)

@@ -48,6 +48,7 @@ sys.path.insert(0, os.path.dirname(HERE))  # the repository (a built, not instal
 os.environ.setdefault("RAYON_NUM_THREADS", "2")  # gigatoken's and HF's pools, before they are imported
 
 import numpy as np  # noqa: E402
+from _record import write_record  # noqa: E402
 
 CHECK_DOCS = 200
 
@@ -346,8 +347,6 @@ def main(argv=None):
     for vocab, label, name, fr, w1, w2, vs_giga, vs_tik, vs_twin in table:
         extra = f" (x {vs_twin} of the utf8 twin)" if vs_twin else ""
         print(f"| {vocab} | {label} | {name}{extra} | {fr:.1f} | {w1:.1f} | {w2:.1f} | {vs_giga} | {vs_tik} |")
-    from _record import write_record
-
     write_record("side_by_side_encode", title="Encode throughput side by side (MB/s of UTF-8 input, one process)",
                  columns=["vocabulary", "corpus", "encoder", "fresh 1 thread", "warm 1 thread", "warm 2 threads",
                           "x gigatoken (fresh / warm)", "x tiktoken (warm)", "x utf8 twin (warm)"],
