@@ -219,8 +219,13 @@ def attempt(what, fn):
 
 def vocabularies(args, tmp, train_texts):
     import gigatoken
-    import quicktok
     import tiktoken
+
+    try:
+        import quicktok
+    except ImportError:   # a peer that is not installed is reported (its rows left out), not fatal
+        quicktok = None
+        print("  (quicktok: not installed: pip install quicktok)", flush=True)
 
     from ube_stream import Tokenizer, train
     from ube_stream.pretokenizer import resolve_pattern
@@ -234,7 +239,7 @@ def vocabularies(args, tmp, train_texts):
         tok.export_hf(hf_path)
         pat = resolve_pattern(pattern)[1]
         encoders = [Ours(tok), Giga(lambda p=path: gigatoken.Tokenizer.from_tiktoken(p)),
-                    attempt("quicktok", lambda n=name: Quick(lambda: quicktok.get_encoding(n))),
+                    attempt("quicktok", lambda n=name: Quick(lambda: quicktok.get_encoding(n))) if quicktok else None,
                     Tik(lambda n=name, r=ranks, p=pat: tiktoken.Encoding(n, pat_str=p, mergeable_ranks=r,
                                                                        special_tokens={})),
                     HF(hf_path)]
@@ -260,7 +265,7 @@ def vocabularies(args, tmp, train_texts):
     with open(tiktoken_path, "wb") as f:
         f.writelines(base64.b64encode(token) + b" %d\n" % rank for token, rank in ranks.items())
     encoders = [Ours(tok), Giga(lambda: gigatoken.Tokenizer.from_tiktoken(tiktoken_path, pretokenizer="gpt2")),
-                attempt("quicktok", quick),
+                attempt("quicktok", quick) if quicktok else None,
                 Tik(lambda: tiktoken.Encoding("trained", pat_str=resolve_pattern("gpt2")[1], mergeable_ranks=ranks,
                                               special_tokens={})),
                 HF(hf_path)]

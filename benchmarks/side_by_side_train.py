@@ -42,6 +42,7 @@ def vm_kib(field):
 
 
 def slice_corpus(path, mb, out):
+    os.makedirs(os.path.dirname(out), exist_ok=True)
     size = 0
     with open(path, encoding="utf-8") as f, open(out, "w", encoding="utf-8") as g:
         for line in f:
