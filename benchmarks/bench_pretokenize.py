@@ -146,7 +146,10 @@ def test_regex_findall_gpt2(benchmark, corpus):
     _record_throughput(benchmark, corpus)
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     documents, notes = load_corpus()
     print("\n".join(notes))
     if not documents:

@@ -439,7 +439,8 @@ def record(result, set_names, argv):
                  "fastokens (one thread, MB/s per CPU second)", columns=columns, rows=rows,
                  headline=("ube over the best peer, whole pass: " + ", ".join(headline)) if headline else None,
                  peers=peer_versions("gigatoken", "fastokens"), argv=argv,
-                 notes=[f"one pass: {result['args']['mb']:g} MB of mixed text ({result['corpus']}), batches of "
+                 notes=[f"one pass: {result['args']['mb']:g} MB of mixed text ({result['corpus']['distinct_mb']:.1f} MB "
+                        f"distinct, {result['corpus']['repeated_mb']:.1f} MB repeated), batches of "
                         f"{result['args']['batch_mb']:g} MB, medians of {result['args']['rounds']} fresh processes "
                         f"per encoder; sets: {result['args']['side_mb']:g} MB each",
                         *(f"{label}: ids check {entry['check']}" for label, entry in result["vocabularies"].items())],

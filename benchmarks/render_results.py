@@ -30,7 +30,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 README = os.path.join(os.path.dirname(HERE), "README.md")
 # scripts that build inputs or hold shared code: they measure nothing, so they leave no record
-NOT_BENCHMARKS = {"make_corpus", "make_large_corpus", "measure", "e2e_peers", "render_results"}
+NOT_BENCHMARKS = {"make_corpus", "make_large_corpus", "measure", "e2e_peers", "render_results", "conftest"}
 # The headline table: (what, script), one per run of benchmarks/run_headline.sh.
 HEADLINE = (
     ("encode, one pass of a mixed corpus in a fresh process, vs gigatoken / fastokens (MB/s per CPU s)",

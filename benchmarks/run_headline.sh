@@ -3,7 +3,8 @@
 # machine (load average ~0, nothing else running), then commit
 # benchmarks/records/, benchmarks/RESULTS.md and README.md.
 #
-#     benchmarks/run_headline.sh            # the real runs (estimate: 30-40 min on 2 idle cores)
+#     benchmarks/run_headline.sh            # the real runs (about 25-35 min on 2 idle cores: an estimate
+#                                           # from the smoke runs' per-MB rates, not timed end to end)
 #     benchmarks/run_headline.sh --smoke    # every run at its smallest size (~3 min), records marked smoke
 #
 # Sizes and repeats (real runs):

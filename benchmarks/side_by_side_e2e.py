@@ -359,8 +359,8 @@ def main(argv=None):
                             "equal": None, "detail": "no ube encode output to compare with"}
     summary = summarize(records, tools, worker_counts)
     headline = "; ".join(
-        f"{w} worker{'s' if w != '1' else ''}: ube {t['ube_vs_best_per_cpu_s']}x {t['best_peer_per_cpu_s']} per CPU s, "
-        f"{t['ube_vs_best_wall']}x {t['best_peer_wall']} wall" for w, t in summary["targets"].items()) or None
+        f"{w} worker{'s' if w != '1' else ''}: ube {t['ube_vs_best_per_cpu_s']:.2f}x {t['best_peer_per_cpu_s']} per "
+        f"CPU s, {t['ube_vs_best_wall']:.2f}x {t['best_peer_wall']} wall" for w, t in summary["targets"].items()) or None
     notes = [f"{round(text_bytes / 1e6, 1)} MB of text of {os.path.relpath(args.corpus)} in {len(paths)} files, "
              f"{sum(len(i) for i in ids)} documents; utf8 tokenizer, {args.vocab_size} tokens, trained on "
              f"{args.train_size}; medians of {args.repeat} interleaved rounds",
