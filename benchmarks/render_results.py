@@ -36,9 +36,9 @@ HEADLINE = (
     ("encode, one pass of a mixed corpus in a fresh process, vs gigatoken / fastokens (MB/s per CPU s)",
      "encode_corpus_scale"),
     ("`ube encode` end to end vs dolma / datatrove / a gigatoken script", "side_by_side_e2e"),
-    ("`ube encode` of .zst / .gz / plain files, by workers", "compressed_scaling"),
+    ("`ube encode` / `ube train` of one large .zst or .gz file, 2 workers vs 1", "compressed_scaling"),
     ("`ube verify --shards` vs `ube encode` of the same corpus", "verify_vs_encode"),
-    ("`ube train` + `ube encode` at 10 MB and 100 MB", "scale"),
+    ("`ube train` and `ube encode` at 10 MB and 100 MB, 1 and 2 workers", "scale"),
 )
 # what the old hand-picked table predates: a row without a real record says so
 NOT_MEASURED_SINCE = "not measured since the benchmark records began (commit b8d53d6, 2026-12-03)"
