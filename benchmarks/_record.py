@@ -90,6 +90,11 @@ def peer_versions(*names, python=None):
     return out
 
 
+def _plain(value):
+    """numpy scalars (and anything else JSON lacks) as plain values."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
 def is_smoke():
     return os.environ.get("UBE_BENCH_SMOKE", "") not in ("", "0")
 
@@ -129,7 +134,7 @@ def write_record(script, *, title, columns, rows, notes=(), headline=None, peers
     path = os.path.join(folder, now.strftime("%Y%m%dT%H%M%S%fZ") + ".json")
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(record, f, ensure_ascii=False, indent=1, default=float)
+        json.dump(record, f, ensure_ascii=False, indent=1, default=_plain)
         f.write("\n")
     os.replace(tmp, path)
     print(f"recorded {os.path.relpath(path)} (python benchmarks/render_results.py writes RESULTS.md)",
