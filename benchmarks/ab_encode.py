@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from _record import write_record  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 VOCABS = ("cl100k", "o200k", "trained-32k")
 
@@ -85,10 +87,16 @@ def ab(args):
             line = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
             res[side].append(json.loads(line))
     print(f"{'MB/s (CPU time)':28s} {'before':>8s} {'after':>8s} {'ratio':>6s}   (medians of {args.rounds})")
+    rows = []
     for key in res["before"][0]:
         b = statistics.median(x[key] for x in res["before"])
         a = statistics.median(x[key] for x in res["after"])
         print(f"{key:28s} {b:8.2f} {a:8.2f} {a / b:6.3f}")
+        rows.append([key, b, a, a / b])
+    write_record("ab_encode", title="A/B of two builds of the encoder (MB/s of CPU time)",
+                 columns=["case", "before (MB/s)", "after (MB/s)", "after / before (x)"], rows=rows,
+                 notes=[f"before {args.before}, after {args.after}; corpora in {args.dir}; medians of {args.rounds} "
+                        "alternating processes"])
 
 
 def main():

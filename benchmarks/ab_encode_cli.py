@@ -16,6 +16,8 @@ import sys
 import tempfile
 import time
 
+from _record import write_record  # noqa: E402
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -47,10 +49,16 @@ def main(argv=None):
         for (i, workers), v in times.items():
             print(f"| {args.repos[i]} | {workers} | {statistics.median(w for w, _ in v):.3f} | "
                   f"{statistics.median(c for _, c in v):.3f} |")
+        notes = [f"corpus {args.corpus}, tokenizer {args.tokenizer}; medians of {args.rounds} interleaved rounds"]
         if len(args.repos) >= 2:
             for workers in (1, 2):
                 a, b = (open(os.path.join(tmp, f"out-{i}-{workers}", "MANIFEST.json"), "rb").read() for i in (0, 1))
                 print(f"MANIFEST of {workers} worker(s) identical: {a == b}")
+                notes.append(f"MANIFEST of {workers} worker(s) identical in the first two checkouts: {a == b}")
+    write_record("ab_encode_cli", title="A/B of ube encode between built checkouts",
+                 columns=["checkout", "workers", "wall (s)", "CPU (s)"],
+                 rows=[[args.repos[i], workers, statistics.median(w for w, _ in v), statistics.median(c for _, c in v)]
+                       for (i, workers), v in times.items()], notes=notes, argv=argv)
 
 
 if __name__ == "__main__":

@@ -26,10 +26,12 @@ import collections
 import json
 import os
 import statistics
+import sys
 import time
 
 import numpy as np
 import zstandard
+from _record import write_record  # noqa: E402
 
 from ube_stream import Tokenizer, train
 from ube_stream import _reference as ref
@@ -46,7 +48,7 @@ def read_texts(path):
     return [json.loads(line)["text"] for line in raw.split("\n") if line]
 
 
-def bench_train(args) -> None:
+def bench_train(args, rows: list) -> None:
     chunks = collections.Counter()
     for text in read_texts(sample_paths()["train"]):
         chunks.update(ref.pretokenize(text))
@@ -69,6 +71,7 @@ def bench_train(args) -> None:
         plain, strict = (statistics.median(times[k]) for k in ("plain", "char_integrity"))
         print(f"{substrate:6s} plain {plain:.3f} s ({merges['plain']} merges)  char_integrity {strict:.3f} s "
               f"({merges['char_integrity']} merges)  ratio {strict / plain:.2f}")
+        rows.append(["train merges (CPU s)", substrate, strict, plain, strict / plain])
 
 
 def straddling(tok: Tokenizer, text: str) -> tuple:
@@ -85,7 +88,7 @@ def straddling(tok: Tokenizer, text: str) -> tuple:
     return int(np.count_nonzero(~(whole | inside_one))), int(ids.size)
 
 
-def bench_encode(args) -> None:
+def bench_encode(args, rows: list) -> None:
     texts = read_texts(sample_paths()["train"])
     data = "\n".join(texts)
     docs = read_texts(DOCS_SAMPLE)
@@ -121,6 +124,7 @@ def bench_encode(args) -> None:
             low = min(times["checked"]) / min(times["unchecked"])
             line.append(f"{label:8s}: checked {mb / a:6.2f} MB/s, unchecked {mb / b:6.2f} MB/s, "
                         f"time ratio {a / b:.2f} (medians), {low:.2f} (fastest runs)")
+            rows.append([f"encode {label} (MB/s)", substrate, mb / a, mb / b, a / b])
         print("\n       ".join(line))
         changed = sum(not np.array_equal(a, b) for a, b in zip(ids["checked"], ids["unchecked"]))
         for corpus, items in (("sample", texts), ("docs_sample", docs)):
@@ -128,6 +132,8 @@ def bench_encode(args) -> None:
             for name, t in variants.items():
                 pairs = [straddling(t, text) for text in items]
                 counts[name] = (sum(p[0] for p in pairs), sum(p[1] for p in pairs))
+            rows.append([f"straddling tokens on {corpus}", substrate, counts["checked"][0], counts["unchecked"][0],
+                         None])
             print(f"       {corpus:11s} straddling tokens: unchecked {counts['unchecked'][0]:,} of "
                   f"{counts['unchecked'][1]:,}, checked {counts['checked'][0]:,} of {counts['checked'][1]:,}"
                   + (f"  ({changed} of {len(texts)} sample documents encode differently)"
@@ -140,10 +146,16 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=8000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    rows: list = []
     if args.what in ("train", "all"):
-        bench_train(args)
+        bench_train(args, rows)
     if args.what in ("encode", "all"):
-        bench_encode(args)
+        bench_encode(args, rows)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    write_record("bench_char_integrity", title="Cost and effect of the character-integrity constraint",
+                 columns=["what", "substrate", "char_integrity (checked)", "plain (unchecked)", "ratio (time)"],
+                 rows=rows, notes=[f"the bundled training sample; vocab {args.vocab}; medians of {args.rounds} "
+                                   "interleaved rounds, one thread"])
 
 
 if __name__ == "__main__":

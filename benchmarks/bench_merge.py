@@ -41,6 +41,8 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _record import peer_versions, write_record  # noqa: E402
+
 from ube_stream import _reference as ref  # noqa: E402
 
 # ../shared/data beside the checkout (or beside the folder of worktrees)
@@ -182,6 +184,12 @@ def one_chunk(args) -> int:
               f"+{statistics.median(peaks[name]):.0f} MB for training")
     print(f"  one chunk / cut into lines: "
           f"{statistics.median(seconds['one chunk']) / statistics.median(seconds['cut into lines']):.2f}x")
+    write_record("bench_merge", title="BPE merge training: CJK letters as one chunk vs cut into lines",
+                 columns=["case", "words", "symbols", "merges", "seconds (median)", "MB for training (median)"],
+                 rows=[[name, len(counts), len(symbols), len(merges[name]), statistics.median(seconds[name]),
+                        statistics.median(peaks[name])] for name, (symbols, _offsets, counts) in cases.items()],
+                 notes=[f"{len(text.encode('utf-8')) / 1e6:.1f} MB of CJK letters from {args.corpus}, {len(runs)} "
+                        f"runs; substrate {args.substrate}, max_vocab {args.max_vocab[0]}; {args.repeat} runs"])
     return 0
 
 
@@ -233,6 +241,7 @@ def main(argv=None) -> int:
 
     n_base = 512 if args.substrate == "ube" else 256
     first = None
+    rows = []
     for max_vocab in args.max_vocab:
         result = run_kernel(symbols, offsets, counts, {
             "n_base": n_base, "max_vocab": max_vocab, "min_frequency": args.min_frequency,
@@ -244,13 +253,24 @@ def main(argv=None) -> int:
               f"{per_merge / first:.2f}x the first); "
               f"RSS {result['rss_before_mb']:.0f} MB with inputs loaded, peak {result['peak_rss_mb']:.0f} MB "
               f"(+{result['peak_rss_mb'] - result['rss_before_mb']:.0f} MB for training)")
+        rows.append(["ube_stream._merge.train_merges", max_vocab, result["merges"], result["seconds"],
+                     1e6 * per_merge, result["rss_before_mb"], result["peak_rss_mb"]])
     args.max_vocab = args.max_vocab[-1]
 
+    peers = {}
     if not args.no_peers:
         peer = run_hf_peer(texts, args.max_vocab, args.min_frequency)
         if peer:
             print(f"peer HF tokenizers BpeTrainer (utf8 byte-level, includes its own pre-tokenization "
                   f"and counting): vocab {peer['vocab']} in {peer['seconds']:.2f} s")
+            rows.append(["HF tokenizers BpeTrainer (with its own pre-tokenization and counting)", peer["vocab"],
+                         None, peer["seconds"], None, None, None])
+            peers = peer_versions("tokenizers")
+    write_record("bench_merge", title="BPE merge training (train_merges) on real text",
+                 columns=["what", "max vocab", "merges", "seconds", "us per merge", "RSS with inputs (MB)",
+                          "peak RSS (MB)"], rows=rows, peers=peers,
+                 notes=[f"{args.corpus}: {len(texts)} docs, {n_bytes / 1e6:.1f} MB UTF-8, {int(counts.sum())} "
+                        f"chunks; substrate {args.substrate}; min_frequency {args.min_frequency}"], argv=argv)
     return 0
 
 

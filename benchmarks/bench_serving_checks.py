@@ -5,12 +5,12 @@ Every sample a ``TokenDataset`` serves is checked against the vocabulary (one
 sample corpus (repeated ``--copies`` times) into a shard directory, then reads
 ``--samples`` shuffled samples per run (cycling over the directory's), alternating runs *with* the check and
 *without* it (the components' vocabulary size set to None, which skips it: the only difference), and writes
-the median samples/s of each and the overhead in percent as JSON.  It also
-times opening the directory at each ``verify=`` level.
+the median samples/s of each and the overhead in percent as a record
+(``_record.py``).  It also times opening the directory at each ``verify=`` level.
 
 Usage::
 
-    python benchmarks/bench_serving_checks.py [--seq-len 2048] [--samples 20000] [--repeat 5] [--out FILE.json]
+    python benchmarks/bench_serving_checks.py [--seq-len 2048] [--samples 20000] [--repeat 5]
 """
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ sys.path.insert(0, str(ROOT))  # the worktree's package (built in place)
 
 from ube_stream import encode_corpus, sample_paths, train  # noqa: E402
 from ube_stream.loader import TokenDataset  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _record import write_record  # noqa: E402
 
 
 def make_directory(root: str, copies: int) -> str:
@@ -55,7 +58,6 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=20000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--copies", type=int, default=8, help="repeat the sample corpus this many times")
-    parser.add_argument("--out", default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ube-bench-serving-") as root:
         directory = make_directory(root, args.copies)
@@ -87,12 +89,19 @@ def main() -> None:
             "distinct_samples": len(ds), "tokens": ds.n_tokens, "repeat": args.repeat,
             "samples_per_s_checked": samples / checked, "samples_per_s_unchecked": samples / unchecked,
             "overhead_percent": 100.0 * (checked - unchecked) / unchecked,
-            "open_seconds": opens, "first_pass_seconds": first_pass, "load_average": os.getloadavg(),
+            "open_seconds": opens, "first_pass_seconds": first_pass,
         }
-    text = json.dumps(result, indent=1)
-    if args.out:
-        pathlib.Path(args.out).write_text(text + "\n")
-    print(text)
+    print(json.dumps(result, indent=1))
+    rows = [["samples/s, checked", result["samples_per_s_checked"]],
+            ["samples/s, unchecked", result["samples_per_s_unchecked"]],
+            ["overhead of the check (%)", result["overhead_percent"]],
+            *([f"open, verify={level} (s)", s] for level, s in opens.items()),
+            *([f"first pass, {label} (s)", s] for label, s in first_pass.items())]
+    write_record("bench_serving_checks", title="Cost of the serving checks on TokenDataset throughput",
+                 columns=["what", "value"], rows=rows,
+                 notes=[f"seq_len {args.seq_len}, {samples} samples per run over {len(ds)} distinct, "
+                        f"{ds.n_tokens} tokens (the bundled sample x{args.copies}); medians of {args.repeat} "
+                        "interleaved runs"], data=result)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import statistics
 import sys
 import time
 
+from _record import write_record  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -67,6 +69,7 @@ def main(argv=None):
         with tempfile.TemporaryDirectory() as tmp:
             for vocab in args.encode.split(","):
                 tokenizers[vocab] = Tokenizer.from_tiktoken(rank_file(f"{vocab}_base", tmp)[1], vocab)
+    rows = []
     for label, texts in texts_by_corpus.items():
         blobs = [t.encode("utf-8") for t in texts]
         data = np.frombuffer(b"".join(blobs), dtype=np.uint8)
@@ -80,6 +83,7 @@ def main(argv=None):
                 pretokenizer.chunk_bounds_batch(data, offsets, pattern)
                 times.append(time.process_time() - start)
             print(f"{label:8s} {pattern:7s} {len(data) / 1e6 / statistics.median(times):8.1f} MB/s", flush=True)
+            rows.append([label, f"split {pattern}", len(data) / 1e6 / statistics.median(times)])
         for vocab, tok in tokenizers.items():
             tok.encode_utf8_batch(data, offsets)  # fills the chunk cache
             times = []
@@ -88,6 +92,12 @@ def main(argv=None):
                 tok.encode_utf8_batch(data, offsets)
                 times.append(time.process_time() - start)
             print(f"{label:8s} enc-{vocab:7s} {len(data) / 1e6 / statistics.median(times):8.1f} MB/s", flush=True)
+            rows.append([label, f"encode {vocab}", len(data) / 1e6 / statistics.median(times)])
+    sys.path.insert(0, HERE)
+    write_record("bench_split_corpora", title="Pre-tokenizer split and encode by corpus (one thread, CPU time)",
+                 columns=["corpus", "what", "MB/s (CPU)"], rows=rows,
+                 notes=[f"ube_stream from {os.path.dirname(pretokenizer.__file__)}; medians of {args.repeat}"],
+                 argv=argv)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 from _helpers import superbpe_from_plain  # noqa: E402
+from _record import write_record  # noqa: E402
 
 from ube_stream import Tokenizer, train  # noqa: E402
 from ube_stream.readers import iter_texts  # noqa: E402
@@ -58,10 +59,17 @@ def main():
           f"{len(sbpe.merges) - len(plain.merges)} stage-2 merges, {args.threads} thread(s), "
           f"medians of {args.repeat} interleaved rounds; load {os.getloadavg()[0]:.2f}")
     base = statistics.median(times["plain"])
+    rows = []
     for name in cases:
         med = statistics.median(times[name])
         print(f"  {name:9s} {mb / med:8.2f} MB/s  {med / base:5.2f}x plain's time  "
               f"{n_tokens[name]:9d} tokens ({n_tokens[name] / n_tokens['plain']:.3f}x)")
+        rows.append([name, mb / med, med / base, n_tokens[name], n_tokens[name] / n_tokens["plain"]])
+    write_record("bench_superbpe_encode", title="SuperBPE encoding cost vs the same tokenizer without stage 2",
+                 columns=["case", "MB/s (wall)", "x plain's time", "tokens", "x plain's tokens"], rows=rows,
+                 notes=[f"{mb:.2f} MB of the bundled sample, {len(texts)} documents, {args.substrate}, "
+                        f"{len(plain.merges)} stage-1 merges, {len(sbpe.merges) - len(plain.merges)} stage-2 merges, "
+                        f"{args.threads} thread(s), medians of {args.repeat} interleaved rounds"])
 
 
 if __name__ == "__main__":

@@ -2,18 +2,21 @@
 mixed corpus through a cache bounded to ``--entries`` chunks (far fewer than the corpus's
 distinct chunks, so it is full most of the pass), in the checkout ``--repo`` (built).
 
-    python benchmarks/cache_eviction.py --repo /path/to/checkout [--mb 30] [--entries 65536] [-o out.json]
+    python benchmarks/cache_eviction.py --repo /path/to/checkout [--mb 30] [--entries 65536]
 
 Run it in two checkouts (e.g. one whose cache clears when full and one that sweeps to its
 most-hit chunks) and compare ``hit_rate`` and ``mb_per_s``: same corpus (the mixed corpus
 of ``encode_corpus_scale.py``), cl100k (``bpe-openai``), one thread, 1 MB calls, the
 ``Encoder`` built directly (``cache_entries`` bounds both; ``cache_bytes`` is left large).
+Each run leaves a record (``_record.py``) naming the checkout measured.
 """
 import argparse
 import json
 import os
 import sys
 import time
+
+from _record import write_record  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -24,7 +27,6 @@ def main(argv=None):
     parser.add_argument("--shared", default="/work/shared/data")
     parser.add_argument("--mb", type=float, default=30.0)
     parser.add_argument("--entries", type=int, default=1 << 16)
-    parser.add_argument("-o", "--output", default=None)
     args = parser.parse_args(argv)
     sys.path.insert(0, HERE)
     from encode_corpus_scale import mixed_corpus, rank_file
@@ -60,14 +62,15 @@ def main(argv=None):
         assert status == 0
         done += size
     stats = encoder.cache_stats()
-    result = {"repo": os.path.abspath(args.repo), "kernel": _encode.__file__, "corpus": corpus,
-              "entries_bound": args.entries, "stats": stats,
-              "hit_rate": stats["hits"] / max(stats["hits"] + stats["misses"], 1), "mb_per_s": done / 1e6 / spent,
-              "load": os.getloadavg()}
-    print(json.dumps(result))
-    if args.output:
-        with open(args.output, "w") as f:
-            json.dump(result, f, indent=1)
+    hit_rate = stats["hits"] / max(stats["hits"] + stats["misses"], 1)
+    print(json.dumps({"stats": stats, "hit_rate": hit_rate, "mb_per_s": done / 1e6 / spent}))
+    write_record("cache_eviction", title="The chunk cache's eviction rule: hits, misses and CPU of one pass "
+                 "(cl100k, one thread)",
+                 columns=["checkout", "entries bound", "hits", "misses", "hit rate", "MB/s (CPU)"],
+                 rows=[[os.path.abspath(args.repo), args.entries, stats.get("hits"), stats.get("misses"),
+                        round(hit_rate, 4), round(done / 1e6 / spent, 2)]],
+                 notes=[f"{done / 1e6:.1f} MB of the mixed corpus of encode_corpus_scale.py ({corpus}); kernel "
+                        f"{_encode.__file__}"], data={"stats": stats, "corpus": corpus}, argv=argv)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 the outputs are the same bytes for both worker counts (issue 24 item 2).
 
     python benchmarks/compressed_scaling.py [--mb 500] [--kinds jsonl.zst,jsonl.gz,txt.zst,jsonl.zst-frames]
-        [--workers 1,2] [--rounds 1] [--out compressed_scaling.json]
+        [--workers 1,2] [--rounds 1]
 
 The file is built from real text: the running text of ``docs.jsonl.zst`` and
 the short items of ``parallel.jsonl.zst`` (``/work/shared/data``, or
@@ -12,9 +12,9 @@ compressed as one stream (gzip, zstd) so it is one work unit: the workers a
 run has beyond its units become encoder threads of that unit
 (``unit_threads``); ``jsonl.zst-frames`` is zstd in independent 4 MB frames
 (as ``zstd --block-size=4MB``), cut into units at frame boundaries.  The tokenizer (vocab 8000) is trained once on the
-bundled sample.  Writes JSON: one row per (kind, command, workers) with the
-median wall and CPU seconds (the process and its workers), the speed-up over
-one worker, and ``same_output``; plus the load average before and after.
+bundled sample.  Records (``_record.py``, ``benchmarks/records/compressed_scaling/``)
+one row per (kind, command, workers) with the median wall and CPU seconds (the
+process and its workers), the speed-up over one worker, and ``same_output``.
 """
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _record import write_record  # noqa: E402
 
 
 def build_corpus(data_dir: str, target_bytes: int, kind: str, path: str) -> int:
@@ -123,11 +125,10 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--data", default="/work/shared/data")
-    parser.add_argument("--out", default="compressed_scaling.json")
     args = parser.parse_args(argv)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
     workers_list = [int(w) for w in args.workers.split(",")]
-    result: dict = {"mb": args.mb, "load_before": os.getloadavg(), "cpu_count": os.cpu_count(), "rows": []}
+    result: dict = {"mb": args.mb, "rows": []}
     with tempfile.TemporaryDirectory() as tmp:
         from ube_stream import sample_paths
 
@@ -163,10 +164,18 @@ def main(argv=None) -> None:
                         "speedup": round(one / wall, 3), "mb_per_s": round(size / 1e6 / wall, 1),
                         "same_output": outputs[workers] == outputs[workers_list[0]]})
                     print(json.dumps(result["rows"][-1]), flush=True)
-    result["load_after"] = os.getloadavg()
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"wrote {args.out}")
+    keys = ("kind", "command", "workers", "uncompressed_bytes", "compressed_bytes", "wall_s", "cpu_s", "speedup",
+            "mb_per_s", "same_output")
+    most = max(workers_list)
+    headline = ", ".join(f"{r['command']} {r['kind']} x{r['speedup']}" + ("" if r["same_output"] else " (OUTPUT DIFFERS)")
+                         for r in result["rows"] if r["workers"] == most and most > 1)
+    write_record("compressed_scaling", title="One large compressed file on 1 and 2 workers: ube encode and ube train",
+                 columns=["kind", "command", "workers", "uncompressed (bytes)", "compressed (bytes)", "wall (s)",
+                          "CPU (s)", "speed-up over 1 worker (x)", "MB/s (wall)", "same output"],
+                 rows=[[r[k] for k in keys] for r in result["rows"]],
+                 headline=f"wall speed-up at {most} workers: {headline}" if headline else None,
+                 notes=[f"{args.mb:g} MB of real text per file; medians of {args.rounds} rounds; tokenizer vocab "
+                        f"{args.vocab_size} trained on the bundled sample"], argv=argv)
 
 
 if __name__ == "__main__":

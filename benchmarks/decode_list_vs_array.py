@@ -18,6 +18,8 @@ import statistics
 import sys
 import time
 
+from _record import write_record  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -71,8 +73,6 @@ def main(argv=None):
         print(f"  {what}: list speed / array speed = {arr_t / list_t:.2f}")
     short = short_calls(tok, ids, args.repeat)
     sys.path.insert(0, HERE)
-    from _record import write_record
-
     write_record("decode_list_vs_array", title="Decode from a list vs from a uint32 array (cl100k, real text)",
                  columns=["case", "ms (median CPU)", "MB/s", "us per call (best)"],
                  rows=[(name, round(t * 1e3, 2), round(size / 1e6 / t), None) for name, t in med.items()]

@@ -1,6 +1,6 @@
 """What users meet: one pass of a large corpus in a fresh process, and small per-language sets.
 
-    python benchmarks/encode_corpus_scale.py [--mb 300] [--side-mb 2] [--rounds 5] [-o scale.json]
+    python benchmarks/encode_corpus_scale.py [--mb 300] [--side-mb 2] [--rounds 5]
     python benchmarks/encode_corpus_scale.py --mb 20 --side-mb 0.3 --rounds 1 --vocab 4000   # a quick check
 
 Encoders (each loaded, then warmed on one tiny call, untimed: lazy set-up is not timed as
@@ -32,8 +32,9 @@ Per-language sets (``sets``): ``english`` (docs in English and the ``en`` items)
 Sinhala, 200 a document) and ``cjk`` (the ja/ko/zh pages and the Hans/Hant/Jpan/Kore items),
 ``--side-mb`` MB each: per round a fresh instance of each encoder (built untimed), its first
 pass (``fresh``) and its second (``second``) timed, encoders interleaved; medians of the
-rounds.  Ratios: ours over the best of gigatoken and fastokens.  The JSON (``-o``) holds
-everything, with ``uptime``'s load at the start and the end.
+rounds.  Ratios: ours over the best of gigatoken and fastokens.  The record
+(``benchmarks/records/encode_corpus_scale/``, ``_record.py``) holds the table, with
+the load at the start and the end; its ``data`` holds everything.
 """
 import argparse
 import base64
@@ -54,6 +55,7 @@ sys.path.insert(0, os.path.dirname(HERE))  # the repository (a built, not instal
 sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
+from _record import peer_versions, write_record  # noqa: E402
 from side_by_side_encode import mb_of, rank_file, read_jsonl, take  # noqa: E402
 
 CHECK_DOCS = 200
@@ -368,13 +370,6 @@ def ratios(table, metric_paths):
     return out
 
 
-def uptime():
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return None
-
-
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child":
@@ -392,9 +387,8 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--only", default="", help="comma-separated vocabularies (cl100k,o200k,ube-32k)")
     parser.add_argument("--skip-one-pass", action="store_true")
-    parser.add_argument("-o", "--output", default="encode_corpus_scale.json")
     args = parser.parse_args(argv)
-    result = {"args": vars(args), "load_start": uptime(), "cpu_count": os.cpu_count()}
+    result = {"args": vars(args)}
     with tempfile.TemporaryDirectory() as tmp:
         texts, result["corpus"] = mixed_corpus(args.shared, args.mb)
         print(f"mixed corpus: {result['corpus']}", flush=True)
@@ -422,10 +416,35 @@ def main(argv=None):
             entry["ratio_to_best_competitor"] = ratios(flat, metrics)
             print(f"[{label}] ratios: {entry['ratio_to_best_competitor']}", flush=True)
             result["vocabularies"][label] = entry
-    result["load_end"] = uptime()
-    with open(args.output, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"wrote {args.output}")
+    record(result, list(sets), argv)
+
+
+def record(result, set_names, argv):
+    """The result as a record: one row per vocabulary and encoder, MB/s per CPU second."""
+    columns = ["vocabulary", "encoder", "one pass: first 10 MB (MB/s)", "one pass: steady (MB/s)",
+               "one pass: overall (MB/s)", "one pass: peak RSS (MB)", "load (CPU s)"]
+    columns += [f"{s} {phase} (MB/s)" for s in set_names for phase in ("fresh", "second")]
+    rows, headline = [], []
+    for label, entry in result["vocabularies"].items():
+        for key in entry["sets"][set_names[0]]["mb_per_s"] if set_names else entry.get("one_pass", {}):
+            one = entry.get("one_pass", {}).get(key, {})
+            rows.append([label, key, one.get("first_10mb"), one.get("steady"), one.get("overall"),
+                         one.get("peak_rss_mb"), one.get("load_s"),
+                         *(entry["sets"][s]["mb_per_s"].get(key, {}).get(phase) for s in set_names
+                           for phase in ("fresh", "second"))])
+        ratio = entry["ratio_to_best_competitor"].get("ube-stream/one_pass/overall")
+        if ratio is not None:
+            headline.append(f"{label} {ratio:.2f}x")
+    write_record("encode_corpus_scale", title="Encode one pass of a mixed corpus, fresh process, vs gigatoken and "
+                 "fastokens (one thread, MB/s per CPU second)", columns=columns, rows=rows,
+                 headline=("ube over the best peer, whole pass: " + ", ".join(headline)) if headline else None,
+                 peers=peer_versions("gigatoken", "fastokens"), argv=argv,
+                 notes=[f"one pass: {result['args']['mb']:g} MB of mixed text ({result['corpus']['distinct_mb']:.1f} MB "
+                        f"distinct, {result['corpus']['repeated_mb']:.1f} MB repeated), batches of "
+                        f"{result['args']['batch_mb']:g} MB, medians of {result['args']['rounds']} fresh processes "
+                        f"per encoder; sets: {result['args']['side_mb']:g} MB each",
+                        *(f"{label}: ids check {entry['check']}" for label, entry in result["vocabularies"].items())],
+                 data=result)
 
 
 if __name__ == "__main__":

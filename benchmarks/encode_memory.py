@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from _record import write_record  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
@@ -120,15 +122,24 @@ def main(argv=None):
                         show_progress=False)
         tok.save(path)
         print(f"tokenizer: {args.vocab} ({tok.vocab_size} ids); peak RSS over the RSS before the step:")
+        rows, failed = [], []
         for case in args.cases:
             proc = subprocess.run([sys.executable, __file__, "--child", case, path, str(args.doc_mb),
                                    str(args.ids)], capture_output=True, text=True)
             if proc.returncode != 0:
                 print(f"  {case}: failed\n{proc.stderr[-2000:]}")
+                failed.append(f"{case} failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}")
                 continue
             r = json.loads(proc.stdout.strip().splitlines()[-1])
             print(f"  {r['case']:<60} +{r['over_mb']:7.0f} MB = {r['over_mb'] / r['input_mb']:.2f}x the input "
                   f"({r['result']}, {r['seconds']:.1f} s)", flush=True)
+            rows.append([r["case"], r["input_mb"], r["over_mb"], r["over_mb"] / r["input_mb"], str(r["result"]),
+                         r["seconds"]])
+    sys.path.insert(0, HERE)
+    write_record("encode_memory", title="Peak memory of encoding one huge document and of decoding many ids",
+                 columns=["case", "input (MB)", "peak RSS over before (MB)", "x the input", "result", "seconds"],
+                 rows=rows, notes=[f"tokenizer {args.vocab} ({tok.vocab_size} ids); each case in a fresh process",
+                                   *failed], argv=argv)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """What the end-to-end benchmarks (`scale.py`, `side_by_side_e2e.py`) share:
 run a command as a fresh process and measure it and every process it starts,
-describe the machine, and write one dated JSON file into `benchmarks/results/`.
+cut corpus prefixes.  Results
+leave through `_record.write_record` (benchmarks/records/), like every
+benchmark's.
 
 `run_measured` polls the process tree under `/proc` (Linux) every
 `interval` seconds: per process its peak RSS (`VmHWM`, the kernel's own high
@@ -15,7 +17,6 @@ exact: `wait4` rusage of the whole tree.
 """
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -24,7 +25,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-RESULTS = os.path.join(HERE, "results")
 CLOCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -123,59 +123,6 @@ def check(result, what):
     if result["returncode"] != 0:
         raise SystemExit(f"{what} failed (exit {result['returncode']}):\n{result['output_tail']}")
     return result
-
-
-def package_version(name, python=None):
-    """The installed version of a distribution, in this Python or another one."""
-    code = ("import importlib.metadata as m, sys\ntry: print(m.version(sys.argv[1]))\n"
-            "except m.PackageNotFoundError: print('')")
-    out = subprocess.run([python or sys.executable, "-c", code, name], capture_output=True, text=True)
-    return out.stdout.strip() or None
-
-
-def git_commit():
-    out = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
-    return (out.stdout.strip() + ("+dirty" if dirty else "")) or None
-
-
-def machine_info():
-    cpu = "unknown"
-    for line in (_read("/proc/cpuinfo") or "").splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    mem = None
-    for line in (_read("/proc/meminfo") or "").splitlines():
-        if line.startswith("MemTotal:"):
-            mem = round(int(line.split()[1]) / 1024 / 1024, 1)
-    return {"cores": os.cpu_count(), "cpu": cpu, "memory_gib": mem, "platform": platform.platform(),
-            "python": platform.python_version(), "load_average": [round(x, 2) for x in os.getloadavg()]}
-
-
-def uptime():
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-
-
-def write_result(script, doc):
-    """benchmarks/results/<script>-<UTC time>.json; returns the path."""
-    os.makedirs(RESULTS, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    path = os.path.join(RESULTS, f"{script}-{stamp}.json")
-    with open(path + ".part", "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, ensure_ascii=False)
-        f.write("\n")
-    os.replace(path + ".part", path)
-    return path
-
-
-def header(title, script, argv):
-    """The self-describing head of every result file."""
-    return {"title": title, "script": f"benchmarks/{script}.py",
-            "command": " ".join(["python", f"benchmarks/{script}.py", *argv]),
-            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "machine": machine_info(), "uptime_before": uptime(), "ube_stream_commit": git_commit()}
 
 
 def ube_env():

@@ -14,6 +14,8 @@ import os
 import sys
 import tempfile
 
+from _record import peer_versions, write_record  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -43,6 +45,7 @@ def main(argv=None):
     size = sum(len(t.encode("utf-8")) for t in texts)
     print(f"corpus: {args.corpus}: {len(texts):,} documents, {size / 1e6:.1f} MB")
     print(f"{'vocab':>7}{'ube-stream tokens':>20}{'HF tokens':>12}{'ours/HF':>10}")
+    rows = []
     for vocab in args.vocab_size or [4096, 16384]:
         ours = ube_stream.train(iter(texts), vocab_size=vocab, substrate="utf8", workers=1, show_progress=False)
         hf = tokenizers.Tokenizer(models.BPE())
@@ -59,6 +62,12 @@ def main(argv=None):
         n_ours = sum(len(e.ids) for e in ours_hf.encode_batch(texts))
         n_hf = sum(len(e.ids) for e in hf.encode_batch(texts))
         print(f"{vocab:>7}{n_ours:>20,}{n_hf:>12,}{n_ours / n_hf:>10.4f}")
+        rows.append([vocab, n_ours, n_hf, round(n_ours / n_hf, 4)])
+    write_record("quality_vs_hf", title="Training quality vs HF tokenizers' BpeTrainer (utf8, same corpus and vocab)",
+                 columns=["vocab", "ube-stream tokens", "HF tokens", "ours / HF"], rows=rows,
+                 peers=peer_versions("tokenizers"),
+                 notes=[f"corpus {os.path.relpath(args.corpus)}: {len(texts):,} documents, {size / 1e6:.1f} MB; "
+                        "both counted with HF's encoder (ours through export_hf)"], argv=argv)
     return 0
 
 

@@ -2,7 +2,6 @@
 copying it whole first (what ube-stream did before the lazy reader).
 
     python benchmarks/remote_first_sample.py [--mb 200] [--shards 4] [--limit 64MiB] [--samples 200]
-                                             [--json remote_first_sample.json]
 
 A local S3 server (moto's server mode on 127.0.0.1, as the tests use) holds a
 synthetic shard directory of ``--mb`` MB of tokens (``--shards`` shards,
@@ -17,8 +16,8 @@ Each measurement starts from an empty cache in a fresh cache folder:
 * ``whole_copy_s``: ``cached_directory(url)``, the whole directory copied
   before any sample (the previous behaviour), with no limit.
 
-Writes the numbers, the machine load (``os.getloadavg``) and the settings as
-JSON.  The server runs in this process: on a real store, latency per GET is
+Records the numbers and the settings (``_record.py``, with the machine's
+load).  The server runs in this process: on a real store, latency per GET is
 higher and bandwidth lower, so both columns grow.
 """
 from __future__ import annotations
@@ -40,6 +39,9 @@ sys.path.insert(0, ROOT)
 
 from ube_stream import Tokenizer  # noqa: E402
 from ube_stream.shards import index_format as fmt  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from _record import peer_versions, write_record  # noqa: E402
 
 
 def write_directory(path: str, total_bytes: int, n_shards: int, seed: int = 0) -> int:
@@ -93,7 +95,6 @@ def main() -> None:
     parser.add_argument("--limit", default="64MiB", help="cache limit for the lazy reads")
     parser.add_argument("--samples", type=int, default=200, help="shuffled samples read after the first")
     parser.add_argument("--seq-len", type=int, default=2048)
-    parser.add_argument("--json", default="remote_first_sample.json", help="where to write the results")
     args = parser.parse_args()
 
     import logging
@@ -156,14 +157,23 @@ def main() -> None:
             "open_plus_first_sample_s": round(t2 - t0, 4), "cache_bytes_after_first_sample": after_first,
             "random_samples": args.samples, "random_samples_s": round(t4 - t3, 4), "cache_bytes_max": peak,
             "cache_bytes_max_within_limit": peak <= limit, "samples_identical_to_local": identical,
-            "whole_copy_s": round(t6 - t5, 4), "loadavg": os.getloadavg(), "cpus": os.cpu_count(),
+            "whole_copy_s": round(t6 - t5, 4),
         }
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=1)
     print(json.dumps(result, indent=1))
+    keys = ("open_s", "first_sample_s", "open_plus_first_sample_s", "cache_bytes_after_first_sample",
+            "random_samples_s", "cache_bytes_max", "cache_bytes_max_within_limit", "samples_identical_to_local",
+            "whole_copy_s")
+    write_record("remote_first_sample", title="First sample of a shard directory on S3, read lazily vs copied whole",
+                 columns=["what", "value"], rows=[[k, result[k]] for k in keys],
+                 headline=f"first sample after {result['open_plus_first_sample_s']:.2f} s, whole copy "
+                          f"{result['whole_copy_s']:.2f} s",
+                 peers=peer_versions("moto", "fsspec", "s3fs"),
+                 notes=[f"{token_bytes / 1e6:.0f} MB of tokens in {args.shards} shards on {result['store']}; "
+                        f"seq_len {args.seq_len}, cache limit {args.limit}, {args.samples} shuffled samples"],
+                 data=result)
 
 
 if __name__ == "__main__":

@@ -14,9 +14,10 @@ tokenizer: `utf8`, V tokens, trained once on the smallest prefix before any
 timed run).  Rounds are interleaved (round r runs every size and worker count
 once), and each figure is the median over `--repeat` rounds.  The process tree
 is polled under /proc (see benchmarks/measure.py): the driver is the `ube`
-process, workers are its descendants.  Output: one JSON file in
-benchmarks/results/ (`records`: one per run; `summary`: medians with units;
-`per_worker_costs` and `prediction`: the model docs/scaling.md uses).
+process, workers are its descendants.  Output: a record in
+benchmarks/records/scale/ (`_record.py`; the table: medians with units; its
+`data`: `runs`, one per run, and `per_worker_costs` and `prediction`, the
+model docs/scaling.md uses).
 
 What "linear" means here: seconds per MB at each size divided by seconds per
 MB at the smallest size, in wall time and in CPU time (1.0 = linear; the
@@ -35,6 +36,7 @@ import sys
 import tempfile
 
 import measure
+from _record import write_record
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PHASES = re.compile(r"counts ([0-9.]+) s, merges ([0-9.]+) s")
@@ -94,8 +96,6 @@ def main(argv=None):
     tasks = [t.strip() for t in args.tasks.split(",")]
     if not os.path.exists(args.corpus):
         raise SystemExit(f"{args.corpus} missing: run python benchmarks/make_large_corpus.py first")
-    doc = measure.header("Scale: ube train and ube encode by corpus size and worker count", "scale",
-                         sys.argv[1:] if argv is None else argv)
     env = measure.ube_env()
     prefixes = {size: measure.cut_prefix(args.corpus, size, args.work_dir) for size in sizes}
     if args.input == "jsonl.zst":
@@ -152,19 +152,28 @@ def main(argv=None):
                               f"{record['wall_s']:.2f} s wall, {record['cpu_s']:.2f} CPU s, "
                               f"worker peak {record['worker_peak_rss_mb']} MB, load {load:.2f}", file=sys.stderr)
                         shutil.rmtree(out, ignore_errors=True) if os.path.isdir(out) else os.remove(out)
-    doc.update(summarize(records, sizes, worker_counts, tasks))
-    doc["records"] = records
-    doc["uptime_after"] = measure.uptime()
-    doc["tokenizer"] = {"path": os.path.relpath(tokenizer), "substrate": "utf8", "vocab_size": args.vocab_size,
-                        "trained_on_mb": sizes[0] / 1e6}
-    doc["notes"] = [
-        "not final unless the load beside each record is ~0 and cores >= max workers",
-        "records: one per run; wall/CPU are the whole process tree (wait4 rusage); per-process figures are the last "
-        "/proc poll (0.1 s) of each process: peak RSS is the kernel's VmHWM; rchar/wchar count every read/write "
-        "call (files and pipes), so the driver's are an upper bound on the bytes it exchanged with its workers",
+    summary = summarize(records, sizes, worker_counts, tasks)
+    largest = max(r["size_mb"] for r in summary["summary"])
+    most = max(worker_counts)
+    headline = "; ".join(
+        f"{r['task']} {r['size_mb']:.0f} MB: {r['mb_per_cpu_s']} MB per CPU s, x{r['speedup_vs_1_worker']} wall "
+        f"at {most} workers" for r in summary["summary"] if r["size_mb"] == largest and r["workers"] == most)
+    notes = [
+        f"`{args.input}` prefixes of {os.path.relpath(args.corpus)}; tokenizer utf8, {args.vocab_size} tokens, "
+        f"trained on {sizes[0] / 1e6:g} MB; medians of {args.repeat} interleaved rounds",
+        "wall/CPU are the whole process tree (wait4 rusage); per-process figures are the last /proc poll (0.1 s) of "
+        "each process: peak RSS is the kernel's VmHWM; rchar/wchar count every read/write call (files and pipes), "
+        "so the driver's are an upper bound on the bytes it exchanged with its workers",
+        "the prediction and per-worker costs (docs/scaling.md) are in the record's data",
     ]
-    path = measure.write_result("scale", doc)
-    print(path)
+    write_record("scale", title="Scale: ube train and ube encode by corpus size and worker count",
+                 columns=[f"{c} ({u})" if u else c for c, u in ((c["name"], c["unit"]) for c in summary["columns"])],
+                 rows=summary["rows"], notes=notes, headline=headline,
+                 argv=sys.argv[1:] if argv is None else argv,
+                 data={"per_worker_costs": summary["per_worker_costs"], "prediction": summary["prediction"],
+                       "runs": records, "tokenizer": {"path": os.path.relpath(tokenizer), "substrate": "utf8",
+                                                      "vocab_size": args.vocab_size,
+                                                      "trained_on_mb": sizes[0] / 1e6}})
     return 0
 
 

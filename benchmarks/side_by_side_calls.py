@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.dirname(HERE))  # the repository (a built, not instal
 
 import numpy as np  # noqa: E402
 import regex  # noqa: E402
+from _record import peer_versions, write_record  # noqa: E402
 
 from ube_stream import Tokenizer, pretokenizer, train  # noqa: E402
 
@@ -62,6 +63,9 @@ def cl100k_ranks():
     from ube_stream.tokenizer.pretrained import find_tiktoken_file, load_tiktoken_ranks
 
     return load_tiktoken_ranks(find_tiktoken_file("cl100k_base"))
+
+
+RECORDED = []   # [section, row, MB/s, CPU s, ratio]: every table printed, for the record
 
 
 class Table:
@@ -94,6 +98,7 @@ class Table:
                 base = by_name[(r["group"], r["base"])]
                 ratio = f"{statistics.median(base['times']) / statistics.median(r['times']):.2f}x {r['base']}"
             print(f"| {r['name']} | {rate:,.0f} | {ratio} |")
+            RECORDED.append([f"calls: {group} (MB/s of CPU time)", r["name"], rate, None, ratio or None])
 
 
 def pretokenize_rows(table, texts, size):
@@ -248,6 +253,8 @@ def threads_rows(tok, texts, size, repeat):
     for k, (walls, cpus) in times.items():
         w, c = statistics.median(walls), statistics.median(cpus)
         print(f"| {k} | {size / w / 1e6:,.0f} | {w1 / w:.2f}x | {c:.2f} | {c / c1:.2f}x |")
+        RECORDED.append(["encode_utf8_batch threads (MB/s wall)", f"{k} thread(s)", size / w / 1e6, c,
+                         f"{w1 / w:.2f}x wall"])
 
 
 def end_to_end(path, mb, tok_path, tok, repeat, compare=None):
@@ -317,15 +324,21 @@ def end_to_end(path, mb, tok_path, tok, repeat, compare=None):
         print("|---|---:|---:|---:|---:|---:|")
         print(f"| kernel, encode_utf8_batch, 1 thread | {size / kw / 1e6:,.0f} | 1.00x | {kc:.2f} | "
               f"{size / kc / 1e6:,.0f} | 1.00x |")
+        section = f"end to end, {size / 1e6:.1f} MB (MB/s wall)"
+        RECORDED.append([section, "kernel, encode_utf8_batch, 1 thread", size / kw / 1e6, kc, "1.00x kernel CPU"])
         fw, fc = (statistics.median(v) for v in times["fresh"])
         print(f"| kernel, a freshly loaded tokenizer (load + cold cache), 1 thread | {size / fw / 1e6:,.0f} | "
               f"{kw / fw:.2f}x | {fc:.2f} | {size / fc / 1e6:,.0f} | {kc / fc:.2f}x |")
+        RECORDED.append([section, "kernel, freshly loaded tokenizer", size / fw / 1e6, fc, f"{kc / fc:.2f}x kernel CPU"])
         for workers in (1, 2):
             w, c = (statistics.median(v) for v in times[workers])
             print(f"| ube encode --workers {workers} | {size / w / 1e6:,.0f} | {kw / w / workers:.2f}x | {c:.2f} | "
                   f"{size / c / 1e6:,.0f} | {kc / c:.2f}x |")
+            RECORDED.append([section, f"ube encode --workers {workers}", size / w / 1e6, c,
+                             f"{kc / c:.2f}x kernel CPU"])
         sw, sc = (statistics.median(v) for v in times["start"])
         print(f"| ube encode --workers 1, 20 documents (start-up) | | | {sc:.2f} (wall {sw:.2f} s) | | |")
+        RECORDED.append([section, "ube encode --workers 1, 20 documents (start-up)", None, sc, f"wall {sw:.2f} s"])
         if compare:
             for workers in (1, 2):
                 w, c = (statistics.median(v) for v in times[f"other {workers}"])
@@ -333,6 +346,10 @@ def end_to_end(path, mb, tok_path, tok, repeat, compare=None):
                       f"{c:.2f} | {size / c / 1e6:,.0f} | {kc / c:.2f}x |")
             ow, oc = (statistics.median(v) for v in times["other start"])
             print(f"| {compare}: 20 documents (start-up) | | | {oc:.2f} (wall {ow:.2f} s) | | |")
+            for workers in (1, 2):
+                w, c = (statistics.median(v) for v in times[f"other {workers}"])
+                RECORDED.append([section, f"{compare}: ube encode --workers {workers}", size / w / 1e6, c,
+                                 f"{kc / c:.2f}x kernel CPU"])
             print(f"\n{compare}, 2 workers vs 1, wall: "
                   f"{statistics.median(times['other 1'][0]) / statistics.median(times['other 2'][0]):.2f}x")
         c1 = statistics.median(times[1][1])
@@ -367,6 +384,7 @@ def main(argv=None):
             print(f"load average before: {os.getloadavg()}")
             end_to_end(args.corpus, args.e2e_mb, tok_path, utf8_tok, args.repeat, args.compare_repo)
         print(f"load average at the end: {os.getloadavg()}")
+        record(args, argv)
         return
     texts, size = load_corpus(args.corpus, args.mb)
     dec_texts, dec_size = load_corpus(args.corpus, args.decode_mb)
@@ -395,6 +413,15 @@ def main(argv=None):
             utf8_tok.save(tok_path)
             end_to_end(args.corpus, args.e2e_mb, tok_path, utf8_tok, args.repeat, args.compare_repo)
     print(f"load average at the end: {os.getloadavg()}")
+    record(args, argv)
+
+
+def record(args, argv):
+    write_record("side_by_side_calls", title="The public calls side by side: pretokenize, chunk_bounds_batch, "
+                 "decode, the JSON Lines reader, ube encode", columns=["section", "row", "MB/s", "CPU s", "ratio"],
+                 rows=RECORDED, peers=peer_versions("regex", "tiktoken", "gigatoken", "tokenizers"), argv=argv,
+                 notes=[f"{os.path.basename(args.corpus)}; medians of {args.repeat} interleaved rounds; results "
+                        "checked equal before timing"])
 
 
 if __name__ == "__main__":

@@ -45,8 +45,9 @@ processes: a pool whose workers are not waited for drops out of rusage), MB of
 text per wall second and per CPU second, peak RSS
 (the largest process, and the sum over processes).  Every tool's output of
 the first round is checked equal to `ube encode`'s, document by document
-(sha1 of the uint32 ids, EOS included).  Output: one JSON file in
-benchmarks/results/.
+(sha1 of the uint32 ids, EOS included).  Output: a record in
+benchmarks/records/side_by_side_e2e/ (`_record.py`; its `data` holds every run,
+the token checks and the targets).
 """
 import argparse
 import glob
@@ -60,6 +61,7 @@ import sys
 import tempfile
 
 import measure
+from _record import peer_versions, write_record
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EOS = "<|endoftext|>"
@@ -263,8 +265,6 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not os.path.exists(args.corpus):
         raise SystemExit(f"{args.corpus} missing: run python benchmarks/make_large_corpus.py first")
-    doc = measure.header("Side by side, end to end: corpus files to token files", "side_by_side_e2e",
-                         sys.argv[1:] if argv is None else argv)
     env = measure.ube_env()
     peer_env = {**os.environ, "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     peer_env.pop("PYTHONPATH", None)
@@ -357,26 +357,34 @@ def main(argv=None):
                             reference = got
                         checks[f"{tool} x{workers}"] = compare(reference, got) if reference else {
                             "equal": None, "detail": "no ube encode output to compare with"}
-    doc.update(summarize(records, tools, worker_counts))
-    doc.update({
-        "records": records, "token_checks": checks, "skipped_or_failed": skipped,
-        "corpus": {"source": os.path.relpath(args.corpus), "text_mb": round(text_bytes / 1e6, 3),
-                   "files": len(paths), "documents": sum(len(i) for i in ids)},
-        "tokenizer": {"substrate": "utf8", "vocab_size": args.vocab_size, "trained_on": args.train_size,
-                      "hf_tokenizer_json": os.path.relpath(hf_file), "eos_id": eos_id},
-        "plain_encoder_choice": choice,
-        "versions": {"ube_stream": measure.package_version("ube-stream"),
-                     "dolma": measure.package_version("dolma", os.path.join(os.path.dirname(args.dolma), "python")),
-                     **{name: measure.package_version(name, args.peer_python)
-                        for name in ("datatrove", "gigatoken", "fastokens", "tokenizers")}},
-        "uptime_after": measure.uptime(),
-        "notes": ["not final unless load_1min is ~0 beside every record and cores >= max workers",
-                  "what each tool adds: EOS after every document (all four, configured); no BOS; dolma and this "
-                  "script strip each text (done beforehand here, so all encode the same strings); datatrove "
-                  "writes uint16 ids (vocabulary <= 65,536), the others uint32"],
-    })
-    path = measure.write_result("side_by_side_e2e", doc)
-    print(path)
+    summary = summarize(records, tools, worker_counts)
+    headline = "; ".join(
+        f"{w} worker{'s' if w != '1' else ''}: ube {t['ube_vs_best_per_cpu_s']:.2f}x {t['best_peer_per_cpu_s']} per "
+        f"CPU s, {t['ube_vs_best_wall']:.2f}x {t['best_peer_wall']} wall" for w, t in summary["targets"].items()) or None
+    notes = [f"{round(text_bytes / 1e6, 1)} MB of text of {os.path.relpath(args.corpus)} in {len(paths)} files, "
+             f"{sum(len(i) for i in ids)} documents; utf8 tokenizer, {args.vocab_size} tokens, trained on "
+             f"{args.train_size}; medians of {args.repeat} interleaved rounds",
+             "token checks (first round, document by document against ube encode): " + ", ".join(
+                 f"{k} {'equal' if c.get('equal') else 'DIFFERENT' if c.get('equal') is False else 'unchecked'}"
+                 for k, c in checks.items()),
+             "what each tool adds: EOS after every document (all four, configured); no BOS; dolma and the plain "
+             "script strip each text (done beforehand here, so all encode the same strings); datatrove writes "
+             "uint16 ids (vocabulary <= 65,536), the others uint32",
+             *(f"skipped or failed: {k}: {v.splitlines()[-1] if v else v}" for k, v in skipped.items())]
+    versions = {**peer_versions("dolma", python=os.path.join(os.path.dirname(args.dolma), "python")),
+                **peer_versions("datatrove", "gigatoken", "fastokens", "tokenizers", python=args.peer_python)}
+    write_record("side_by_side_e2e", title="Side by side, end to end: corpus files to token files",
+                 columns=[f"{c} ({u})" if u else c for c, u in ((c["name"], c["unit"]) for c in summary["columns"])],
+                 rows=summary["rows"], notes=notes, headline=headline, peers=versions,
+                 argv=sys.argv[1:] if argv is None else argv,
+                 data={"targets": summary["targets"],
+                       "same_order_at_every_worker_count": summary["same_order_at_every_worker_count"],
+                       "runs": records, "token_checks": checks, "skipped_or_failed": skipped,
+                       "corpus": {"source": os.path.relpath(args.corpus), "text_mb": round(text_bytes / 1e6, 3),
+                                  "files": len(paths), "documents": sum(len(i) for i in ids)},
+                       "tokenizer": {"substrate": "utf8", "vocab_size": args.vocab_size,
+                                     "trained_on": args.train_size, "eos_id": eos_id},
+                       "plain_encoder_choice": choice})
     return 0
 
 

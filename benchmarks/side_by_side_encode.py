@@ -48,6 +48,7 @@ sys.path.insert(0, os.path.dirname(HERE))  # the repository (a built, not instal
 os.environ.setdefault("RAYON_NUM_THREADS", "2")  # gigatoken's and HF's pools, before they are imported
 
 import numpy as np  # noqa: E402
+from _record import write_record  # noqa: E402
 
 CHECK_DOCS = 200
 
@@ -218,8 +219,13 @@ def attempt(what, fn):
 
 def vocabularies(args, tmp, train_texts):
     import gigatoken
-    import quicktok
     import tiktoken
+
+    try:
+        import quicktok
+    except ImportError:   # a peer that is not installed is reported (its rows left out), not fatal
+        quicktok = None
+        print("  (quicktok: not installed: pip install quicktok)", flush=True)
 
     from ube_stream import Tokenizer, train
     from ube_stream.pretokenizer import resolve_pattern
@@ -233,7 +239,7 @@ def vocabularies(args, tmp, train_texts):
         tok.export_hf(hf_path)
         pat = resolve_pattern(pattern)[1]
         encoders = [Ours(tok), Giga(lambda p=path: gigatoken.Tokenizer.from_tiktoken(p)),
-                    attempt("quicktok", lambda n=name: Quick(lambda: quicktok.get_encoding(n))),
+                    attempt("quicktok", lambda n=name: Quick(lambda: quicktok.get_encoding(n))) if quicktok else None,
                     Tik(lambda n=name, r=ranks, p=pat: tiktoken.Encoding(n, pat_str=p, mergeable_ranks=r,
                                                                        special_tokens={})),
                     HF(hf_path)]
@@ -259,7 +265,7 @@ def vocabularies(args, tmp, train_texts):
     with open(tiktoken_path, "wb") as f:
         f.writelines(base64.b64encode(token) + b" %d\n" % rank for token, rank in ranks.items())
     encoders = [Ours(tok), Giga(lambda: gigatoken.Tokenizer.from_tiktoken(tiktoken_path, pretokenizer="gpt2")),
-                attempt("quicktok", quick),
+                attempt("quicktok", quick) if quicktok else None,
                 Tik(lambda: tiktoken.Encoding("trained", pat_str=resolve_pattern("gpt2")[1], mergeable_ranks=ranks,
                                               special_tokens={})),
                 HF(hf_path)]
@@ -346,8 +352,6 @@ def main(argv=None):
     for vocab, label, name, fr, w1, w2, vs_giga, vs_tik, vs_twin in table:
         extra = f" (x {vs_twin} of the utf8 twin)" if vs_twin else ""
         print(f"| {vocab} | {label} | {name}{extra} | {fr:.1f} | {w1:.1f} | {w2:.1f} | {vs_giga} | {vs_tik} |")
-    from _record import write_record
-
     write_record("side_by_side_encode", title="Encode throughput side by side (MB/s of UTF-8 input, one process)",
                  columns=["vocabulary", "corpus", "encoder", "fresh 1 thread", "warm 1 thread", "warm 2 threads",
                           "x gigatoken (fresh / warm)", "x tiktoken (warm)", "x utf8 twin (warm)"],

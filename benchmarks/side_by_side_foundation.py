@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 import regex
+from _record import write_record  # noqa: E402
 
 from ube_stream import _route
 
@@ -103,8 +104,6 @@ def main(argv=None):
     print(f"{'step':<34}{'seconds':>9}{'MB/s':>10}{'vs regex':>10}")
     for name, t in rows:
         print(f"{name:<34}{t:>9.3f}{mb / t:>10.1f}{t_regex / t:>9.1f}x")
-    from _record import write_record
-
     write_record("side_by_side_foundation", title="Pre-tokenization and routing, one thread (MB/s of UTF-8 input)",
                  columns=["step", "seconds", "MB/s", "x regex.findall"],
                  rows=[(name, round(t, 4), round(mb / t, 1), round(t_regex / t, 2)) for name, t in rows],

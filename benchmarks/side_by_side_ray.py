@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+from _record import peer_versions, write_record  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # the repository (a built, not installed, checkout)
 
@@ -70,6 +72,7 @@ def main(argv=None):
     parser.add_argument("--skip-per-core", action="store_true")
     parser.add_argument("--tmp", default=None, help="where to write the shard directories (default: system tmp)")
     args = parser.parse_args(argv)
+    script_argv = sys.argv[1:] if argv is None else list(argv)   # `argv` is reused below
     if not os.path.exists(args.corpus):
         sys.exit(f"{args.corpus} not found: run `python benchmarks/make_corpus.py --mb 60` first")
 
@@ -121,6 +124,7 @@ def main(argv=None):
                   f"[{statistics.median(times[k]):.2f} s]")
         print(f"  ray / local wall time: {best['ray'] / best['local']:.3f}x (target <= 1.2x); "
               f"outputs byte-identical")
+        rows = [[k, best[k], mb / best[k], statistics.median(times[k])] for k in ("local", "ray")]
         if not args.skip_per_core:
             out = os.path.join(root, "one")
             started = time.perf_counter()
@@ -131,6 +135,14 @@ def main(argv=None):
             print(f"  per core (--workers 1, in-process): {one:.2f} s, {mb / one:.2f} MB/s; "
                   f"{args.workers} workers reach {one / best['local']:.2f}x of it locally, "
                   f"{one / best['ray']:.2f}x on Ray")
+            rows.append(["local, --workers 1 (in-process)", one, mb / one, one])
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        write_record("side_by_side_ray", title="ube encode on the local executor vs on Ray, same workers",
+                     columns=["executor", "wall (s, best)", "MB/s", "wall (s, median)"], rows=rows,
+                     headline=f"Ray / local wall {best['ray'] / best['local']:.2f}x (target <= 1.2x)",
+                     peers=peer_versions("ray"),
+                     notes=[f"{args.corpus}: {mb:.1f} MB of text; {args.workers} workers; best of {args.repeat}; "
+                            "outputs byte-identical"], argv=script_argv)
     finally:
         shutil.rmtree(root, ignore_errors=True)
         ray.shutdown()

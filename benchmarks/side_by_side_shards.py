@@ -16,6 +16,7 @@ import tempfile
 import time
 
 import numpy as np
+from _record import write_record  # noqa: E402
 
 
 def main(argv=None):
@@ -47,6 +48,7 @@ def main(argv=None):
         times.append(time.perf_counter() - start)
     kernel = mb / statistics.median(times)
     print(f"{'encode kernel (1 thread, in memory)':<40}{kernel:>8.1f} MB/s")
+    rows = [["encode kernel (1 thread, in memory)", kernel, 1.0]]
     for workers in args.workers:
         times = []
         for _ in range(args.repeat):
@@ -59,6 +61,11 @@ def main(argv=None):
             shutil.rmtree(out)
         rate = mb / statistics.median(times)
         print(f"{f'encode_corpus, {workers} worker(s)':<40}{rate:>8.1f} MB/s  {rate / kernel:.2f}x kernel")
+        rows.append([f"encode_corpus, {workers} worker(s)", rate, rate / kernel])
+    write_record("side_by_side_shards", title="encode_corpus (read, encode, write shards) vs the bare encode kernel",
+                 columns=["what", "MB/s (wall)", "x kernel"], rows=rows,
+                 notes=[f"{args.corpus}: {len(lengths):,} documents, {mb:.1f} MB; {tok!r}; medians of "
+                        f"{args.repeat}; unit_rows {args.unit_rows}"], argv=argv)
     return 0
 
 

@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
 import regex  # noqa: E402
+from _record import peer_versions, write_record  # noqa: E402
 from bench_pretokenize import load_corpus  # noqa: E402
 
 from ube_stream import pretokenizer  # noqa: E402
@@ -83,6 +84,7 @@ def main(argv=None) -> None:
     mb = len(data) / 1e6
     print(f"corpus: {mb:.1f} MB UTF-8, {len(text):,} characters, {len(documents):,} documents")
 
+    rows = []
     print("\nsplit, 1 thread (MB/s of UTF-8 input)")
     for name, pattern in PATTERN_TEXT.items():
         compiled = regex.compile(pattern)
@@ -96,8 +98,19 @@ def main(argv=None) -> None:
         print(f"  {name:<7} chunk_bounds kernel {mb / seconds_ours:7.1f}   regex path (before) "
               f"{mb / seconds_before:5.1f}   regex.findall {mb / seconds_regex:5.1f}   "
               f"kernel/findall x{seconds_regex / seconds_ours:5.1f}   ({len(chunks):,} chunks)")
+        rows.append([f"split {name}", mb / seconds_ours, mb / seconds_before, mb / seconds_regex,
+                     seconds_regex / seconds_ours])
+
+    def record():
+        write_record("side_by_side_tiktoken_patterns", title="tiktoken patterns: our split kernel and encoder vs "
+                     "the regex path, regex.findall and tiktoken (one thread, MB/s)",
+                     columns=["what", "ours (MB/s)", "ours, regex split (MB/s)", "peer (MB/s)", "ours / peer (x)"],
+                     rows=rows, peers=peer_versions("regex", "tiktoken"), argv=argv,
+                     notes=[*notes, f"{mb:.1f} MB, {len(documents):,} documents; best of {args.repeat}; peer: "
+                            "regex.findall for split rows, tiktoken's faster call for encode rows"])
 
     if args.skip_encode:
+        record()
         return
     import tiktoken
 
@@ -129,6 +142,8 @@ def main(argv=None) -> None:
               f"encode_ordinary_batch {mb / seconds_batch:5.1f}   ours/tiktoken x{mb / seconds_ours / tik:4.2f} "
               f"(before x{mb / seconds_before / tik:4.2f})   ({sum(len(a) for a in ours):,} tokens; "
               f"from_tiktoken {built:.1f} s)")
+        rows.append([f"encode {name}", mb / seconds_ours, mb / seconds_before, tik, mb / seconds_ours / tik])
+    record()
 
 
 if __name__ == "__main__":

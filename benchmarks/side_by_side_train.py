@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 
+from _record import write_record  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -40,6 +42,7 @@ def vm_kib(field):
 
 
 def slice_corpus(path, mb, out):
+    os.makedirs(os.path.dirname(out), exist_ok=True)
     size = 0
     with open(path, encoding="utf-8") as f, open(out, "w", encoding="utf-8") as g:
         for line in f:
@@ -172,8 +175,6 @@ def report(runs, size):
         print(f"{name:<20}{r['wall']:>9.1f}{size / 1e6 / r['wall']:>8.1f}{r['peak_mib']:>10.0f}{r['delta_mib']:>8.0f}"
               f"{rt:>14}{rm:>13}{gt:>16}{gm:>15}")
     print()
-    from _record import write_record
-
     write_record("side_by_side_train", title="Training side by side (one process per trainer, fresh)",
                  columns=["trainer", "wall s", "MB/s", "peak MiB", "+MiB", "time / rustbpe", "memory / rustbpe",
                           "time / gigatoken", "memory / gigatoken"],

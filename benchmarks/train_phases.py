@@ -25,6 +25,8 @@ import subprocess
 import sys
 import time
 
+from _record import write_record  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -129,10 +131,19 @@ def main(argv=None):
                       f"{result['kernel_s']:.2f} s ({result['us_per_merge']:.1f} us/merge), peak "
                       f"{result['peak_mib']:.0f} MiB | {phases}", flush=True)
     print(f"\n{'substrate':<10}{'vocab':>8}{'merges':>9}{'wall s':>8}{'kernel s':>10}{'us/merge':>10}{'peak MiB':>10}")
+    rows = []
     for (substrate, vocab_size), rs in runs.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("wall", "kernel_s", "us_per_merge", "peak_mib", "merges")}
         print(f"{substrate:<10}{vocab_size:>8}{med['merges']:>9.0f}{med['wall']:>8.1f}{med['kernel_s']:>10.2f}"
               f"{med['us_per_merge']:>10.1f}{med['peak_mib']:>10.0f}")
+        rows.append([substrate, vocab_size, med["merges"], med["wall"], med["kernel_s"], med["us_per_merge"],
+                     med["peak_mib"]])
+    sys.path.insert(0, HERE)
+    write_record("train_phases", title="ube train by phase: wall, merge kernel, us per merge, peak memory",
+                 columns=["substrate", "vocab", "merges", "wall (s)", "kernel (s)", "us/merge", "peak (MiB)"],
+                 rows=rows, notes=[f"corpus {corpus}; {args.workers} workers; medians of {args.repeat} runs, each a "
+                                   "fresh process; the phases of every run are in the record's data"],
+                 data={f"{s} {v}": rs for (s, v), rs in runs.items()}, argv=argv)
     return 0
 
 

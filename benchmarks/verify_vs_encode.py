@@ -1,7 +1,7 @@
 """CPU of `ube verify --shards` against the `ube encode` that wrote the shards (issue 24).
 
     python benchmarks/verify_vs_encode.py [--corpus FILE.jsonl] [--docs 200000] [--tokenizer T]
-                                          [--workers 1] [--repeats 1] [-o verify_vs_encode.json]
+                                          [--workers 1] [--repeats 1]
 
 Each command runs as users run it: a fresh ``python -m ube_stream`` process
 (workers included), timed by the CPU seconds it and its children used
@@ -9,10 +9,11 @@ Each command runs as users run it: a fresh ``python -m ube_stream`` process
 Without ``--corpus`` a JSON Lines corpus of ``--docs`` lines of real running
 text (tests/data/docs_sample.jsonl.zst, 26 languages, repeated) is written to a
 temporary directory; without ``--tokenizer`` a 4k-vocabulary tokenizer is
-trained on it first (not timed).  The JSON written (and printed) holds both
-commands' CPU and wall seconds per repeat, the verify / encode CPU ratio
-(the issue's target: at most 1.5) and the load average at the start and end
-(figures on a loaded machine are not results).
+trained on it first (not timed).  The record (``_record.py``,
+``benchmarks/records/verify_vs_encode/``) holds both commands' CPU and wall
+seconds per repeat and the verify / encode CPU ratio (the issue's target: at
+most 1.5), with the load average at the start and end (figures on a loaded
+machine are not results).
 """
 import argparse
 import io
@@ -26,6 +27,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from _record import write_record  # noqa: E402
 
 
 def children_cpu():
@@ -62,9 +65,7 @@ def main():
     parser.add_argument("--tokenizer", help="tokenizer file (default: a 4k one trained on the corpus)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("-o", "--output", default="verify_vs_encode.json")
     args = parser.parse_args()
-    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="ube-bench-") as tmp:
         corpus = args.corpus or os.path.join(tmp, "corpus.jsonl")
         if not args.corpus:
@@ -84,22 +85,18 @@ def main():
             runs.append({"encode_cpu_s": round(encode[0], 3), "encode_wall_s": round(encode[1], 3),
                          "verify_cpu_s": round(verify[0], 3), "verify_wall_s": round(verify[1], 3),
                          "verify_over_encode_cpu": round(verify[0] / encode[0], 3) if encode[0] else None})
-        result = {
-            "benchmark": "verify_vs_encode",
-            "corpus": args.corpus or f"tests/data/docs_sample.jsonl.zst lines x{args.docs}",
-            "corpus_bytes": os.path.getsize(corpus),
-            "documents": totals["documents"], "tokens": totals["tokens"],
-            "tokenizer": args.tokenizer or "4k trained on the corpus",
-            "workers": args.workers, "runs": runs,
-            "target_verify_over_encode_cpu": 1.5,
-            "loadavg_before": [round(x, 2) for x in load_before],
-            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-            "cpu_count": os.cpu_count(),
-        }
-    with open(args.output, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=1)
-        f.write("\n")
-    print(json.dumps(result, indent=1))
+        corpus_bytes = os.path.getsize(corpus)
+    ratios = sorted(r["verify_over_encode_cpu"] for r in runs if r["verify_over_encode_cpu"] is not None)
+    median = ratios[len(ratios) // 2] if ratios else None
+    write_record("verify_vs_encode", title="ube verify --shards vs the ube encode that wrote the shards (CPU seconds)",
+                 columns=["repeat", "encode CPU (s)", "encode wall (s)", "verify CPU (s)", "verify wall (s)",
+                          "verify / encode CPU (x)"],
+                 rows=[[k, r["encode_cpu_s"], r["encode_wall_s"], r["verify_cpu_s"], r["verify_wall_s"],
+                        r["verify_over_encode_cpu"]] for k, r in enumerate(runs)],
+                 headline=f"verify costs {median:.2f}x encode's CPU (target <= 1.5)" if median is not None else None,
+                 notes=[f"corpus: {args.corpus or f'tests/data/docs_sample.jsonl.zst lines x{args.docs}'} "
+                        f"({corpus_bytes / 1e6:.1f} MB, {totals['documents']} documents, {totals['tokens']} tokens); "
+                        f"tokenizer: {args.tokenizer or '4k trained on the corpus'}; {args.workers} workers"])
 
 
 if __name__ == "__main__":

@@ -171,23 +171,94 @@ def test_docs_build_strictly(tmp_path):
     assert (tmp_path / "site" / "api" / "index.html").exists()
 
 
-def test_results_page_is_rendered_from_the_records(tmp_path):
+def _bench_modules():
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     try:
+        import _record
         import render_results
-        from _record import write_record
     finally:
         sys.path.pop(0)
-    assert render_results.main(["--check"]) == 0   # RESULTS.md is what benchmarks/records/ gives
-    write_record("bench_x", title="A made-up benchmark", columns=["case", "MB/s"], rows=[["a", 12.5]],
-                 notes=["one note"], argv=["--mb", "1"], results_dir=str(tmp_path))
-    record = json.loads((tmp_path / "bench_x.json").read_text(encoding="utf-8"))
-    assert record["command"] == "python benchmarks/bench_x.py --mb 1" and record["rows"] == [["a", 12.5]]
-    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", record["date"]) and len(record["load"]) == 3
+    return _record, render_results
+
+
+def test_results_page_and_headline_are_what_the_records_give():
+    _, render_results = _bench_modules()
+    assert render_results.main(["--check"]) == 0   # RESULTS.md and README's headline block are current
+
+
+def test_records_are_dated_self_describing_and_rendered_newest_first(tmp_path, monkeypatch):
+    _record, render_results = _bench_modules()
+    monkeypatch.delenv("UBE_BENCH_SMOKE", raising=False)
+    monkeypatch.delenv("UBE_BENCH_NO_RECORD", raising=False)
+    common = dict(title="A made-up benchmark", columns=["case", "MB/s"], records_dir=str(tmp_path))
+    older = _record.write_record("bench_x", rows=[["a", 12.5]], argv=["--mb", "1"], headline="first run", **common)
+    newer = _record.write_record("bench_x", rows=[["a", 13.25]], notes=["one note"], argv=["--mb", "2"],
+                                 headline="1.30x the peer", peers={"peer": "1.2.3", "gone": None}, **common)
+    monkeypatch.setenv("UBE_BENCH_SMOKE", "1")
+    smoke = _record.write_record("bench_x", rows=[["a", 999.75]], argv=["--mb", "0.01"], **common)
+    paths = sorted(os.listdir(tmp_path / "bench_x"))
+    assert [os.path.join(tmp_path, "bench_x", p) for p in paths] == [older, newer, smoke]
+    for path in paths:
+        assert re.fullmatch(r"\d{8}T\d{12}Z\.json", path)
+    record = json.loads((tmp_path / "bench_x" / paths[1]).read_text(encoding="utf-8"))
+    assert record["command"] == "python benchmarks/bench_x.py --mb 2" and record["rows"] == [["a", 13.25]]
+    assert record["kind"] == "real" and json.loads(open(smoke, encoding="utf-8").read())["kind"] == "smoke"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", record["date"])
+    assert len(record["load_before"]) == 3 and len(record["load_after"]) == 3
+    assert record["machine"]["cpus"] == os.cpu_count() and record["peers"] == {"peer": "1.2.3", "gone": None}
     page = render_results.render(str(tmp_path))
-    assert "## A made-up benchmark" in page and "| a | 12.50 |" in page and "- one note" in page
-    assert "`python benchmarks/bench_x.py --mb 1`" in page
+    section = page[page.index("## A made-up benchmark"):page.index("## Smoke runs")]
+    assert "`python benchmarks/bench_x.py --mb 2`" in section and "| a | 13.25 |" in section
+    assert "- one note" in section and "**1.30x the peer**" in section and "peers: gone not installed, peer 1.2.3" in section
+    # the older real run is history, in one line and without its table
+    assert "Earlier runs" in section and "first run" in section and "| a | 12.50 |" not in section
+    assert "`python benchmarks/bench_x.py --mb 1`" in section
+    # the smoke run is listed apart, without its figures
+    smoke_part = page[page.index("## Smoke runs"):]
+    assert "`python benchmarks/bench_x.py --mb 0.01`" in smoke_part and "999" not in page
     assert "## Scripts without a record yet" in page and "`side_by_side_train.py`" in page
+    assert "`make_corpus.py`" not in page   # builds inputs, measures nothing
+    monkeypatch.setenv("UBE_BENCH_NO_RECORD", "1")
+    assert _record.write_record("bench_x", rows=[["a", 1.0]], **common) is None
+    with pytest.raises(ValueError, match="row 0 has 1 cells for 2 columns"):
+        monkeypatch.delenv("UBE_BENCH_NO_RECORD")
+        _record.write_record("bench_x", rows=[["a"]], **common)
+
+
+def test_readme_headline_block_comes_from_real_records_only(tmp_path, monkeypatch):
+    _record, render_results = _bench_modules()
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\nintro\n\n{render_results.BEGIN}\nstale numbers\n{render_results.END}\n\nafter\n",
+                      encoding="utf-8")
+    records, page = tmp_path / "records", tmp_path / "RESULTS.md"
+    args = ["--records", str(records), "-o", str(page), "--readme", str(readme)]
+    assert render_results.main([*args, "--check"]) == 1   # stale block, no page yet
+    assert render_results.main(args) == 0 and render_results.main([*args, "--check"]) == 0
+    text = readme.read_text(encoding="utf-8")
+    assert text.startswith("# x\n\nintro\n\n") and text.endswith("\n\nafter\n") and "stale numbers" not in text
+    scripts = [script for _, script in render_results.HEADLINE]
+    assert {"encode_corpus_scale", "side_by_side_e2e", "compressed_scaling", "verify_vs_encode", "scale"} <= set(scripts)
+    assert text.count(render_results.NOT_MEASURED_SINCE) == len(scripts)
+    assert "benchmarks/run_headline.sh" in text
+    monkeypatch.setenv("UBE_BENCH_SMOKE", "1")   # a smoke run does not fill the table
+    _record.write_record("scale", title="Scale", columns=["x"], rows=[[1]], headline="smoke figure",
+                         records_dir=str(records))
+    monkeypatch.delenv("UBE_BENCH_SMOKE")
+    assert render_results.main([*args, "--check"]) == 1   # the page changed (smoke list), the table did not
+    assert render_results.main(args) == 0 and "smoke figure" not in readme.read_text(encoding="utf-8")
+    _record.write_record("scale", title="Scale", columns=["x"], rows=[[1]], headline="encode 100 MB: 9.9 MB/s",
+                         records_dir=str(records), argv=["--sizes", "10MB,100MB"])
+    assert render_results.main([*args, "--check"]) == 1
+    assert render_results.main(args) == 0
+    row = next(line for line in readme.read_text(encoding="utf-8").splitlines() if "`scale.py`" in line)
+    assert "encode 100 MB: 9.9 MB/s" in row and re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", row)
+    assert "load average" in row and render_results.NOT_MEASURED_SINCE not in row
+    readme.write_text("# no block\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="results:headline"):
+        render_results.main(args)
+    (records / "scale" / "broken.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(SystemExit, match="broken.json"):
+        render_results.render(str(records))
 
 
 # ---------------------------------------------------------------- fidelity stated exactly
