@@ -19,7 +19,7 @@ from _helpers import kill_when, tree
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKET = "ube-test"
 OPTIONS = dict(unit_rows=40, shard_tokens=3000, show_progress=False)
-KILLED_UNIT = "00002-000000000040"
+KILLED_UNIT = "00002-000000000030"   # c.parquet's second unit: units are whole row groups (30 rows)
 
 
 def _free_port():

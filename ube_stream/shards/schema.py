@@ -22,6 +22,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Type
 
+from ..readers.batch import ON_ERROR_CHOICES
+from ..readers.formats import FORMAT_CHOICES
+from ..readers.inputs import TEXT_MODES
 from ..storage import name_problem
 
 __all__ = ["Schema", "Any_", "Int", "Str", "Hex", "RelPath", "Nullable", "List", "Map", "Obj", "check", "check_shard_file", "SHARD", "MANIFEST", "MARKER", "PLAN", "MAX_DEPTH"]
@@ -203,15 +206,19 @@ def check(doc: Any, schema: Schema, *, source: str, error: Type[Exception], fix:
 _COUNT = Int()
 _SHA256 = Hex(64)
 _SOURCE = Obj({"path": Str(1 << 16), "source_id": _COUNT},
-              optional={"size": Nullable(_COUNT), "format": Nullable(Str(64)),
+              optional={"size": Nullable(_COUNT), "format": Nullable(Str(choices=FORMAT_CHOICES)),
                         "rows_read": _COUNT, "documents": _COUNT, "skipped": Map(_COUNT),
                         "skipped_in_memory": Map(_COUNT)})
 _TOKENIZER = Obj({"fingerprint": Hex(64, "sha256:")},
                  optional={"file": RelPath(), "substrate": Str(16), "vocab_size": Int(1, (1 << 32) - 1)})
 _SPECIAL_IDS = Map(Nullable(Int(0, (1 << 32) - 1)))
+# the reading options a rerun or `verify --shards` hands back to the readers: each must be one they accept
 _OPTIONS = Obj({}, optional={"unit_rows": Nullable(Int(1)), "unit_bytes": Nullable(Int(1)),
                              "shard_tokens": Nullable(Int(1)), "column": Nullable(Str()),
-                             "text_mode": Nullable(Str(32)), "on_error": Nullable(Str(32)),
+                             "text_mode": Nullable(Str(choices=TEXT_MODES)),
+                             "on_error": Nullable(Str(choices=ON_ERROR_CHOICES)),
+                             "format": Nullable(Str(choices=FORMAT_CHOICES)), "split": Nullable(Str()),
+                             "max_document_bytes": Nullable(Int(1)),
                              "unit_split": Nullable(Str(32)), "eos_token": Nullable(Str()),
                              "bos_token": Nullable(Str())})
 #: one shard's entry in MANIFEST.json (``index_sha256``: written since the index checksum was added)
