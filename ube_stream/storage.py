@@ -431,9 +431,21 @@ def inside(directory: str, name: Any, *, where: str, field: str, error: Type[Exc
 
 def read_bounded(path: str, *, what: str, error: Type[Exception], max_bytes: int = MAX_JSON_BYTES,
                  fix: str = "") -> bytes:
-    """The bytes of the local regular file ``path`` of at most ``max_bytes``;
-    ``error`` for a device, pipe or directory, or a larger file (before reading).
-    ``FileNotFoundError`` passes through (callers say how to make the file)."""
+    """The bytes of the regular file ``path`` (local, or an object at a URL) of at
+    most ``max_bytes``; ``error`` for a device, pipe or directory, or a larger
+    file (before reading: an object's size is asked first, and at most
+    ``max_bytes + 1`` bytes are fetched).  ``FileNotFoundError`` passes through
+    (callers say how to make the file)."""
+    if is_url(path):
+        fs, inner = filesystem(path)
+        size = int(fs.size(inner) or 0)
+        if size > max_bytes:
+            raise error(f"{path}: the {what} is {size:,} bytes, more than the {max_bytes:,} such a "
+                        f"file can hold; it is corrupt or not a {what}. {fix}".rstrip())
+        data = bytes(fs.cat_file(inner, start=0, end=max_bytes + 1))
+        if len(data) > max_bytes:
+            raise error(f"{path}: the {what} grew past {max_bytes:,} bytes while being read. {fix}".rstrip())
+        return data
     try:
         with open(path, "rb") as f:   # open, then fstat the file opened: no race with a rename
             info = os.fstat(f.fileno())
