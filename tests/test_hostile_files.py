@@ -428,6 +428,19 @@ def test_malformed_manifest_under_verify_shards_is_a_format_error(copy, field, v
         verify_shards(copy, workers=1, show_progress=False)
 
 
+@pytest.mark.parametrize("value", ["", "/dev/zero", "csv"])
+def test_a_source_format_that_is_no_format_is_a_format_error(copy, value):
+    """Found by the slow MANIFEST fuzz: a source's ``format`` reached the reader's
+    option check (a plain ValueError) under verify --shards."""
+    from ube_stream.verification import verify_shards
+
+    manifest = _manifest(copy)
+    manifest["sources"][0]["format"] = value
+    _write_manifest(copy, manifest)
+    with pytest.raises(ShardFormatError, match=r"MANIFEST.json: field 'sources\[0\].format' must be one of "):
+        verify_shards(copy, workers=1, show_progress=False)
+
+
 def test_deeply_nested_manifest_is_a_format_error(copy):
     from ube_stream.shards import TokenShards
 

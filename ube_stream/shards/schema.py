@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Type
 
+from ..readers.formats import FORMAT_CHOICES
 from ..storage import name_problem
 
 __all__ = ["Schema", "Any_", "Int", "Str", "Hex", "RelPath", "Nullable", "List", "Map", "Obj", "check", "check_shard_file", "SHARD", "MANIFEST", "MARKER", "PLAN", "MAX_DEPTH"]
@@ -203,7 +204,7 @@ def check(doc: Any, schema: Schema, *, source: str, error: Type[Exception], fix:
 _COUNT = Int()
 _SHA256 = Hex(64)
 _SOURCE = Obj({"path": Str(1 << 16), "source_id": _COUNT},
-              optional={"size": Nullable(_COUNT), "format": Nullable(Str(64)),
+              optional={"size": Nullable(_COUNT), "format": Nullable(Str(choices=FORMAT_CHOICES)),
                         "rows_read": _COUNT, "documents": _COUNT, "skipped": Map(_COUNT),
                         "skipped_in_memory": Map(_COUNT)})
 _TOKENIZER = Obj({"fingerprint": Hex(64, "sha256:")},
