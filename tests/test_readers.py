@@ -637,6 +637,95 @@ def test_directory_walk_lists_every_skipped_file_with_its_reason(tmp_path, docs)
     assert all(os.path.isabs(s.path) for s in skipped)
 
 
+def _damage(doc, how):
+    if how == "filename_out":
+        doc["_data_files"][0]["filename"] = "../../../etc/passwd"
+    elif how == "filename_type":
+        doc["_data_files"][1]["filename"] = 7
+    elif how == "files_missing":
+        del doc["_data_files"]
+    elif how == "files_nested":
+        doc["_data_files"] = [[[{"filename": "x"}]]]
+    elif how == "filename_subfolder":
+        doc["_data_files"][0]["filename"] = "sub/data.arrow"
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize("how,field", [
+    ("not_json", "not valid JSON"), ("truncated", "not valid JSON"), ("not_utf8", "not UTF-8"),
+    ("list", "the document must be an object"),
+    ("filename_out", "field '_data_files[0].filename' must be a relative path inside the directory"),
+    ("filename_type", "field '_data_files[1].filename' must be a relative path"),
+    ("files_missing", "field '_data_files' must be present"),
+    ("files_nested", "field '_data_files[0]' must be an object with 'filename'"),
+    ("filename_subfolder", "field '_data_files[0].filename' names 'sub/data.arrow', not a file of the folder"),
+    ("symlink_out", "field '_data_files[0].filename' names 'data-00000-of-00003.arrow', which resolves to"),
+    ("fifo", "the datasets state.json is not a regular file"),
+    ("huge", "the datasets state.json is 268,435,457 bytes, more than the 268,435,456"),
+])
+def test_a_damaged_save_to_disk_state_is_an_error_naming_file_and_field(corpus, docs, tmp_path, how, field):
+    """Issue 26: a ``save_to_disk`` folder whose state.json is damaged was walked
+    as plain files (its metadata read as JSON Lines rows, the Arrow files in
+    whatever order).  Now state.json is read bounded (a regular file of at most
+    256 MiB), checked against its schema, and every data file it lists must be a
+    regular file of the folder itself: an InputError naming state.json and the
+    field, before any row is read."""
+    import shutil
+
+    root = tmp_path / "hf"
+    shutil.copytree(corpus["hf_dataset"], root)
+    state = root / "state.json"
+    raw = state.read_bytes()
+    if how == "not_json":
+        state.write_text("{'_data_files': []}")
+    elif how == "truncated":
+        state.write_bytes(raw[:len(raw) // 2])
+    elif how == "not_utf8":
+        state.write_bytes(b"\xff" + raw)
+    elif how == "list":
+        state.write_text("[]")
+    elif how == "symlink_out":
+        outside = tmp_path / "secret.arrow"
+        outside.write_bytes(b"secret")
+        (root / "data-00000-of-00003.arrow").unlink()
+        (root / "data-00000-of-00003.arrow").symlink_to(outside)
+    elif how == "fifo":
+        state.unlink()
+        os.mkfifo(state)
+    elif how == "huge":
+        with open(state, "r+b") as f:    # sparse: costs no disk
+            f.truncate((256 << 20) + 1)
+    else:
+        state.write_text(_damage(json.loads(raw), how))
+    with pytest.raises(InputError) as info:
+        resolve_inputs(str(root))
+    message = str(info.value)
+    assert message.startswith(f"{state}: ") and field in message, message
+    assert "save_to_disk" in message and info.value.path == str(state)
+    with pytest.raises(InputError, match="state.json"):
+        list(iter_texts(str(root)))
+    # the undamaged folder reads every document, in order
+    assert list(iter_texts(corpus["hf_dataset"])) == docs
+
+
+@pytest.mark.parametrize("name,content,field", [
+    ("dataset_info.json", "{", "the datasets dataset_info.json is not valid JSON"),
+    ("dataset_info.json", '{"features": 3}', "field 'features' must be an object"),
+    ("dataset_dict.json", '{"splits": "train"}', "field 'splits' must be a list"),
+    ("dataset_dict.json", '{"splits": ["train", 3]}', "field 'splits[1]' must be a string"),
+])
+def test_damaged_dataset_info_or_dict_is_an_error_naming_file_and_field(corpus, tmp_path, name, content, field):
+    import shutil
+
+    root = tmp_path / "hf"
+    shutil.copytree(corpus["hf_dataset"], root / "train" if name == "dataset_dict.json" else root)
+    (root / name).write_text(content)
+    with pytest.raises(InputError) as info:
+        resolve_inputs(str(root), split="train")
+    assert str(info.value).startswith(f"{root / name}: ") and field in str(info.value), str(info.value)
+    assert info.value.reason == "bad_metadata"
+
+
 def test_dataset_dict_needs_a_split_and_reads_only_it(tmp_path, docs):
     import datasets
 
