@@ -637,6 +637,43 @@ def test_directory_walk_lists_every_skipped_file_with_its_reason(tmp_path, docs)
     assert all(os.path.isabs(s.path) for s in skipped)
 
 
+@pytest.mark.parametrize("kind", ["arrow_file", "arrow_stream"])
+@pytest.mark.parametrize("claimed", [1, 3, 7])
+def test_a_null_count_that_disagrees_with_the_validity_bitmap_is_an_input_error(tmp_path, kind, claimed):
+    """Issue 26: an IPC file whose record batch says it has ``claimed`` nulls
+    while its validity bitmap clears 2 bits (the null count of a FieldNode
+    damaged; truth: the bytes written by pyarrow, the node found by its packed
+    (length, null_count)).  on_error="raise": an InputError naming the file and
+    the batch's rows; "skip": that batch's rows counted as corrupt_array, the
+    other batches read."""
+    import struct
+
+    rows = ["aa", "bb", "cc", "dd", "ee", "ff", "gg", "hh", "ii", "jj", "kk", "ll", "mm", "nn"]
+    second = pa.array(rows[7:], mask=np.array([0, 1, 0, 1, 0, 0, 0], dtype=bool))
+    table = pa.Table.from_batches([pa.record_batch({"text": pa.array(rows[:7])}),
+                                   pa.record_batch({"text": second})])
+    path = tmp_path / f"t.{kind}"
+    with (ipc.new_file if kind == "arrow_file" else ipc.new_stream)(str(path), table.schema) as w:
+        w.write_table(table)
+    raw = path.read_bytes()
+    node = struct.pack("<qq", 7, 2)
+    assert raw.count(node) == 1
+    path.write_bytes(raw.replace(node, struct.pack("<qq", 7, claimed)))
+    with pytest.raises(InputError) as info:
+        list(iter_texts(str(path), format=kind))
+    assert str(info.value).startswith(f"{path}: rows 7..13: the Arrow array's null count ({claimed}) disagrees with "
+                                      f"its validity bitmap (2 nulls)")
+    assert (info.value.path, info.value.row, info.value.reason) == (str(path), 7, "corrupt_array")
+    skips = SkipCounter()
+    assert list(iter_texts(str(path), format=kind, on_error="skip", skips=skips)) == rows[:7]
+    assert skips.counts == {"corrupt_array": 7}
+    # the clean file: nulls skipped and counted, nothing else
+    path.write_bytes(raw)
+    skips = SkipCounter()
+    assert list(iter_texts(str(path), format=kind, skips=skips)) == [r for i, r in enumerate(rows) if i not in (8, 10)]
+    assert skips.counts == {"null": 2}
+
+
 def _damage(doc, how):
     if how == "filename_out":
         doc["_data_files"][0]["filename"] = "../../../etc/passwd"
