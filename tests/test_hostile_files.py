@@ -505,6 +505,48 @@ def test_ctrl_c_is_one_line_exit_130_nothing_in_tmpdir_and_the_rerun_resumes(tok
     assert len(TokenShards(str(out_dir), verify="full")) == 150_000
 
 
+@pytest.mark.slow
+def test_ctrl_c_in_ube_train_is_one_line_nothing_in_tmpdir_and_the_rerun_resumes(tmp_path):
+    """The ``ube encode`` test above, for ``ube train``: interrupted once some
+    units are counted (their records in the work directory), it prints one line,
+    exits 130, leaves nothing in $TMPDIR, and the rerun reuses the counted units
+    and writes the tokenizer an uninterrupted run writes (truth: its fingerprint)."""
+    corpus = tmp_path / "big.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"document {i} h\u00e9llo w\u00f6rld \u4e16\u754c " * (1 + i % 9)})
+                              + "\n" for i in range(150_000)))
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    out = tmp_path / "out" / "tok.json"
+    out.parent.mkdir()
+    args = [sys.executable, "-m", "ube_stream", "train", str(corpus), "--vocab-size", "700", "-o", str(out),
+            "--unit-rows", "5000", "--workers", "2"]
+    env = dict(os.environ, TMPDIR=str(tmpdir))
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    work = Path(str(out) + ".ube-work")
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(work.glob("run-*/tables/*.json"))) < 2 and proc.poll() is None:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGINT)   # what Ctrl-C does: the whole foreground group
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the run finished before the interrupt arrived")
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert err.rstrip().splitlines()[-1] == "ube train: interrupted; rerun the same command to resume", err[-2000:]
+    assert os.listdir(tmpdir) == []
+    counted = len(list(work.glob("run-*/tables/*.json")))
+    assert counted >= 2 and not out.exists()
+    rerun = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    reused = [line for line in (rerun.stdout + rerun.stderr).splitlines() if "counted by an earlier run" in line]
+    assert reused and int(reused[0].split("(")[1].split()[0].replace(",", "")) >= counted, reused
+    assert os.listdir(tmpdir) == [] and not work.exists()
+    clean = tmp_path / "clean.json"
+    subprocess.run([*args[:-5], str(clean), *args[-4:], "-q"], cwd=ROOT, env=env, check=True, timeout=600)
+    assert json.loads(out.read_text())["fingerprint"] == json.loads(clean.read_text())["fingerprint"]
+
+
 # ---------------------------------------------------------------- mutation fuzzing of every file kind
 
 KINDS = ["manifest", "marker", "plan", "tokenizer", "index", "tokens", "class_table"]
