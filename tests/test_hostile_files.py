@@ -207,6 +207,29 @@ def test_tokenizer_file_that_is_a_device_or_huge_is_refused_before_reading(tmp_p
         Tokenizer.load(str(big))
 
 
+@pytest.mark.parametrize("name", ["MANIFEST.json", "tokenizer.json"])
+def test_a_named_pipe_in_place_of_a_json_file_is_refused_not_waited_on(copy, name):
+    """A FIFO named MANIFEST.json (or the tokenizer file) blocked ``open`` until a
+    writer came (forever): ``read_bounded`` opens without blocking, then refuses
+    what is not a regular file.  The alarm turns a hang into a failure."""
+    from ube_stream.shards import TokenShards
+    from ube_stream.tokenizer import Tokenizer
+
+    os.unlink(os.path.join(copy, name))
+    os.mkfifo(os.path.join(copy, name))
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("blocked on the pipe"))
+    signal.alarm(10)
+    try:
+        with pytest.raises(UbeError, match=f"{name}: the .* is not a regular file"):
+            if name == "MANIFEST.json":
+                TokenShards(copy)
+            else:
+                Tokenizer.load(os.path.join(copy, name))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+
 # ---------------------------------------------------------------- row: corrupt tokens served
 
 def _shard_paths(d, k=1):
