@@ -371,6 +371,32 @@ def test_dataset_dict_split_and_sniffing_on_s3(s3, tmp_path, multilingual_lines)
     assert list(iter_texts(f"s3://{BUCKET}/sniff")) == lines
 
 
+@pytest.mark.parametrize("state,field", [
+    (b"{", "the datasets state.json is not valid JSON"),
+    (b'{"_data_files": [{"filename": "../../corpus/a.jsonl"}]}', "field '_data_files[0].filename' must be a relative"),
+    (b'{"_data_files": [{"filename": "sub/x.arrow"}]}', "names 'sub/x.arrow', not a file of the folder itself"),
+])
+def test_a_damaged_save_to_disk_state_on_s3_is_an_error_naming_file_and_field(s3, tmp_path, multilingual_lines,
+                                                                              state, field):
+    """The local rule (test_readers) where the folder is an s3:// prefix: state.json
+    read bounded (its size asked first) and checked before any data file is read."""
+    import datasets
+
+    from ube_stream.errors import InputError
+    from ube_stream.readers import resolve_inputs
+
+    local = tmp_path / "hf"
+    datasets.Dataset.from_dict({"text": multilingual_lines[:10]}).save_to_disk(str(local))
+    (local / "state.json").write_bytes(state)
+    prefix = f"{BUCKET}/hf-state-{len(state)}"
+    s3.put(str(local), prefix, recursive=True)
+    s3.invalidate_cache()
+    with pytest.raises(InputError) as info:
+        resolve_inputs(f"s3://{prefix}")
+    assert str(info.value).startswith(f"s3://{prefix}/state.json: ") and field in str(info.value), str(info.value)
+    assert info.value.reason == "bad_metadata"
+
+
 # slow: in-memory encode is tested locally by default; here it is repeated onto S3
 @pytest.mark.slow
 def test_encode_in_memory_data_to_s3_matches_local(s3, trained, tmp_path, multilingual_lines):
