@@ -207,6 +207,29 @@ def test_tokenizer_file_that_is_a_device_or_huge_is_refused_before_reading(tmp_p
         Tokenizer.load(str(big))
 
 
+@pytest.mark.parametrize("name", ["MANIFEST.json", "tokenizer.json"])
+def test_a_named_pipe_in_place_of_a_json_file_is_refused_not_waited_on(copy, name):
+    """A FIFO named MANIFEST.json (or the tokenizer file) blocked ``open`` until a
+    writer came (forever): ``read_bounded`` opens without blocking, then refuses
+    what is not a regular file.  The alarm turns a hang into a failure."""
+    from ube_stream.shards import TokenShards
+    from ube_stream.tokenizer import Tokenizer
+
+    os.unlink(os.path.join(copy, name))
+    os.mkfifo(os.path.join(copy, name))
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("blocked on the pipe"))
+    signal.alarm(10)
+    try:
+        with pytest.raises(UbeError, match=f"{name}: the .* is not a regular file"):
+            if name == "MANIFEST.json":
+                TokenShards(copy)
+            else:
+                Tokenizer.load(os.path.join(copy, name))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+
 # ---------------------------------------------------------------- row: corrupt tokens served
 
 def _shard_paths(d, k=1):
@@ -428,6 +451,19 @@ def test_malformed_manifest_under_verify_shards_is_a_format_error(copy, field, v
         verify_shards(copy, workers=1, show_progress=False)
 
 
+@pytest.mark.parametrize("value", ["", "/dev/zero", "csv"])
+def test_a_source_format_that_is_no_format_is_a_format_error(copy, value):
+    """Found by the slow MANIFEST fuzz: a source's ``format`` reached the reader's
+    option check (a plain ValueError) under verify --shards."""
+    from ube_stream.verification import verify_shards
+
+    manifest = _manifest(copy)
+    manifest["sources"][0]["format"] = value
+    _write_manifest(copy, manifest)
+    with pytest.raises(ShardFormatError, match=r"MANIFEST.json: field 'sources\[0\].format' must be one of "):
+        verify_shards(copy, workers=1, show_progress=False)
+
+
 def test_deeply_nested_manifest_is_a_format_error(copy):
     from ube_stream.shards import TokenShards
 
@@ -490,6 +526,48 @@ def test_ctrl_c_is_one_line_exit_130_nothing_in_tmpdir_and_the_rerun_resumes(tok
     from ube_stream.shards import TokenShards
 
     assert len(TokenShards(str(out_dir), verify="full")) == 150_000
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_ube_train_is_one_line_nothing_in_tmpdir_and_the_rerun_resumes(tmp_path):
+    """The ``ube encode`` test above, for ``ube train``: interrupted once some
+    units are counted (their records in the work directory), it prints one line,
+    exits 130, leaves nothing in $TMPDIR, and the rerun reuses the counted units
+    and writes the tokenizer an uninterrupted run writes (truth: its fingerprint)."""
+    corpus = tmp_path / "big.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"document {i} h\u00e9llo w\u00f6rld \u4e16\u754c " * (1 + i % 9)})
+                              + "\n" for i in range(150_000)))
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    out = tmp_path / "out" / "tok.json"
+    out.parent.mkdir()
+    args = [sys.executable, "-m", "ube_stream", "train", str(corpus), "--vocab-size", "700", "-o", str(out),
+            "--unit-rows", "5000", "--workers", "2"]
+    env = dict(os.environ, TMPDIR=str(tmpdir))
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    work = Path(str(out) + ".ube-work")
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(work.glob("run-*/tables/*.json"))) < 2 and proc.poll() is None:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGINT)   # what Ctrl-C does: the whole foreground group
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the run finished before the interrupt arrived")
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert err.rstrip().splitlines()[-1] == "ube train: interrupted; rerun the same command to resume", err[-2000:]
+    assert os.listdir(tmpdir) == []
+    counted = len(list(work.glob("run-*/tables/*.json")))
+    assert counted >= 2 and not out.exists()
+    rerun = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    reused = [line for line in (rerun.stdout + rerun.stderr).splitlines() if "counted by an earlier run" in line]
+    assert reused and int(reused[0].split("(")[1].split()[0].replace(",", "")) >= counted, reused
+    assert os.listdir(tmpdir) == [] and not work.exists()
+    clean = tmp_path / "clean.json"
+    subprocess.run([*args[:-5], str(clean), *args[-4:], "-q"], cwd=ROOT, env=env, check=True, timeout=600)
+    assert json.loads(out.read_text())["fingerprint"] == json.loads(clean.read_text())["fingerprint"]
 
 
 # ---------------------------------------------------------------- mutation fuzzing of every file kind

@@ -637,6 +637,132 @@ def test_directory_walk_lists_every_skipped_file_with_its_reason(tmp_path, docs)
     assert all(os.path.isabs(s.path) for s in skipped)
 
 
+@pytest.mark.parametrize("kind", ["arrow_file", "arrow_stream"])
+@pytest.mark.parametrize("claimed", [1, 3, 7])
+def test_a_null_count_that_disagrees_with_the_validity_bitmap_is_an_input_error(tmp_path, kind, claimed):
+    """Issue 26: an IPC file whose record batch says it has ``claimed`` nulls
+    while its validity bitmap clears 2 bits (the null count of a FieldNode
+    damaged; truth: the bytes written by pyarrow, the node found by its packed
+    (length, null_count)).  on_error="raise": an InputError naming the file and
+    the batch's rows; "skip": that batch's rows counted as corrupt_array, the
+    other batches read."""
+    import struct
+
+    rows = ["aa", "bb", "cc", "dd", "ee", "ff", "gg", "hh", "ii", "jj", "kk", "ll", "mm", "nn"]
+    second = pa.array(rows[7:], mask=np.array([0, 1, 0, 1, 0, 0, 0], dtype=bool))
+    table = pa.Table.from_batches([pa.record_batch({"text": pa.array(rows[:7])}),
+                                   pa.record_batch({"text": second})])
+    path = tmp_path / f"t.{kind}"
+    with (ipc.new_file if kind == "arrow_file" else ipc.new_stream)(str(path), table.schema) as w:
+        w.write_table(table)
+    raw = path.read_bytes()
+    node = struct.pack("<qq", 7, 2)
+    assert raw.count(node) == 1
+    path.write_bytes(raw.replace(node, struct.pack("<qq", 7, claimed)))
+    with pytest.raises(InputError) as info:
+        list(iter_texts(str(path), format=kind))
+    assert str(info.value).startswith(f"{path}: rows 7..13: the Arrow array's null count ({claimed}) disagrees with "
+                                      f"its validity bitmap (2 nulls)")
+    assert (info.value.path, info.value.row, info.value.reason) == (str(path), 7, "corrupt_array")
+    skips = SkipCounter()
+    assert list(iter_texts(str(path), format=kind, on_error="skip", skips=skips)) == rows[:7]
+    assert skips.counts == {"corrupt_array": 7}
+    # the clean file: nulls skipped and counted, nothing else
+    path.write_bytes(raw)
+    skips = SkipCounter()
+    assert list(iter_texts(str(path), format=kind, skips=skips)) == [r for i, r in enumerate(rows) if i not in (8, 10)]
+    assert skips.counts == {"null": 2}
+
+
+def _damage(doc, how):
+    if how == "filename_out":
+        doc["_data_files"][0]["filename"] = "../../../etc/passwd"
+    elif how == "filename_type":
+        doc["_data_files"][1]["filename"] = 7
+    elif how == "files_missing":
+        del doc["_data_files"]
+    elif how == "files_nested":
+        doc["_data_files"] = [[[{"filename": "x"}]]]
+    elif how == "filename_subfolder":
+        doc["_data_files"][0]["filename"] = "sub/data.arrow"
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize("how,field", [
+    ("not_json", "not valid JSON"), ("truncated", "not valid JSON"), ("not_utf8", "not UTF-8"),
+    ("list", "the document must be an object"),
+    ("filename_out", "field '_data_files[0].filename' must be a relative path inside the directory"),
+    ("filename_type", "field '_data_files[1].filename' must be a relative path"),
+    ("files_missing", "field '_data_files' must be present"),
+    ("files_nested", "field '_data_files[0]' must be an object with 'filename'"),
+    ("filename_subfolder", "field '_data_files[0].filename' names 'sub/data.arrow', not a file of the folder"),
+    ("symlink_out", "field '_data_files[0].filename' names 'data-00000-of-00003.arrow', which resolves to"),
+    ("fifo", "the datasets state.json is not a regular file"),
+    ("huge", "the datasets state.json is 268,435,457 bytes, more than the 268,435,456"),
+])
+def test_a_damaged_save_to_disk_state_is_an_error_naming_file_and_field(corpus, docs, tmp_path, how, field):
+    """Issue 26: a ``save_to_disk`` folder whose state.json is damaged was walked
+    as plain files (its metadata read as JSON Lines rows, the Arrow files in
+    whatever order).  Now state.json is read bounded (a regular file of at most
+    256 MiB), checked against its schema, and every data file it lists must be a
+    regular file of the folder itself: an InputError naming state.json and the
+    field, before any row is read."""
+    import shutil
+
+    root = tmp_path / "hf"
+    shutil.copytree(corpus["hf_dataset"], root)
+    state = root / "state.json"
+    raw = state.read_bytes()
+    if how == "not_json":
+        state.write_text("{'_data_files': []}")
+    elif how == "truncated":
+        state.write_bytes(raw[:len(raw) // 2])
+    elif how == "not_utf8":
+        state.write_bytes(b"\xff" + raw)
+    elif how == "list":
+        state.write_text("[]")
+    elif how == "symlink_out":
+        outside = tmp_path / "secret.arrow"
+        outside.write_bytes(b"secret")
+        (root / "data-00000-of-00003.arrow").unlink()
+        (root / "data-00000-of-00003.arrow").symlink_to(outside)
+    elif how == "fifo":
+        state.unlink()
+        os.mkfifo(state)
+    elif how == "huge":
+        with open(state, "r+b") as f:    # sparse: costs no disk
+            f.truncate((256 << 20) + 1)
+    else:
+        state.write_text(_damage(json.loads(raw), how))
+    with pytest.raises(InputError) as info:
+        resolve_inputs(str(root))
+    message = str(info.value)
+    assert message.startswith(f"{state}: ") and field in message, message
+    assert "save_to_disk" in message and info.value.path == str(state)
+    with pytest.raises(InputError, match="state.json"):
+        list(iter_texts(str(root)))
+    # the undamaged folder reads every document, in order
+    assert list(iter_texts(corpus["hf_dataset"])) == docs
+
+
+@pytest.mark.parametrize("name,content,field", [
+    ("dataset_info.json", "{", "the datasets dataset_info.json is not valid JSON"),
+    ("dataset_info.json", '{"features": 3}', "field 'features' must be an object"),
+    ("dataset_dict.json", '{"splits": "train"}', "field 'splits' must be a list"),
+    ("dataset_dict.json", '{"splits": ["train", 3]}', "field 'splits[1]' must be a string"),
+])
+def test_damaged_dataset_info_or_dict_is_an_error_naming_file_and_field(corpus, tmp_path, name, content, field):
+    import shutil
+
+    root = tmp_path / "hf"
+    shutil.copytree(corpus["hf_dataset"], root / "train" if name == "dataset_dict.json" else root)
+    (root / name).write_text(content)
+    with pytest.raises(InputError) as info:
+        resolve_inputs(str(root), split="train")
+    assert str(info.value).startswith(f"{root / name}: ") and field in str(info.value), str(info.value)
+    assert info.value.reason == "bad_metadata"
+
+
 def test_dataset_dict_needs_a_split_and_reads_only_it(tmp_path, docs):
     import datasets
 

@@ -216,6 +216,66 @@ def test_ranks_then_finalize_on_s3(corpus, trained, local_shards, s3):
     same_shard_dirs(local_shards, s3_tree(s3, f"{BUCKET}/ranked"))
 
 
+@pytest.mark.parametrize("damage", ["total", "outside", "type", "not_json"])
+def test_a_damaged_remote_marker_is_an_uncommitted_unit(corpus, trained, s3, damage):
+    """Issue 26: a unit marker on the store is checked as the local reader checks
+    it (schema, fields that agree), not just parsed: a marker whose sizes still
+    match its shard objects but whose counts disagree, whose file names leave the
+    directory, whose field has the wrong type or that is not JSON counts as not
+    committed, and the rerun encodes that unit again, writing the very marker
+    the first run wrote."""
+    from ube_stream.shards import EncodeSummary, encode_corpus
+    from ube_stream.shards.remote import remote_committed_records
+
+    url = f"s3://{BUCKET}/marker-{damage}"
+    encode_corpus(corpus[1], tokenizer=trained[1], output=url, workers=1, rank=0, world_size=2, **OPTIONS)
+    keys = sorted(_markers(s3, f"{BUCKET}/marker-{damage}"))
+    unit_ids = [k.rsplit("/", 1)[-1][:-len(".json")] for k in keys]
+    assert len(unit_ids) >= 2 and remote_committed_records(url, unit_ids).keys() == set(unit_ids)
+    original = s3.cat_file(keys[0])
+    record = json.loads(original)
+    if damage == "total":        # the shard objects still have the recorded sizes
+        record["documents"] += 1
+    elif damage == "outside":    # the same base name, in a folder outside the directory
+        record["shards"][0]["tokens_file"] = "../../elsewhere/" + record["shards"][0]["tokens_file"]
+    elif damage == "type":
+        record["rows_read"] = str(record["rows_read"])
+    s3.pipe_file(keys[0], b"{\"unit_id\": " if damage == "not_json" else json.dumps(record).encode())
+    s3.invalidate_cache()
+    assert remote_committed_records(url, unit_ids).keys() == set(unit_ids[1:])
+
+    summary = EncodeSummary()
+    encode_corpus(corpus[1], tokenizer=trained[1], output=url, workers=1, rank=0, world_size=2, summary=summary,
+                  **OPTIONS)
+    assert (summary.units_done, summary.units_skipped) == (1, len(unit_ids) - 1)
+    s3.invalidate_cache()
+    assert s3.cat_file(keys[0]) == original
+
+
+def test_json_read_from_a_url_is_bounded_before_it_is_fetched(s3, monkeypatch):
+    """``index_format.read_json`` on a URL goes through ``storage.read_bounded``,
+    which asks the object's size first: a MANIFEST bigger than the bound is
+    refused without a GET of its body."""
+    from ube_stream.errors import ShardFormatError
+    from ube_stream.shards import index_format
+    from ube_stream.storage import read_bounded
+
+    s3.pipe_file(f"{BUCKET}/bounded/MANIFEST.json", b"[" + b"0," * 5000 + b"0]")
+    url = f"s3://{BUCKET}/bounded/MANIFEST.json"
+    with pytest.raises(ShardFormatError, match=r"MANIFEST.json: the manifest is 10,003 bytes, more than the 100 "):
+        read_bounded(url, what="manifest", error=ShardFormatError, max_bytes=100)
+    assert read_bounded(url, what="manifest", error=ShardFormatError, max_bytes=10_003).startswith(b"[0,0")
+    fetched = []
+    fs_type = type(s3)
+    monkeypatch.setattr(fs_type, "cat_file", lambda self, path, *a, **k: fetched.append(path) or b"")
+    with pytest.raises(ShardFormatError, match="more than the"):
+        read_bounded(url, what="manifest", error=ShardFormatError, max_bytes=100)
+    assert fetched == []
+    monkeypatch.undo()
+    with pytest.raises(ShardFormatError, match=r"bounded/MANIFEST.json: the document must be an object"):
+        index_format.read_json(url, "MANIFEST.json")
+
+
 def test_read_inspect_verify_dataset_export_on_s3(corpus, trained, local_shards, s3, capsys, tmp_path):
     from ube_stream.cli import main
     from ube_stream.loader import TokenDataset, export_megatron
@@ -309,6 +369,32 @@ def test_dataset_dict_split_and_sniffing_on_s3(s3, tmp_path, multilingual_lines)
     assert [s.format for s in resolve_inputs(f"s3://{BUCKET}/sniff", skipped_files=skipped)] == ["jsonl"]
     assert [s.path for s in skipped] == [f"s3://{BUCKET}/sniff/README"]
     assert list(iter_texts(f"s3://{BUCKET}/sniff")) == lines
+
+
+@pytest.mark.parametrize("state,field", [
+    (b"{", "the datasets state.json is not valid JSON"),
+    (b'{"_data_files": [{"filename": "../../corpus/a.jsonl"}]}', "field '_data_files[0].filename' must be a relative"),
+    (b'{"_data_files": [{"filename": "sub/x.arrow"}]}', "names 'sub/x.arrow', not a file of the folder itself"),
+])
+def test_a_damaged_save_to_disk_state_on_s3_is_an_error_naming_file_and_field(s3, tmp_path, multilingual_lines,
+                                                                              state, field):
+    """The local rule (test_readers) where the folder is an s3:// prefix: state.json
+    read bounded (its size asked first) and checked before any data file is read."""
+    import datasets
+
+    from ube_stream.errors import InputError
+    from ube_stream.readers import resolve_inputs
+
+    local = tmp_path / "hf"
+    datasets.Dataset.from_dict({"text": multilingual_lines[:10]}).save_to_disk(str(local))
+    (local / "state.json").write_bytes(state)
+    prefix = f"{BUCKET}/hf-state-{len(state)}"
+    s3.put(str(local), prefix, recursive=True)
+    s3.invalidate_cache()
+    with pytest.raises(InputError) as info:
+        resolve_inputs(f"s3://{prefix}")
+    assert str(info.value).startswith(f"s3://{prefix}/state.json: ") and field in str(info.value), str(info.value)
+    assert info.value.reason == "bad_metadata"
 
 
 # slow: in-memory encode is tested locally by default; here it is repeated onto S3

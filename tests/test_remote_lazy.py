@@ -210,3 +210,107 @@ def test_sizes_that_disagree_with_the_manifest_are_refused_before_download(direc
     with pytest.raises(ShardFormatError, match="bytes in the store, MANIFEST.json implies"):
         TokenShards(url)
     assert cached(cache) == {}
+
+
+# ---------------------------------------------------------------- mutation fuzzing of a remote directory
+
+def _fuzz_remote(directory, s3, tmp_path, kind, cases, seed):  # noqa: F811
+    """Mutate the MANIFEST (``kind="manifest"``: JSON values replaced by hostile
+    ones, or random bytes) or one index file (``"index"``: random bytes) of a
+    copy of the remote directory, then read it through ``TokenShards(url)`` and
+    ``TokenDataset(url)`` with a fresh cache per case.  Tally: ``error`` (a
+    UbeError), ``ok`` (served exactly what the clean local directory serves,
+    checked with verify="full"), and the faults: ``traceback`` (any other
+    exception), ``served_wrong`` (other documents or samples, or an id outside
+    the vocabulary at verify="header"), ``hang`` (20 s a case), ``escaped``
+    (a file written anywhere in ``tmp_path`` outside the case's cache folder)."""
+    import random
+    import signal
+    import sys
+    import traceback
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "faults"))
+    from mutations import HOSTILE, mutate_bytes, mutate_json
+
+    from ube_stream.errors import UbeError
+
+    local_dir, _, _ = directory
+    local = TokenShards(local_dir)
+    clean_docs = [local.doc(i).tolist() for i in range(len(local))]
+    ds_local = TokenDataset(local_dir, 64, shuffle=False)
+    clean_samples = [ds_local[k].tolist() for k in range(len(ds_local))]
+    victim = tmp_path / "victim"
+    hostile = [v for v in HOSTILE if v not in ("/etc/passwd", "/dev/zero")] + [
+        str(victim / "owned.tokens"), str(victim / "owned.idx"), "../../../owned.idx", "shards/../../owned.tokens"]
+    prefix = f"{BUCKET}/fuzz-{kind}"
+    s3.invalidate_cache()
+    if not s3.exists(f"{prefix}/MANIFEST.json"):
+        s3.copy(f"{BUCKET}/lazy", prefix, recursive=True)
+    manifest = json.loads(s3.cat_file(f"{prefix}/MANIFEST.json"))
+    target = "MANIFEST.json" if kind == "manifest" else manifest["shards"][1]["index_file"]
+    clean = s3.cat_file(f"{prefix}/{target}")
+    url = f"s3://{prefix}"
+    rng = random.Random(seed)
+    tally = {"cases": 0, "ok": 0, "error": 0, "traceback": 0, "served_wrong": 0, "hang": 0, "escaped": 0,
+             "examples": []}
+
+    def alarm(signum, frame):
+        raise TimeoutError("case ran past 20 s")
+
+    def before():
+        return {p for p in map(str, tmp_path.rglob("*")) if not p.startswith(str(tmp_path / "cases"))}
+
+    files_before = before()
+    old = signal.signal(signal.SIGALRM, alarm)
+    try:
+        for case in range(cases):
+            cache = tmp_path / "cases" / f"cache{case}"
+            os.environ["UBE_STREAM_CACHE"] = str(cache)
+            mutated = mutate_json(clean, rng, hostile) if kind == "manifest" else mutate_bytes(clean, rng)
+            s3.pipe_file(f"{prefix}/{target}", mutated)
+            s3.invalidate_cache()
+            signal.alarm(20)
+            try:
+                shards = TokenShards(url, verify="full")
+                docs = [shards.doc(i).tolist() for i in range(len(shards))]
+                ds = TokenDataset(url, 64, shuffle=False, verify="full")
+                samples = [ds[k].tolist() for k in range(len(ds))]
+                outcome = "ok" if (docs, samples) == (clean_docs, clean_samples) else "served_wrong"
+                cheap = TokenDataset(url, 64, shuffle=False, verify="header")
+                if any(max(cheap[k].tolist(), default=0) >= SMALL.vocab_size for k in range(len(cheap))):
+                    outcome = "served_wrong"
+            except TimeoutError:
+                outcome = "hang"
+            except UbeError:
+                outcome = "error"
+            except Exception:
+                outcome = "traceback"
+                tally["examples"].append(f"case {case}: {traceback.format_exc()[-1500:]}")
+            finally:
+                signal.alarm(0)
+            if outcome == "served_wrong":
+                tally["examples"].append(f"case {case}: served other tokens ({mutated[:300]!r})")
+            if before() != files_before or victim.exists():
+                tally["escaped"] += 1
+                tally["examples"].append(f"case {case}: wrote {sorted(before() - files_before)[:5]}")
+            tally[outcome] += 1
+            tally["cases"] += 1
+    finally:
+        signal.signal(signal.SIGALRM, old)
+        s3.pipe_file(f"{prefix}/{target}", clean)
+    return tally
+
+
+@pytest.mark.parametrize("kind", ["manifest", "index"])
+@pytest.mark.parametrize("cases", [pytest.param(8, id="8"), pytest.param(100, id="100", marks=pytest.mark.slow)])
+def test_mutated_remote_directories_are_refused_or_served_right(directory, cache, s3, tmp_path, kind,  # noqa: F811
+                                                                cases):
+    """Issue 26: MANIFEST and index mutations of a remote shard directory read
+    through TokenShards("s3://...") and TokenDataset: 0 tracebacks, 0 hangs,
+    0 wrongly served tokens, nothing written outside the cache folder."""
+    tally = _fuzz_remote(directory, s3, tmp_path, kind, cases, seed=26 if cases < 100 else 2026)
+    print(kind, json.dumps({k: v for k, v in tally.items() if k != "examples"}))   # the tally, with -s
+    assert tally["cases"] == cases
+    faults = {k: tally[k] for k in ("traceback", "served_wrong", "hang", "escaped")}
+    assert faults == dict.fromkeys(faults, 0), tally["examples"]
+    assert tally["error"] > 0    # the mutants do reach the checks

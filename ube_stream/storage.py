@@ -34,7 +34,7 @@ import json
 import os
 import stat
 import threading
-from typing import IO, Any, Iterator, Tuple, Type
+from typing import IO, Any, Callable, Iterator, Tuple
 
 from .errors import StorageError
 
@@ -382,6 +382,9 @@ def fsync_dir(path: str) -> None:
 
 # --------------------------------------------------------------------------- reading files ube-stream did not write
 
+#: an error class, or any callable of a message that returns the exception to raise
+ErrorFactory = Callable[[str], BaseException]
+
 #: the largest JSON file read whole (MANIFEST, marker, plan, tokenizer file): 256 MiB
 MAX_JSON_BYTES = 256 << 20
 
@@ -403,7 +406,7 @@ def _os_message(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
-def inside(directory: str, name: Any, *, where: str, field: str, error: Type[Exception], fix: str) -> str:
+def inside(directory: str, name: Any, *, where: str, field: str, error: ErrorFactory, fix: str) -> str:
     """``directory/name``, refused unless ``name`` passes :func:`name_problem` and,
     when it exists, resolves inside ``directory`` to a regular file."""
     problem = name_problem(name) if isinstance(name, str) else "not a string"
@@ -429,13 +432,27 @@ def inside(directory: str, name: Any, *, where: str, field: str, error: Type[Exc
     return path
 
 
-def read_bounded(path: str, *, what: str, error: Type[Exception], max_bytes: int = MAX_JSON_BYTES,
+def read_bounded(path: str, *, what: str, error: ErrorFactory, max_bytes: int = MAX_JSON_BYTES,
                  fix: str = "") -> bytes:
-    """The bytes of the local regular file ``path`` of at most ``max_bytes``;
-    ``error`` for a device, pipe or directory, or a larger file (before reading).
-    ``FileNotFoundError`` passes through (callers say how to make the file)."""
+    """The bytes of the regular file ``path`` (local, or an object at a URL) of at
+    most ``max_bytes``; ``error`` for a device, pipe or directory, or a larger
+    file (before reading: an object's size is asked first, and at most
+    ``max_bytes + 1`` bytes are fetched).  ``FileNotFoundError`` passes through
+    (callers say how to make the file)."""
+    if is_url(path):
+        fs, inner = filesystem(path)
+        size = int(fs.size(inner) or 0)
+        if size > max_bytes:
+            raise error(f"{path}: the {what} is {size:,} bytes, more than the {max_bytes:,} such a "
+                        f"file can hold; it is corrupt or not a {what}. {fix}".rstrip())
+        data = bytes(fs.cat_file(inner, start=0, end=max_bytes + 1))
+        if len(data) > max_bytes:
+            raise error(f"{path}: the {what} grew past {max_bytes:,} bytes while being read. {fix}".rstrip())
+        return data
     try:
-        with open(path, "rb") as f:   # open, then fstat the file opened: no race with a rename
+        # open (never blocking: a named pipe would wait for a writer), then fstat the file
+        # opened: no race with a rename
+        with open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK)) as f:
             info = os.fstat(f.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise error(f"{path}: the {what} is not a regular file (a device, pipe or directory); "
@@ -451,7 +468,7 @@ def read_bounded(path: str, *, what: str, error: Type[Exception], max_bytes: int
     return data
 
 
-def load_json(data: bytes, *, source: str, what: str, error: Type[Exception], fix: str) -> Any:
+def load_json(data: bytes, *, source: str, what: str, error: ErrorFactory, fix: str) -> Any:
     """``json.loads`` of ``data`` with every way it can fail turned into ``error``."""
     try:
         return json.loads(data.decode("utf-8"))

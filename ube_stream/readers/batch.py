@@ -25,6 +25,7 @@ __all__ = ["TextBatch", "Utf8Texts", "SkipCounter", "SkipExample", "Reporter", "
            "DEFAULT_MAX_DOCUMENT_BYTES", "check_max_document_bytes"]
 
 ON_ERROR_CHOICES = ("raise", "skip")
+TEXT_MODES = ("line", "file")   # a document is a line (or a row), or a whole text file
 SKIP_HINT = "or read with on_error='skip' to skip and count it"
 
 

@@ -60,6 +60,8 @@ def arrow_text_batches(array, first_row: int, source_id: int, reporter: Reporter
             yield from arrow_text_batches(chunk, first_row, source_id, reporter, batch_rows)
             first_row += len(chunk)
         return
+    if _null_count_disagrees(array, first_row, reporter):
+        return
     # Nothing may touch the values of a damaged array (a corrupt IPC/Feather
     # file gives offsets beyond the data buffer: reading them crashes the
     # process), so the structure is validated first; only UTF-8 is left to the
@@ -88,6 +90,39 @@ def arrow_text_batches(array, first_row: int, source_id: int, reporter: Reporter
         rows = rows[good]
     for i in range(0, len(rows), batch_rows):
         yield TextBatch(array.slice(i, batch_rows), rows[i:i + batch_rows], source_id)
+
+
+def _null_count_disagrees(array, first_row: int, reporter: Reporter) -> bool:
+    """True (after raising or counting its rows as ``corrupt_array``) when the
+    array's null count is not the number of cleared bits of its validity bitmap
+    (damaged IPC/Feather metadata: pyarrow would serve a null as the bytes under
+    it, or skip rows the count does not account for).  Costs one pass over the
+    bitmap (a bit per row)."""
+    import pyarrow as pa
+
+    n = len(array)
+    if not n or pa.types.is_null(array.type):
+        return False
+    claimed = array.null_count
+    bitmap = array.buffers()[0]
+    if bitmap is None:
+        actual: int | str = 0
+    elif bitmap.size * 8 < array.offset + n:
+        actual = f"a bitmap of {bitmap.size * 8} bits for {array.offset + n} rows"
+    else:
+        bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8), bitorder="little")[array.offset:array.offset + n]
+        actual = n - int(np.count_nonzero(bits))
+    if actual == claimed:
+        return False
+    what = actual if isinstance(actual, str) else f"{actual:,} nulls"
+    message = (f"{reporter.path}: rows {first_row}..{first_row + n - 1}: the Arrow array's null count "
+               f"({claimed:,}) disagrees with its validity bitmap ({what}): the data is damaged")
+    if reporter.raise_errors:
+        raise InputError(f"{message}. Re-write it, or read with on_error='skip' to skip and count these {n:,} rows",
+                         path=reporter.path, row=first_row, reason="corrupt_array")
+    reporter.skips.add("corrupt_array", path=reporter.path, row=first_row, count=n,
+                       message=f"{message}; its {n:,} rows were skipped. Re-write the file")
+    return True
 
 
 def _check_structure(array) -> bool:

@@ -78,8 +78,8 @@ that does not exist, an unknown format) always raise.
 """
 from __future__ import annotations
 
+import functools
 import glob
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -88,11 +88,12 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from ..errors import InputError
-from ..storage import file_size, filesystem, is_url, local_path
+from ..storage import file_size, filesystem, inside, is_url, load_json, local_path, read_bounded
 from . import columnar, compression, formats
 from .batch import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     SKIP_HINT,
+    TEXT_MODES,
     Reporter,
     SkipCounter,
     SkipExample,
@@ -113,7 +114,6 @@ DEFAULT_UNIT_ROWS = 100_000
 DEFAULT_UNIT_BYTES = 1 << 24     # 16 MiB: uncompressed JSONL/text units end at this size too
 DEFAULT_BATCH_ROWS = 1024
 FORMATS = formats.FORMATS
-TEXT_MODES = ("line", "file")
 _GLOB_CHARS = ("*", "?", "[")
 
 
@@ -217,36 +217,68 @@ class _Tree:
     def full(self, path: str) -> str:
         return self.fs.unstrip_protocol(path) if self.remote else path
 
-    def read(self, path: str) -> bytes:
-        if self.remote:
-            return self.fs.cat_file(path)
-        with open(path, "rb") as f:
-            return f.read()
+    def metadata(self, root: str, name: str, kind: str) -> Any:
+        """The HF datasets metadata file ``name`` of the folder ``root`` (``kind``:
+        ``"state"``, ``"info"``, ``"dict"``), read bounded
+        (:func:`~ube_stream.storage.read_bounded`) and checked against its schema
+        before any field is used: an :class:`InputError` naming the file and the field."""
+        from ..shards.schema import check
+
+        path = self.full(self.join(root, name))
+        error = functools.partial(InputError, path=path, reason="bad_metadata")
+        data = read_bounded(path, what=f"datasets {name}", error=error, fix=_METADATA_FIX)
+        doc = load_json(data, source=path, what=f"datasets {name}", error=error, fix=_METADATA_FIX)
+        check(doc, _metadata_schemas()[kind], source=path, error=error, fix=_METADATA_FIX)
+        return doc
+
+
+_METADATA_FIX = ("the datasets folder is damaged or was not written by save_to_disk: save it again with "
+                 "Dataset.save_to_disk (or remove its .json files to read the data files as plain files)")
+
+
+@functools.lru_cache(maxsize=None)
+def _metadata_schemas() -> dict:
+    """The fields of a ``save_to_disk`` folder's metadata that the reader uses
+    (other fields are allowed: newer versions of datasets add some)."""
+    from ..shards.schema import Any_, List, Nullable, Obj, RelPath, Str
+
+    return {"state": Obj({"_data_files": List(Obj({"filename": RelPath()}), max_len=1 << 20)},
+                         optional={"_split": Nullable(Str()), "_fingerprint": Nullable(Str())}),
+            "info": Obj({}, optional={"features": Nullable(Obj({})), "splits": Nullable(Any_())}),
+            "dict": Obj({"splits": List(Str(1024), max_len=1 << 16)})}
 
 
 def _listed_data_files(tree: _Tree, root: str, files: list[str]) -> list[str] | None:
-    """The Arrow files a ``save_to_disk`` folder lists in ``state.json``."""
+    """The Arrow files a ``save_to_disk`` folder lists in ``state.json`` (None
+    when ``root`` is not one).  ``state.json`` and ``dataset_info.json`` are
+    checked first (:meth:`_Tree.metadata`); every listed name must be a file of
+    the folder itself (no path out, no symbolic link out, no device)."""
     if "state.json" not in files:
         return None
-    state_path = tree.join(root, "state.json")
-    try:
-        names = [entry["filename"] for entry in json.loads(tree.read(state_path))["_data_files"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    for name in names:
+    state = tree.metadata(root, "state.json", "state")
+    if "dataset_info.json" in files:
+        tree.metadata(root, "dataset_info.json", "info")
+    state_path = tree.full(tree.join(root, "state.json"))
+    error = functools.partial(InputError, path=state_path, reason="bad_metadata")
+    paths = []
+    for i, entry in enumerate(state["_data_files"]):
+        name, field = entry["filename"], f"_data_files[{i}].filename"
+        if "/" in name:
+            raise error(f"{state_path}: field {field!r} names {name!r:.80}, not a file of the folder itself; "
+                        f"{_METADATA_FIX}")
+        if not tree.remote:
+            inside(root, name, where=state_path, field=field, error=error, fix=_METADATA_FIX)
         if name not in files:
             missing = tree.full(tree.join(root, name))
-            raise InputError(f"{tree.full(state_path)} lists {missing}, which does not exist; the dataset "
+            raise InputError(f"{state_path} lists {missing}, which does not exist; the dataset "
                              f"directory is incomplete: save it again with save_to_disk", path=missing,
                              reason="missing_file")
-    return [tree.join(root, name) for name in names]
+        paths.append(tree.join(root, name))
+    return paths
 
 
 def _dict_splits(tree: _Tree, root: str) -> list[str]:
-    try:
-        return [str(name) for name in json.loads(tree.read(tree.join(root, "dataset_dict.json")))["splits"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
+    return list(tree.metadata(root, "dataset_dict.json", "dict")["splits"])
 
 
 def _choose_split(tree: _Tree, root: str, dirs: list[str], split: str | None) -> str:
@@ -254,7 +286,7 @@ def _choose_split(tree: _Tree, root: str, dirs: list[str], split: str | None) ->
     must be one of its splits (reading them all would mix train and test)."""
     splits = _dict_splits(tree, root)
     where = tree.full(root).rstrip("/")
-    available = ", ".join(map(repr, splits)) if splits else "(unreadable list: see dataset_dict.json)"
+    available = ", ".join(map(repr, splits)) if splits else "(none listed in dataset_dict.json)"
     if split is None:
         raise InputError(f"{where}: a datasets DatasetDict folder with splits {available}; reading them all "
                          f"would mix them, so choose one with split= (e.g. split={(splits or ['train'])[0]!r}) "

@@ -34,10 +34,8 @@ import numpy as np
 from ..errors import ShardFormatError
 from ..storage import (
     TMP_SUFFIX,  # noqa: F401  (temp names inside shard directories)
-    is_url,
     load_json,
     read_bounded,
-    read_bytes,
 )
 from .schema import check_shard_file
 
@@ -186,14 +184,11 @@ def sha256_file(path: str) -> str:
 
 def read_json(path: str, what: str):
     """A MANIFEST (``what="MANIFEST.json"``), unit marker or run plan, read
-    (a local file: only a regular file of at most ``storage.MAX_JSON_BYTES``)
+    (a local file or an object: at most ``storage.MAX_JSON_BYTES``; locally only a regular file)
     and checked against its schema (:mod:`.schema`) before any field is used:
     :class:`ShardFormatError` naming the file and the field."""
     fix = "the file is corrupt. Re-encode the directory"
-    if is_url(path):
-        data = read_bytes(path)
-    else:
-        data = read_bounded(path, what=what, error=ShardFormatError, fix=fix)
+    data = read_bounded(path, what=what, error=ShardFormatError, fix=fix)
     doc = load_json(data, source=path, what=what, error=ShardFormatError, fix=fix)
     check_shard_file(doc, what, source=path, error=ShardFormatError)
     if what == "unit marker":

@@ -75,6 +75,7 @@ import numpy as np
 from .._faults import kill_point
 from ..errors import ShardFormatError, StorageError
 from ..storage import (
+    MAX_JSON_BYTES,
     atomic_open,
     atomic_write_bytes,
     atomic_write_json,
@@ -82,10 +83,12 @@ from ..storage import (
     filesystem,
     hostname,
     join,
+    load_json,
     resolve_cache_limit,
 )
 from . import index_format as fmt
 from .locks import _pid_alive
+from .schema import check_shard_file
 from .writer import encode_unit
 
 __all__ = ["encode_unit_remote", "remote_committed_records", "remote_entries", "RemoteShards", "cached_directory",
@@ -118,11 +121,15 @@ def _sizes(fs: Any, prefix: str) -> Dict[str, int]:
 def remote_committed_records(url: str, unit_ids: Iterable[str]) -> Dict[str, Dict[str, Any]]:
     """The committed units among ``unit_ids``: marker present and every shard it
     lists present with the recorded sizes.  One listing of ``units/`` and of
-    ``shards/``, one GET per marker."""
+    ``shards/``, one GET per marker (of at most ``MAX_JSON_BYTES``); a marker is
+    checked as the local reader checks it (:mod:`.schema`,
+    :func:`~.index_format.check_marker_agrees`), and one that fails counts as not
+    committed (the unit is encoded again)."""
     fs, inner = filesystem(url)
     wanted = set(unit_ids)
-    markers = {name[:-len(".json")] for name in _sizes(fs, f"{inner}/{fmt.UNITS_DIR}")
-               if name.endswith(".json") and name[:-len(".json")] in wanted}
+    marker_sizes = _sizes(fs, f"{inner}/{fmt.UNITS_DIR}")
+    markers = {name[:-len(".json")] for name, size in marker_sizes.items()
+               if name.endswith(".json") and name[:-len(".json")] in wanted and size <= MAX_JSON_BYTES}
     if not markers:
         return {}
     sizes = _sizes(fs, f"{inner}/{fmt.SHARDS_DIR}")
@@ -133,14 +140,16 @@ def remote_committed_records(url: str, unit_ids: Iterable[str]) -> Dict[str, Dic
         raw = contents.get(path)
         if raw is None:
             continue
-        try:
-            record = json.loads(bytes(raw).decode("utf-8"))
-            good = all(sizes.get(shard["tokens_file"].rsplit("/", 1)[-1]) == fmt.TOKEN_WIDTH * shard["tokens"]
-                       and sizes.get(shard["index_file"].rsplit("/", 1)[-1]) == shard["index_bytes"]
-                       for shard in record["shards"])
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        try:    # the local reader's checks (index_format.read_json): a bad marker is an uncommitted unit
+            record = load_json(bytes(raw), source=path, what="unit marker", error=ShardFormatError, fix="")
+            check_shard_file(record, "unit marker", source=path, error=ShardFormatError)
+            fmt.check_marker_agrees(record, path)
+        except ShardFormatError:
             continue
-        if good and record.get("unit_id") == unit_id:
+        good = all(sizes.get(shard["tokens_file"].rsplit("/", 1)[-1]) == fmt.TOKEN_WIDTH * shard["tokens"]
+                   and sizes.get(shard["index_file"].rsplit("/", 1)[-1]) == shard["index_bytes"]
+                   for shard in record["shards"])
+        if good and record["unit_id"] == unit_id:
             out[unit_id] = record
     return out
 

@@ -20,12 +20,11 @@ writes these files and every reader check one definition
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Type
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
-from ..readers.batch import ON_ERROR_CHOICES
+from ..readers.batch import ON_ERROR_CHOICES, TEXT_MODES
 from ..readers.formats import FORMAT_CHOICES
-from ..readers.inputs import TEXT_MODES
-from ..storage import name_problem
+from ..storage import ErrorFactory, name_problem
 
 __all__ = ["Schema", "Any_", "Int", "Str", "Hex", "RelPath", "Nullable", "List", "Map", "Obj", "check", "check_shard_file", "SHARD", "MANIFEST", "MARKER", "PLAN", "MAX_DEPTH"]
 
@@ -191,7 +190,7 @@ class Obj(Schema):
                 schema.check(value[key], prefix + key, depth + 1)
 
 
-def check(doc: Any, schema: Schema, *, source: str, error: Type[Exception], fix: str) -> None:
+def check(doc: Any, schema: Schema, *, source: str, error: ErrorFactory, fix: str) -> None:
     """Match ``doc`` against ``schema``: ``error(message)`` naming ``source``, the
     field, what was expected and what was found, followed by ``fix``."""
     try:
@@ -251,7 +250,7 @@ _KINDS: Dict[str, Tuple[Schema, str]] = {
 }
 
 
-def check_shard_file(doc: Any, what: str, *, source: str, error: Type[Exception]) -> None:
+def check_shard_file(doc: Any, what: str, *, source: str, error: ErrorFactory) -> None:
     """Check a MANIFEST (``what="MANIFEST.json"``), unit marker or run plan against its
     schema (``index_format.read_json`` adds what a marker's fields must agree on)."""
     schema, fix = _KINDS[what]

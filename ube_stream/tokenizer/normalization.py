@@ -76,11 +76,11 @@ def normalize_utf8(normalization: str, data: np.ndarray, offsets: np.ndarray) ->
     for d in candidates:
         raw = data[int(offsets[d]):int(offsets[d + 1])].tobytes()
         try:
-            text = raw.decode("utf-8")
+            document = raw.decode("utf-8")
         except UnicodeDecodeError:
             continue
-        if not unicodedata.is_normalized("NFC", text):
-            changed[d] = unicodedata.normalize("NFC", text).encode("utf-8")
+        if not unicodedata.is_normalized("NFC", document):
+            changed[d] = unicodedata.normalize("NFC", document).encode("utf-8")
     if not changed:
         return data, offsets
     return _rebuild(data, offsets, changed)
