@@ -355,3 +355,17 @@ def test_cli_refuses_an_unknown_rule(tmp_path):
     run = subprocess.run([sys.executable, "-m", "ube_stream", "train", sample_paths()["train"], "--vocab-size", "700",
                           "--char-integrity", "suffix", "-o", str(tmp_path / "t.json")], capture_output=True, text=True)
     assert run.returncode == 2 and "prefix" in run.stderr
+
+
+@pytest.mark.slow
+def test_superbpe_with_prefix_encodes_as_its_twin():
+    # utf8 SuperBPE under "prefix": stage 1 and stage 2 keep the rule; the encoder equals the
+    # twin (encode_reference -> encode_superbpe_reference) on real text
+    tok = train([sample_paths()["train"]], vocab_size=1500, substrate="utf8", workers=1, show_progress=False,
+                char_integrity="prefix", superbpe_transition=1000)
+    assert tok.char_rule == "prefix" and tok.superbpe is not None
+    assert not any(0x80 <= e[0] <= 0xBF for e in tok._expansions[256:] if len(e) > 1)
+    for text in real_texts()[::3]:
+        ids = tok.encode(text).tolist()
+        assert ids == ref.encode_reference(tok, text)
+        assert tok.decode(ids) == text
