@@ -369,3 +369,17 @@ def test_superbpe_with_prefix_encodes_as_its_twin():
         ids = tok.encode(text).tolist()
         assert ids == ref.encode_reference(tok, text)
         assert tok.decode(ids) == text
+
+
+def test_train_prefix_never_starts_with_the_shared_continuation_bytes():
+    # "中席渭" x 50 (utf8): B8 AD ends all three characters (150 times), each lead byte + B8
+    # occurs 50 times.  "pieces" merges (B8,AD) first (tests/test_readme.py); "prefix" may not
+    # (B8 does not start a character): its first merge is the smallest of the tied prefixes,
+    # (E4,B8), then (E5,B8) and (E6,B8), then each prefix + AD.
+    text = "中席渭" * 50
+    assert [c.encode("utf-8") for c in "中席渭"] == [b"\xe4\xb8\xad", b"\xe5\xb8\xad", b"\xe6\xb8\xad"]
+    tok = train(iter([text]), vocab_size=262, substrate="utf8", char_integrity="prefix", workers=1,
+                show_progress=False, special_tokens=())
+    assert tok.merges[:3] == [(0xE4, 0xB8), (0xE5, 0xB8), (0xE6, 0xB8)]
+    assert tok.merges[3] == (256, 0xAD)                  # 中 = (E4 B8) + AD
+    assert tok.encode("中席渭").tolist()[0] == 259
