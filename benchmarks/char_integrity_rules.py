@@ -107,20 +107,21 @@ def main() -> None:
                          f"character, {not_prefix} of them not starting it")
         for set_name, path in sets.items():
             table = evaluate(list(toks.values()), path, names=list(toks))
+            cells = []
             for name in toks:
-                s = table["summary"][name]
+                summary = table["summary"][name]
                 total = sum(r["tokenizers"][name]["tokens"] for r in table["languages"])
-                rows.append([substrate, set_name, name, toks[name].vocab_size, s["languages"],
-                             round(s["gini"], 4), round(s["mean_premium"], 4), total])
+                cells.append(f"{summary['gini']:.4f} / {summary['mean_premium']:.4f} / {total:,}")
+            rows.append([substrate, f"{set_name} ({summary['languages']} languages): Gini / mean premium / tokens",
+                         *cells])
         for lang, text in sorted(docs.items()):
-            for name, tok in toks.items():
-                rows.append([substrate, f"docs_sample {lang}", name, tok.vocab_size, 1, None, None,
-                             len(tok.encode_ordinary(text))])
+            rows.append([substrate, f"docs_sample {lang}: tokens",
+                         *(f"{len(tok.encode_ordinary(text)):,}" for tok in toks.values())])
     for row in rows:
         print(*row, sep="\t")
     write_record("char_integrity_rules",
                  title=f"Character-integrity rules: none / pieces / prefix at vocab {args.vocab}",
-                 columns=["substrate", "text", "rule", "vocab", "languages", "Gini", "mean premium", "tokens"],
+                 columns=["substrate", "text", *RULES],
                  rows=rows, notes=notes)
 
 
