@@ -57,6 +57,9 @@ ctypedef vector[int32_t] int32_t_vec
 
 cdef enum:
     SHORT_CHUNK = 64            # symbols; longer chunks take the heap path
+    # Tables.char_integrity: the trainer's rules (_merge.pyx CHAR_PIECES / CHAR_PREFIX)
+    CHAR_PIECES = 1             # any two pieces of one character may merge
+    CHAR_PREFIX = 2             # only a character's prefix and its next piece (SCRIPT's rule)
 
 cdef uint32_t NO_RANK = 0xFFFFFFFFu
 cdef uint64_t EMPTY_KEY = 0xFFFFFFFFFFFFFFFFull
@@ -133,7 +136,8 @@ cdef struct Tables:
     const uint32_t* results      # result id of each rank
     int substrate
     const uint32_t* model_ids    # the id encode writes for each internal id (NULL: the same)
-    bint char_integrity          # merge only where characters stay whole (merge_short_ci, merge_long with flags)
+    int char_integrity           # 0, CHAR_PIECES or CHAR_PREFIX: merge only where characters stay whole
+                                 # (merge_short_ci, merge_long with flags)
     bint check_utf8              # char integrity: also check chunks of UTF-8 symbols only
 
 
@@ -224,8 +228,11 @@ cdef inline uint32_t ci_rank(const Tables* t, const uint8_t* flags, uint32_t lef
     """Rank of the tokens ``[left_start, right_start)``, ``[right_start, right_end)``
     at this occurrence: NO_RANK unless the merged token keeps characters whole
     (the right one starts inside a character, so both lie in it, or both are
-    whole-character sequences)."""
+    whole-character sequences), and under CHAR_PREFIX unless the left one starts
+    a character (inside one, only its prefix grows)."""
     if flags[right_start] and not (flags[left_start] and flags[right_end]):
+        return NO_RANK
+    if t.char_integrity == CHAR_PREFIX and not flags[left_start]:
         return NO_RANK
     return rank_of(t, left, right)
 
@@ -772,7 +779,8 @@ cdef void scratch_end_call(Scratch* s) noexcept nogil:
 # _merge.pyx "Character integrity"; twin: _reference.encode_chunk_reference with
 # char_starts): a merge applies at an occurrence only when the token it makes
 # keeps characters whole, i.e. the two tokens are both sequences of whole
-# characters or both lie inside one character.  merge_short_ci is merge_short,
+# characters or both lie inside one character (CHAR_PREFIX: and then the left
+# one starts it, SCRIPT's left-to-right rule).  merge_short_ci is merge_short,
 # and merge_long given the flags, with that test folded into the pair rank (an
 # occurrence that may not merge has no rank), so the rank-order rule is
 # otherwise unchanged.  utf8 needs none of it (UTF-8 resynchronises: a token's
@@ -1240,8 +1248,9 @@ cdef class Encoder:
     document is split and encoded this many bytes (to the next safe cut) at a time,
     so memory stays bounded on huge documents; ``char_integrity``: merge only where
     the token made keeps characters whole (the trainer's ``char_integrity`` rule;
-    ``Tokenizer`` asks for it under utf16 and ube, where it changes results);
-    ``check_utf8=False``: a chunk of UTF-8 symbols only needs no check (true when
+    ``Tokenizer`` asks for it under utf16 and ube, where it changes results), by
+    ``char_rule`` ``"pieces"`` (any two pieces of one character) or ``"prefix"``
+    (a character's prefix and its next piece only); ``check_utf8=False``: a chunk of UTF-8 symbols only needs no check (true when
     every token of UTF-8 symbols is whole characters or a strict part of one).
     """
     cdef Tables tables
@@ -1259,7 +1268,7 @@ cdef class Encoder:
     def __cinit__(self, merges, results, int base, int substrate, classes, *, int num_slots=1,
                   Py_ssize_t cache_entries=-1, Py_ssize_t cache_bytes=DEFAULT_CACHE_BYTES, int split=SPLIT_GPT2,
                   Py_ssize_t slice_bytes=1 << 20, id_map=None, bint char_integrity=False,
-                  bint check_utf8=True):
+                  bint check_utf8=True, str char_rule="pieces"):
         self.caches = NULL
         self.scratch = NULL
         self._pairs = NULL
@@ -1369,7 +1378,9 @@ cdef class Encoder:
         self.tables.mask = mask
         self.tables.results = &resv[0] if n > 0 else NULL
         self.tables.substrate = substrate
-        self.tables.char_integrity = char_integrity
+        if char_rule not in ("pieces", "prefix"):
+            raise ValueError(f"char_rule is {char_rule!r}; expected 'pieces' or 'prefix'")
+        self.tables.char_integrity = 0 if not char_integrity else CHAR_PREFIX if char_rule == "prefix" else CHAR_PIECES
         self.tables.check_utf8 = check_utf8
         self.classes = &clv[0]
         self.cache_entries = cache_entries
@@ -1409,6 +1420,10 @@ cdef class Encoder:
     @property
     def char_integrity(self):
         return bool(self.tables.char_integrity)
+
+    @property
+    def char_rule(self):
+        return "prefix" if self.tables.char_integrity == CHAR_PREFIX else "pieces"
 
     @property
     def check_utf8(self):

@@ -64,7 +64,9 @@ Character integrity (``char_starts`` given): one flag per base symbol, 1 where
 a character starts.  A pair occurrence is counted, listed and merged only when
 both tokens are sequences of whole characters or both lie inside one
 character (``eligible``), so no token ever holds part of one character and
-anything of another.  A token's start flag is its first base symbol's and it
+anything of another.  ``char_rule=CHAR_PREFIX`` (SCRIPT's within-character rule)
+also requires the left token to start the character: inside a character only
+its prefix grows, one piece at a time, left to right.  A token's start flag is its first base symbol's and it
 ends a character when the next token starts one (or the word ends): short words
 keep a flag per symbol, rewritten beside the ids; long words read the static
 flag of each node's position.  An occurrence's eligibility depends only on the
@@ -143,6 +145,10 @@ cdef enum:
     FL_CHUNK = 2
     FL_INSIDE_SHIFT = 2
     MAX_WORDS_LIMIT = 63
+    # character-integrity rules (``char_rule``): inside a character, any two pieces may
+    # merge (CHAR_PIECES), or only the character's prefix with the next piece (CHAR_PREFIX)
+    CHAR_PIECES = 1
+    CHAR_PREFIX = 2
 
 
 cdef struct Word:
@@ -261,7 +267,7 @@ cdef class _MergeState:
     cdef int32_t step
     # character integrity: start flags of the short words' tokens (beside ``symbols``)
     # and of the long words' positions (beside ``nodes``)
-    cdef bint integrity
+    cdef int integrity                    # 0, CHAR_PIECES or CHAR_PREFIX
     cdef int64_t max_words                # > 0: a token covers at most this many chunks (SuperBPE)
     cdef bint flagged                     # integrity or max_words: tokens carry FL_* flags
     cdef vector[uint8_t] starts
@@ -272,7 +278,7 @@ cdef class _MergeState:
         self.table = NULL
         self.nodes = NULL
         self.node_starts = NULL
-        self.integrity = False
+        self.integrity = 0
         self.ran = False
         self.max_words = 0
         self.flagged = False
@@ -495,11 +501,15 @@ cdef class _MergeState:
 
         Character integrity: yes when both are whole-character sequences, or when
         both lie inside one character (the right does not start one, so neither
-        crosses a boundary: every token is whole characters or part of one).
+        crosses a boundary: every token is whole characters or part of one);
+        under CHAR_PREFIX (SCRIPT's rule) the left must also start the character,
+        so a character's pieces merge left to right, each token inside it a prefix.
         max_words: the merged token covers fewer than ``max_words`` chunk starts
         strictly inside it (the chunk starts inside each token, plus the right
         token's own start when it starts a chunk)."""
         if self.integrity and (right & FL_CHAR) and not ((left & FL_CHAR) and right_ends):
+            return False
+        if self.integrity == CHAR_PREFIX and not (left & FL_CHAR):
             return False
         if self.max_words > 0 and (left >> FL_INSIDE_SHIFT) + (right >> FL_INSIDE_SHIFT) + (
                 (right >> 1) & 1) >= self.max_words:
@@ -1009,7 +1019,7 @@ cdef class _MergeState:
 def train_merges(symbols, word_offsets, word_counts, int n_base, int64_t max_vocab,
                  int64_t min_frequency, int64_t max_token_length, progress=None,
                  int64_t[::1] err=None, *, int64_t long_word=LONG_WORD, char_starts=None,
-                 chunk_starts=None, int64_t max_words=-1, int n_atoms=-1, expansions=None,
+                 str char_rule="pieces", chunk_starts=None, int64_t max_words=-1, int n_atoms=-1, expansions=None,
                  expansion_offsets=None):
     """Learn BPE merges from weighted words; returns ``(status, merges)``:
     int32 ``(m, 3)`` rows ``(left_id, right_id, result_id)`` in rank order.
@@ -1026,7 +1036,9 @@ def train_merges(symbols, word_offsets, word_counts, int n_base, int64_t max_voc
     tests move the threshold to run either path on any corpus).
     ``char_starts`` (uint8, one per symbol, 1 where a character starts):
     train under the character-integrity constraint (module docstring); None
-    trains without it.
+    trains without it.  ``char_rule``: ``"pieces"`` (any two pieces of one
+    character may merge) or ``"prefix"`` (SCRIPT's rule: only the character's
+    prefix and the next piece).
 
     SuperBPE's stage 2 (README, SuperBPE): ``chunk_starts`` (uint8, one per
     symbol, 1 where a chunk starts) with ``max_words`` W (1..63): a merge
@@ -1046,7 +1058,7 @@ def train_merges(symbols, word_offsets, word_counts, int n_base, int64_t max_voc
     """
     status, state = prepare_merges(symbols, word_offsets, word_counts, n_base, max_vocab, min_frequency,
                                    max_token_length, err, long_word=long_word, char_starts=char_starts,
-                                   chunk_starts=chunk_starts, max_words=max_words, n_atoms=n_atoms,
+                                   char_rule=char_rule, chunk_starts=chunk_starts, max_words=max_words, n_atoms=n_atoms,
                                    expansions=expansions, expansion_offsets=expansion_offsets)
     if state is None:
         return status, None
@@ -1057,7 +1069,8 @@ def prepare_merges(const symbol_t[::1] symbols, const int64_t[::1] word_offsets,
                    const int64_t[::1] word_counts, int n_base, int64_t max_vocab,
                    int64_t min_frequency, int64_t max_token_length,
                    int64_t[::1] err=None, *, int64_t long_word=LONG_WORD,
-                   const uint8_t[::1] char_starts=None, const uint8_t[::1] chunk_starts=None,
+                   const uint8_t[::1] char_starts=None, str char_rule="pieces",
+                   const uint8_t[::1] chunk_starts=None,
                    int64_t max_words=-1, int n_atoms=-1, const int32_t[::1] expansions=None,
                    const int64_t[::1] expansion_offsets=None):
     """The first half of ``train_merges`` (same arguments, same checks): copy the
@@ -1102,6 +1115,9 @@ def prepare_merges(const symbol_t[::1] symbols, const int64_t[::1] word_offsets,
     if char_starts is not None and char_starts.shape[0] != n_symbols:
         raise ValueError(f"char_starts has {char_starts.shape[0]} flags for {n_symbols} symbols; "
                          "expected one per symbol (1 where a character starts)")
+    if char_rule not in ("pieces", "prefix"):
+        raise ValueError(f"char_rule is {char_rule!r}; expected 'pieces' (any two pieces of one character "
+                         "may merge) or 'prefix' (only a character's prefix and its next piece)")
     if (chunk_starts is None) != (max_words < 0):
         raise ValueError("chunk_starts and max_words go together (SuperBPE stage 2): pass both or neither")
     if chunk_starts is not None and chunk_starts.shape[0] != n_symbols:
@@ -1144,7 +1160,7 @@ def prepare_merges(const symbol_t[::1] symbols, const int64_t[::1] word_offsets,
     check_err(err)
 
     state = _MergeState()
-    state.integrity = char_starts is not None
+    state.integrity = 0 if char_starts is None else CHAR_PREFIX if char_rule == "prefix" else CHAR_PIECES
     state.max_words = max_words if max_words > 0 else 0
     state.flagged = flags is not None
     state.n_base = n_base

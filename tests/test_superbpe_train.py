@@ -53,6 +53,7 @@ CASES = [
     ("utf8", "script", 20, 40, 4, {}),
     ("ube", "gpt2", 25, 40, 4, {"max_token_length": 6}),
     ("utf8", "gpt2", 15, 40, 4, {"char_integrity": True}),
+    ("utf8", "gpt2", 15, 40, 4, {"char_integrity": "prefix"}),   # SCRIPT's within-character rule
     ("utf16", "gpt2", 15, 30, 4, {"min_frequency": 1}),
 ]
 

@@ -34,6 +34,7 @@ class Encoder:
         id_map: Optional[npt.NDArray[np.uint32]] = None,  # model id of each internal id
         char_integrity: bool = False,  # merge only where the token made keeps characters whole
         check_utf8: bool = True,  # False: chunks of UTF-8 symbols only skip the check (a sound vocabulary)
+        char_rule: str = "pieces",  # with char_integrity: "pieces" or "prefix" (a character's prefix + next piece)
     ) -> None: ...
     split: int
     slice_bytes: int
@@ -41,6 +42,8 @@ class Encoder:
     def num_slots(self) -> int: ...
     @property
     def char_integrity(self) -> bool: ...
+    @property
+    def char_rule(self) -> str: ...
     @property
     def check_utf8(self) -> bool: ...
     def cache_stats(self, slot: int = 0) -> dict: ...  # entries, bytes (held now), hits, misses, sweeps, evicted

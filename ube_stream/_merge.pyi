@@ -24,6 +24,8 @@ def train_merges(
                                 # of positions (default 64; same merges either way)
     char_starts: Optional[np.ndarray] = None,  # uint8[total_symbols], 1 where a character starts:
                                 # train under the character-integrity constraint
+    char_rule: str = "pieces",  # with char_starts: "pieces" (any two pieces of one character merge)
+                                # or "prefix" (SCRIPT's rule: a character's prefix + its next piece)
     chunk_starts: Optional[np.ndarray] = None,  # SuperBPE stage 2: uint8[total_symbols], 1 where a chunk starts
     max_words: int = -1,        # with chunk_starts: a token covers at most this many chunks (1..MAX_WORDS)
     n_atoms: int = -1,          # ids below it are atoms; n_atoms..n_base-1 are tokens with expansions (default n_base)
@@ -38,8 +40,8 @@ def train_merges(
 def prepare_merges(
     symbols: np.ndarray, word_offsets: np.ndarray, word_counts: np.ndarray, n_base: int, max_vocab: int,
     min_frequency: int, max_token_length: int, err: Optional[npt.ArrayLike] = None, *,
-    long_word: int = ..., char_starts: Optional[np.ndarray] = None, chunk_starts: Optional[np.ndarray] = None,
-    max_words: int = -1, n_atoms: int = -1, expansions: Optional[np.ndarray] = None,
+    long_word: int = ..., char_starts: Optional[np.ndarray] = None, char_rule: str = "pieces",
+    chunk_starts: Optional[np.ndarray] = None, max_words: int = -1, n_atoms: int = -1, expansions: Optional[np.ndarray] = None,
     expansion_offsets: Optional[np.ndarray] = None,
 ) -> Tuple[int, Optional[_MergeState]]:
     # train_merges' first half (same arguments but progress): the words copied into a state

@@ -323,7 +323,7 @@ def _threshold(min_frequency: int) -> int:
 def train_bpe_reference(word_counts: dict | list, *, n_base: int, max_vocab: int,
                         min_frequency: int = 2,
                         max_token_length: int | None = None,
-                        char_starts: dict | list | None = None,
+                        char_starts: dict | list | None = None, char_rule: str = "pieces",
                         chunk_starts: dict | list | None = None, max_words: int | None = None,
                         base_expansions: Sequence[tuple] = ()) -> List[tuple]:
     """The obvious quadratic BPE trainer: recount every pair at every step.
@@ -348,8 +348,9 @@ def train_bpe_reference(word_counts: dict | list, *, n_base: int, max_vocab: int
     * character integrity (``char_starts`` maps each word to its flags, 1 where
       a character starts, as :func:`char_starts_reference` gives): a pair
       occurrence counts and merges only when both tokens are whole-character
-      sequences or both lie inside one character; others are skipped (left as
-      they are) by counting and rewriting alike;
+      sequences or both lie inside one character (``char_rule="prefix"``,
+      SCRIPT's rule: and then the left one starts the character); others are
+      skipped (left as they are) by counting and rewriting alike;
     * SuperBPE stage 2: ``base_expansions`` holds the atoms of the alphabet ids
       ``n_base - len(base_expansions) .. n_base - 1`` (tokens made by stage 1;
       lower ids are atoms); ``chunk_starts`` (per word, 1 where a chunk starts)
@@ -393,7 +394,7 @@ def train_bpe_reference(word_counts: dict | list, *, n_base: int, max_vocab: int
         for symbols, count, spans, flags, chunks in words:
             constrained = flags is not None or chunks is not None
             for k, pair in enumerate(zip(symbols, symbols[1:])):
-                if not constrained or _may_merge(k, symbols, spans, flags, chunks, max_words):
+                if not constrained or _may_merge(k, symbols, spans, flags, chunks, max_words, char_rule):
                     pair_counts[pair] = pair_counts.get(pair, 0) + count
         if max_token_length is not None:  # too long to merge: never a candidate
             pair_counts = {p: c for p, c in pair_counts.items()
@@ -414,14 +415,15 @@ def train_bpe_reference(word_counts: dict | list, *, n_base: int, max_vocab: int
         for entry in words:
             if pair[0] in entry[0]:      # (a word without the left token has nothing to rewrite)
                 entry[0], entry[2] = _merge_pair_training(entry[0], pair, result, entry[2], entry[3], entry[4],
-                                                          max_words)
+                                                          max_words, char_rule)
     return merges
 
 
 def _may_merge(k: int, symbols: List[int], spans: List[int], flags: List[int] | None,
-               chunks: List[int] | None = None, max_words: int | None = None) -> bool:
+               chunks: List[int] | None = None, max_words: int | None = None, char_rule: str = "pieces") -> bool:
     """May the tokens at k, k + 1 merge?  Character integrity (with ``flags``):
-    both are sequences of whole characters, or both lie inside one character.
+    both are sequences of whole characters, or both lie inside one character
+    (:func:`_keeps_characters` by ``char_rule``).
     max_words (with ``chunks``): fewer than ``max_words`` chunk starts lie
     strictly inside the merged token."""
     left_start = spans[k]
@@ -432,18 +434,30 @@ def _may_merge(k: int, symbols: List[int], spans: List[int], flags: List[int] | 
             return False
     if flags is None:
         return True
-    return _keeps_characters(flags, left_start, right_start, right_end)
+    return _keeps_characters(flags, left_start, right_start, right_end, char_rule)
 
 
-def _keeps_characters(flags: List[int], left_start: int, right_start: int, right_end: int) -> bool:
+def _keeps_characters(flags: Sequence[int], left_start: int, right_start: int, right_end: int,
+                      char_rule: str = "pieces") -> bool:
     """Tokens ``[left_start, right_start)`` and ``[right_start, right_end)`` (base
     symbol positions; ``flags``: 1 where a character starts, plus a final 1) may
-    merge: both are sequences of whole characters, or both lie inside one."""
+    merge: both are sequences of whole characters, or both lie inside one
+    (``char_rule="pieces"``: any two pieces of it; ``"prefix"``, SCRIPT's rule:
+    the left one starts it, so inside a character only its prefix grows).
+
+        >>> flags = [1, 0, 0, 1]         # one 3-byte character: E3 81 82
+        >>> _keeps_characters(flags, 1, 2, 3), _keeps_characters(flags, 1, 2, 3, "prefix")
+        (True, False)
+        >>> _keeps_characters(flags, 0, 1, 2, "prefix")
+        True
+    """
     left_start_ok = flags[left_start] == 1
     boundary_between = flags[right_start] == 1
     right_end_ok = flags[right_end] == 1
     both_whole = left_start_ok and boundary_between and right_end_ok
     same_character = not boundary_between
+    if char_rule == "prefix":
+        same_character = same_character and left_start_ok
     return both_whole or same_character
 
 
@@ -463,11 +477,11 @@ def _merge_pair(symbols: List[int], pair: tuple, result: int) -> List[int]:
 
 def _merge_pair_training(symbols: List[int], pair: tuple, result: int, spans: List[int],
                          flags: List[int] | None, chunks: List[int] | None = None,
-                         max_words: int | None = None) -> Tuple[List[int], List[int]]:
+                         max_words: int | None = None, char_rule: str = "pieces") -> Tuple[List[int], List[int]]:
     """:func:`_merge_pair` where :func:`_may_merge` allows it, keeping each
     token's start (in word symbols): returns the new tokens and starts."""
     return _rewrite_where(symbols, spans, pair, result,
-                          lambda i: _may_merge(i, symbols, spans, flags, chunks, max_words))
+                          lambda i: _may_merge(i, symbols, spans, flags, chunks, max_words, char_rule))
 
 
 def _rewrite_where(symbols: List[int], starts: List[int], pair: tuple, result: int,
@@ -493,7 +507,7 @@ def _rewrite_where(symbols: List[int], starts: List[int], pair: tuple, result: i
 def train_superbpe_reference(texts: Iterable[str], *, substrate: str = "ube", pattern: str = GPT2_PATTERN,
                              vocab_size: int, transition: int, n_special: int = 1, max_words: int = 4,
                              min_frequency: int = 2, max_token_length: int | None = None,
-                             char_integrity: bool = False) -> List[tuple]:
+                             char_integrity: bool | str = False) -> List[tuple]:
     """SuperBPE training the slow way (twin of ``train(..., superbpe_transition=)``).
 
     1. Chunk every text (``pattern``: a regex, or ``"script"``); count chunks,
@@ -507,9 +521,13 @@ def train_superbpe_reference(texts: Iterable[str], *, substrate: str = "ube", pa
        every stage-1 id as an alphabet symbol (``base_expansions``) up to
        ``vocab_size - n_special``, at most ``max_words`` chunks per token.
 
+    ``char_integrity``: False, True / ``"pieces"`` or ``"prefix"`` (the rule of
+    both stages).
+
     Returns all merges, stage 1 then stage 2, as ``(left, right, result)``.
     """
     n_base = 512 if substrate == "ube" else 256
+    char_rule = "prefix" if char_integrity == "prefix" else "pieces"
     chunk_counts: Dict[str, int] = {}
     span_counts: Dict[tuple, int] = {}
     for text in texts:
@@ -525,7 +543,7 @@ def train_superbpe_reference(texts: Iterable[str], *, substrate: str = "ube", pa
     flags = {tuple(route_symbols(c, substrate)): char_starts_reference(c, substrate) for c in chunk_counts}
     stage1 = train_bpe_reference(words, n_base=n_base, max_vocab=transition - n_special,
                                  min_frequency=min_frequency, max_token_length=max_token_length,
-                                 char_starts=flags if char_integrity else None)
+                                 char_starts=flags if char_integrity else None, char_rule=char_rule)
     expansions = token_expansions(stage1, n_base)
     n_alphabet = max(expansions) + 1
     span_words: List[tuple] = []
@@ -549,7 +567,7 @@ def train_superbpe_reference(texts: Iterable[str], *, substrate: str = "ube", pa
         char_flags.append(chars)
     stage2 = train_bpe_reference(span_words, n_base=n_alphabet, max_vocab=vocab_size - n_special,
                                  min_frequency=min_frequency, max_token_length=max_token_length,
-                                 char_starts=char_flags if char_integrity else None,
+                                 char_starts=char_flags if char_integrity else None, char_rule=char_rule,
                                  chunk_starts=chunk_flags, max_words=max_words,
                                  base_expansions=[expansions[i] for i in range(n_base, n_alphabet)])
     return stage1 + stage2
@@ -568,7 +586,7 @@ def token_expansions(merges: Iterable[Sequence[int]], n_base: int) -> dict:
 
 
 def encode_chunk_reference(symbols: Sequence[int], merges: Iterable[Sequence[int]],
-                           char_starts: Sequence[int] | None = None) -> List[int]:
+                           char_starts: Sequence[int] | None = None, char_rule: str = "pieces") -> List[int]:
     """Encode one chunk (base symbol ids) with trained merges, the slow way.
 
     Repeatedly take the adjacent pair with the lowest merge rank (its row in
@@ -584,7 +602,7 @@ def encode_chunk_reference(symbols: Sequence[int], merges: Iterable[Sequence[int
     :func:`char_starts_reference` gives): the trainer's character-integrity
     rule, per occurrence.  A pair occurrence has its rank only when its two
     tokens are both whole-character sequences or both inside one character
-    (:func:`_keeps_characters`); the others are left as they are.  In ``utf16``
+    (:func:`_keeps_characters` by ``char_rule``); the others are left as they are.  In ``utf16``
     "た一" (``5F 30 00 4E``) the token ``30 00`` ("0") is not made across た and 一::
 
         >>> encode_chunk_reference([0x5F, 0x30, 0x00, 0x4E], [(0x30, 0x00, 256)])
@@ -593,11 +611,11 @@ def encode_chunk_reference(symbols: Sequence[int], merges: Iterable[Sequence[int
         [95, 48, 0, 78]
     """
     rows = [tuple(int(x) for x in merge) for merge in merges]
-    return _encode_chunk(list(symbols), rows, _first_ranks(rows), char_starts)
+    return _encode_chunk(list(symbols), rows, _first_ranks(rows), char_starts, char_rule)
 
 
 def _encode_chunk(ids: List[int], merges: Sequence[Sequence[int]], rank_of: Dict[Tuple[int, int], int],
-                  char_starts: Sequence[int] | None) -> List[int]:
+                  char_starts: Sequence[int] | None, char_rule: str = "pieces") -> List[int]:
     """:func:`encode_chunk_reference` with the rank table built (:func:`_first_ranks`)."""
     if char_starts is None:
         return _lowest_rank_first(ids, merges, rank_of)
@@ -609,7 +627,7 @@ def _encode_chunk(ids: List[int], merges: Sequence[Sequence[int]], rank_of: Dict
 
     def may_merge(k: int) -> bool:  # the tokens at k, k + 1
         right_end = starts[k + 2] if k + 2 < len(starts) else total
-        return _keeps_characters(flags, starts[k], starts[k + 1], right_end)
+        return _keeps_characters(flags, starts[k], starts[k + 1], right_end, char_rule)
 
     while len(ids) >= 2:
         ranked = [rank_of[p] for k, p in enumerate(zip(ids, ids[1:])) if p in rank_of and may_merge(k)]
@@ -715,7 +733,8 @@ def encode_reference(tokenizer, text: str, allowed_special=()) -> List[int]:
         flags_of = char_starts_reference if tokenizer.char_integrity else None
         for chunk in _piece_chunks_reference(tokenizer, piece):
             flags = None if flags_of is None else flags_of(chunk, tokenizer.substrate)
-            ids.extend(_encode_chunk(route_symbols(chunk, tokenizer.substrate), merges, rank_of, flags))
+            ids.extend(_encode_chunk(route_symbols(chunk, tokenizer.substrate), merges, rank_of, flags,
+                                     tokenizer.char_rule or "pieces"))
     return [tokenizer._model_id(i) for i in ids]
 
 
@@ -826,7 +845,8 @@ def encode_superbpe_reference(tokenizer, text: str, allowed_special=()) -> List[
             starts: List[int] = []
             for chunk in chunks[first:end]:
                 flags = char_starts_reference(chunk, tokenizer.substrate) if tokenizer.char_integrity else None
-                chunk_ids = _encode_chunk(route_symbols(chunk, tokenizer.substrate), stage1, rank1, flags)
+                chunk_ids = _encode_chunk(route_symbols(chunk, tokenizer.substrate), stage1, rank1, flags,
+                                          tokenizer.char_rule or "pieces")
                 tokens += chunk_ids
                 starts += [1] + [0] * (len(chunk_ids) - 1)
             ids += _stage2_reference(tokens, starts, stage2, rank2, max_words)

@@ -14,7 +14,7 @@ import itertools
 import json
 import os
 import threading
-from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -73,11 +73,13 @@ def expand_merges(merges: Sequence[Tuple[int, int]], base_size: int) -> Tuple[np
     return results, symbols, offsets
 
 
-def _utf8_keeps_characters(token: bytes) -> bool:
+def _utf8_keeps_characters(token: bytes, rule: str = "pieces") -> bool:
     """``token`` (UTF-8 bytes) is whole characters or a strict part of one: it
-    decodes, or it is continuation bytes only (at most 3), or a lead byte and
-    fewer continuation bytes than its character needs.  In valid UTF-8 such a
-    token can only sit where it keeps characters whole."""
+    decodes, or it is continuation bytes only (at most 3; not under the
+    ``"prefix"`` rule, whose tokens inside a character start it), or a lead byte
+    and fewer continuation bytes than its character needs.  In valid UTF-8 such a
+    token can only sit where it keeps characters whole (and, for ``"prefix"``,
+    where every merge making it had a left token starting a character)."""
     try:
         token.decode("utf-8")
         return True
@@ -86,7 +88,7 @@ def _utf8_keeps_characters(token: bytes) -> bool:
     lead = token[0]
     continuations = all(0x80 <= b <= 0xBF for b in token[1:])
     if 0x80 <= lead <= 0xBF:
-        return continuations and len(token) <= 3
+        return rule == "pieces" and continuations and len(token) <= 3
     need = 2 if 0xC0 <= lead <= 0xDF else 3 if 0xE0 <= lead <= 0xEF else 4 if 0xF0 <= lead <= 0xF7 else 0
     return continuations and len(token) < need
 
@@ -118,6 +120,25 @@ class _SlotPool:
         with self._ready:
             self._free.append(slot)
             self._ready.notify()
+
+
+#: character-integrity rules: any two pieces of one character may merge, or (SCRIPT's
+#: rule) only a character's prefix and its next piece
+CHAR_RULES = ("pieces", "prefix")
+
+
+def char_rule_of(char_integrity: Any) -> Optional[str]:
+    """The rule a ``char_integrity`` argument names: None (False, None, ``"none"``),
+    ``"pieces"`` (True, ``"pieces"``) or ``"prefix"``; ValueError otherwise."""
+    if char_integrity is None or char_integrity is False or char_integrity == "none":
+        return None
+    if char_integrity is True or char_integrity == "pieces":
+        return "pieces"
+    if char_integrity == "prefix":
+        return "prefix"
+    raise ValueError(f"char_integrity must be False/'none', True/'pieces' (any two pieces of one character "
+                     f"may merge) or 'prefix' (SCRIPT's rule: a character's prefix and its next piece), "
+                     f"got {char_integrity!r}")
 
 
 def check_superbpe_options(substrate: str, superbpe: bool, char_integrity: bool) -> None:
@@ -154,7 +175,7 @@ class Tokenizer:
                  special_tokens: Mapping[str, int] | Sequence[str] = ("<|endoftext|>",),
                  pattern: str = "gpt2", normalization: str = "none",
                  training: Optional[dict] = None, id_map: Optional[Sequence[int]] = None,
-                 char_integrity: bool = False, superbpe: Optional[Mapping[str, int]] = None):
+                 char_integrity: bool | str = False, superbpe: Optional[Mapping[str, int]] = None):
         from ..pretokenizer import resolve_pattern
         from ..substrate import base_size
 
@@ -170,8 +191,9 @@ class Tokenizer:
         symbols.setflags(write=False)
         offsets.setflags(write=False)
         self._expansion_cache = (symbols, offsets)   # _internal_expansion_table
-        #: no token holds part of one character and anything of another (training and encoding)
-        self.char_integrity = bool(char_integrity)
+        #: character integrity (no token holds part of one character and anything of another, in
+        #: training and encoding) by rule ``"pieces"`` or ``"prefix"``; None: off
+        self.char_rule: Optional[str] = char_rule_of(char_integrity)
         #: SuperBPE: ``{"stage1_merges": k, "max_words": w}`` (merges[:k] inside chunks, the rest across them)
         self.superbpe: Optional[Dict[str, int]] = None
         check_superbpe_options(substrate, superbpe is not None, self.char_integrity)
@@ -263,7 +285,7 @@ class Tokenizer:
             normalization=self.normalization, base_size=self.base_size, merges=self.merges,
             special_tokens={**self._special_internal, **self._special_aliases},
             id_map=None if self._id_map is None else self._id_map.tolist(),
-            char_integrity=self.char_integrity, superbpe=self.superbpe)
+            char_integrity=self.char_rule, superbpe=self.superbpe)
 
     @property
     def fingerprint(self) -> str:
@@ -427,6 +449,11 @@ class Tokenizer:
         self.__dict__.pop("_kernel_state", None)
 
     @property
+    def char_integrity(self) -> bool:
+        """Whether the tokenizer keeps characters whole (by :attr:`char_rule`)."""
+        return self.char_rule is not None
+
+    @property
     def _encoder_char_integrity(self) -> bool:
         """Whether the encoder must test each occurrence for character integrity.
 
@@ -448,7 +475,7 @@ class Tokenizer:
         check (under ``ube`` the check runs only on chunks holding UTF-16 symbols)."""
         found = self.__dict__.get("_utf8_sound")
         if found is None:
-            found = self._utf8_sound = all(_utf8_keeps_characters(bytes(e)) for e in self._expansions[self.base_size:]
+            found = self._utf8_sound = all(_utf8_keeps_characters(bytes(e), self.char_rule or "pieces") for e in self._expansions[self.base_size:]
                                            if max(e) < 256)
         return found
 
@@ -477,7 +504,8 @@ class Tokenizer:
                 cache_bytes=self.cache_bytes, split=split,
                 id_map=self._id_map if self.superbpe is None else None, slice_bytes=self.slice_bytes,
                 char_integrity=self._encoder_char_integrity,
-                check_utf8=self.char_integrity and not self._utf8_tokens_keep_characters)
+                check_utf8=self.char_integrity and not self._utf8_tokens_keep_characters,
+                char_rule=self.char_rule or "pieces")
             state = self._kernel_state = (encoder, _SlotPool(encoder))
         return state
 

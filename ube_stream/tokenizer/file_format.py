@@ -16,6 +16,7 @@ File layout (``format`` = ``"ube-stream-tokenizer"``, ``version`` = 1 or 2)::
       "merges": [[left, right], ...],         # in rank order
       "special_tokens": [{"id": 31999, "text": "<|endoftext|>"}],   # by id; aliases after (version 2)
       "char_integrity": true,                 # version 2, only when set: the encoder keeps characters whole
+                                              # (true: the "pieces" rule; "prefix": SCRIPT's rule)
       "superbpe": {"stage1_merges": 28000, "max_words": 4},   # version 2, only when set
       "training": {...},                      # options and corpus totals (provenance only)
       "fingerprint": "sha256:..."             # of the canonical encoding-relevant content
@@ -39,9 +40,13 @@ Version 2 adds optional encoding-relevant content; a tokenizer that sets
 neither is written as version 1 (byte-identical to earlier releases, same
 fingerprint), and version-1 files still load:
 
-- ``char_integrity`` (``true``): no token holds part of one character and
-  anything of another, in training and in encoding (the encoder only applies a
-  merge at a position where it keeps characters whole).
+- ``char_integrity`` (``true`` or ``"prefix"``): no token holds part of one
+  character and anything of another, in training and in encoding (the encoder
+  only applies a merge at a position where it keeps characters whole).  ``true``
+  is the ``"pieces"`` rule (any two pieces of one character may merge; files
+  written before ``"prefix"`` existed keep their bytes and fingerprint);
+  ``"prefix"`` is SCRIPT's rule (inside a character only its prefix and the
+  next piece merge, left to right).
 - ``normalization`` ``"nfc"``: text is Unicode NFC-normalised before
   pre-tokenization (HF's ``NFC`` normalizer; ``tokenizer.normalization``).
 - aliases: ``special_tokens`` entries whose id an earlier entry already has
@@ -75,9 +80,10 @@ READ_VERSIONS = (1, 2)
 
 def canonical(*, substrate: str, pattern_name: str, pattern: str, normalization: str, base_size: int,
               merges: Sequence[Tuple[int, int]], special_tokens: Mapping[str, int],
-              id_map: Optional[Sequence[int]], char_integrity: bool = False,
+              id_map: Optional[Sequence[int]], char_integrity: Optional[str] = None,
               superbpe: Optional[Mapping[str, int]] = None) -> Dict[str, Any]:
-    """The encoding-relevant content, in file order (``special_tokens``: text -> internal id)."""
+    """The encoding-relevant content, in file order (``special_tokens``: text -> internal id;
+    ``char_integrity``: None, ``"pieces"`` or ``"prefix"``)."""
     from ..pretokenizer import RULE_PATTERNS
 
     content: Dict[str, Any] = {
@@ -92,7 +98,7 @@ def canonical(*, substrate: str, pattern_name: str, pattern: str, normalization:
         "special_tokens": [{"id": i, "text": t} for t, i in special_tokens.items()],
     }
     if char_integrity:
-        content["char_integrity"] = True
+        content["char_integrity"] = True if char_integrity == "pieces" else char_integrity
     if superbpe is not None:
         content["superbpe"] = {"stage1_merges": int(superbpe["stage1_merges"]),
                                "max_words": int(superbpe["max_words"])}
@@ -161,7 +167,7 @@ def parse_doc(doc: Any, *, source: str = "<string>") -> Tuple[Dict[str, Any], Di
                   special_tokens={s["text"]: int(s["id"]) for s in doc["special_tokens"]},
                   pattern=_pattern_argument(pattern, source),
                   normalization=doc.get("normalization", "none"), training=doc.get("training"),
-                  id_map=doc.get("id_map"), char_integrity=bool(doc.get("char_integrity", False)),
+                  id_map=doc.get("id_map"), char_integrity=doc.get("char_integrity", False),
                   superbpe=doc.get("superbpe"))
     return doc, kwargs
 
@@ -251,8 +257,8 @@ def check_fields(doc: Mapping[str, Any], source: str) -> None:
         v2_fields.append("special_tokens sharing an id")
     if v2_fields and doc["version"] < 2:
         raise bad("version", f"2 for a file with {v2_fields}", doc["version"])
-    if "char_integrity" in doc and doc["char_integrity"] is not True:
-        raise bad("char_integrity", "true (or absent)", doc["char_integrity"])
+    if "char_integrity" in doc and doc["char_integrity"] is not True and doc["char_integrity"] != "prefix":
+        raise bad("char_integrity", 'true or "prefix" (or absent)', doc["char_integrity"])
     if "superbpe" in doc:
         sb = doc["superbpe"]
         if not (isinstance(sb, dict) and set(sb) == {"stage1_merges", "max_words"}

@@ -40,7 +40,7 @@ from ..runs.corpus import Corpus
 from ..runs.engine import run_units
 from ..shards.overlap import unit_threads
 from ..storage import atomic_write_json
-from ..tokenizer.core import Tokenizer, check_superbpe_options
+from ..tokenizer.core import Tokenizer, char_rule_of, check_superbpe_options
 from .work_dir import TrainWork, run_key, work_root
 
 DEFAULT_SPECIAL_TOKENS = ("<|endoftext|>",)
@@ -291,7 +291,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
           format: Optional[str] = None, split: Optional[str] = None, executor: str = "local",
           ray_address: Optional[str] = None, work_dir: Optional[str] = None,
           output: Optional[str] = None, summary: Optional[TrainSummary] = None,
-          char_integrity: bool = False, superbpe_transition: Optional[int] = None,
+          char_integrity: bool | str = False, superbpe_transition: Optional[int] = None,
           superbpe_max_words: int = DEFAULT_SUPERBPE_MAX_WORDS, keep_work: bool = False,
           max_document_bytes: Optional[int] = None) -> Tokenizer:
     """Train a byte-level BPE tokenizer on the ``substrate`` alphabet.
@@ -307,7 +307,10 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     Pass a :class:`TrainSummary` as ``summary`` to receive the totals.
     ``char_integrity``: no merge creates a token holding part of one character
     and anything of another (every token is a strict part of one character or
-    a sequence of whole characters; docs/training.md).
+    a sequence of whole characters; docs/training.md), by rule ``True`` /
+    ``"pieces"`` (any two pieces of one character may merge) or ``"prefix"``
+    (SCRIPT's rule: inside a character only its prefix and the next piece merge,
+    so every token inside a character is a prefix of it).
 
     ``superbpe_transition`` T (a vocabulary size, like ``vocab_size``): train
     SuperBPE (docs/training.md, SuperBPE): stage 1 is the training above up to T, i.e.
@@ -358,7 +361,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     if superbpe:
         _check_superbpe(superbpe_transition, superbpe_max_words, vocab_size=vocab_size, n_base=n_base,
                         n_special=len(special_tokens), substrate=substrate)
-    check_superbpe_options(substrate, superbpe, char_integrity)
+    char_rule = char_rule_of(char_integrity)
+    check_superbpe_options(substrate, superbpe, char_rule is not None)
     pattern = pattern_spec(*resolve_pattern(pattern))   # an unknown name fails here, before any work
     workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
     summary = summary if summary is not None else TrainSummary()
@@ -434,7 +438,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         check_status(status, err, what="routing", offsets=key_offsets)
         # character starts follow from the routed characters (positional: known here, per word)
         starts = None
-        if char_integrity:
+        if char_rule is not None:
             assert symbols is not None      # check_status raised otherwise
             starts = char_starts(key_data, substrate, len(symbols))
         del key_data, key_offsets
@@ -445,14 +449,15 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         del symbols, symbol_offsets, counts, starts
         merges = _train_merges(words, n_base=n_base,
                                max_vocab=stage1_vocab - len(special_tokens), min_frequency=min_frequency,
-                               max_token_length=max_token_length, show_progress=show_progress)
+                               max_token_length=max_token_length, show_progress=show_progress,
+                               char_rule=char_rule or "pieces")
         _release_freed_memory()     # the merge kernel's pair tables, word lists and heap
         superbpe_record = None
         if superbpe:
             assert span_table is not None
             stage2 = _train_stage2(span_table, merges, substrate=substrate, n_base=n_base,
                                    max_vocab=vocab_size - len(special_tokens), min_frequency=min_frequency,
-                                   max_token_length=max_token_length, char_integrity=char_integrity,
+                                   max_token_length=max_token_length, char_rule=char_rule,
                                    max_words=superbpe_max_words, show_progress=show_progress)
             superbpe_record = {"stage1_merges": len(merges), "max_words": int(superbpe_max_words)}
             summary.unique_spans = len(span_table[2])
@@ -464,7 +469,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
             "vocab_size": vocab_size,
             "min_frequency": min_frequency,
             "max_token_length": max_token_length,
-            "char_integrity": bool(char_integrity),
+            "char_integrity": True if char_rule == "pieces" else char_rule or False,
             **({"superbpe_transition": int(superbpe_transition), "superbpe_max_words": int(superbpe_max_words),
                 "superbpe_spans": "v1", "unique_spans": summary.unique_spans}
                if superbpe_transition is not None else {}),
@@ -487,7 +492,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         # pairs one at a time: a list of [left, right] lists would sit beside the tokenizer's own
         tokenizer = Tokenizer(substrate=substrate, merges=zip(merges[:, 0].tolist(), merges[:, 1].tolist()),
                               special_tokens=special_tokens,
-                              pattern=pattern, training=training, char_integrity=char_integrity,
+                              pattern=pattern, training=training, char_integrity=char_rule or False,
                               superbpe=superbpe_record)
         if output is not None:
             tokenizer.save(output)        # before anything is cleaned up
@@ -576,9 +581,10 @@ def _reduce_tables(paths: List[str], runner, tmp_dir: str, prefix: str = "reduce
 
 
 def _train_merges(words: List[Any], *, n_base: int, max_vocab: int, min_frequency: int,
-                  max_token_length: Optional[int], show_progress: bool, **stage2: Any) -> np.ndarray:
+                  max_token_length: Optional[int], show_progress: bool, char_rule: str = "pieces",
+                  **stage2: Any) -> np.ndarray:
     """Merges of ``words`` = ``[symbols, word_offsets, word_counts, char_starts]``
-    (``char_starts`` None: no character integrity).  The list is emptied once the
+    (``char_starts`` None: no character integrity; else by ``char_rule``).  The list is emptied once the
     kernel has copied the words into its state, so when it held the last
     references the inputs are freed before the merge loop grows (their memory
     and the loop's never add up).  ``stage2``: the kernel's SuperBPE arguments
@@ -599,7 +605,8 @@ def _train_merges(words: List[Any], *, n_base: int, max_vocab: int, min_frequenc
         symbols, word_offsets, word_counts, char_starts = words
         status, state = _merge.prepare_merges(
             symbols, word_offsets, word_counts, n_base, max_vocab, min_frequency,
-            max_token_length if max_token_length is not None else -1, err, char_starts=char_starts, **stage2)
+            max_token_length if max_token_length is not None else -1, err, char_starts=char_starts,
+            char_rule=char_rule, **stage2)
         words.clear()
         del symbols, word_offsets, word_counts, char_starts
         _release_freed_memory()
@@ -683,7 +690,7 @@ def superbpe_words(span_table, stage1_merges: np.ndarray, *, substrate: str, n_b
 
 
 def _train_stage2(span_table, stage1_merges: np.ndarray, *, substrate: str, n_base: int, max_vocab: int,
-                  min_frequency: int, max_token_length: Optional[int], char_integrity: bool, max_words: int,
+                  min_frequency: int, max_token_length: Optional[int], char_rule: Optional[str], max_words: int,
                   show_progress: bool) -> np.ndarray:
     """SuperBPE stage 2: the merge kernel over :func:`superbpe_words`, every
     stage-1 id an alphabet symbol (its atoms known, so lengths and reused ids
@@ -691,7 +698,7 @@ def _train_stage2(span_table, stage1_merges: np.ndarray, *, substrate: str, n_ba
     if len(span_table[2]) == 0:
         return np.zeros((0, 3), dtype=np.int32)
     symbols, word_offsets, counts, chunk_starts, starts, expansions = superbpe_words(
-        span_table, stage1_merges, substrate=substrate, n_base=n_base, char_integrity=char_integrity)
+        span_table, stage1_merges, substrate=substrate, n_base=n_base, char_integrity=char_rule is not None)
     made = expansions[n_base:]
     lengths = np.fromiter((len(e) for e in made), dtype=np.int64, count=len(made))
     atoms = np.fromiter((s for e in made for s in e), dtype=np.int32, count=int(lengths.sum()))
@@ -699,6 +706,6 @@ def _train_stage2(span_table, stage1_merges: np.ndarray, *, substrate: str, n_ba
     del symbols, word_offsets, counts, starts
     return _train_merges(words, n_base=len(expansions), max_vocab=max_vocab,
                          min_frequency=min_frequency, max_token_length=max_token_length,
-                         show_progress=show_progress, n_atoms=n_base,
+                         show_progress=show_progress, char_rule=char_rule or "pieces", n_atoms=n_base,
                          expansions=atoms, expansion_offsets=np.concatenate([[0], np.cumsum(lengths)]),
                          chunk_starts=chunk_starts, max_words=int(max_words))
