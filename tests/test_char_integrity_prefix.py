@@ -1,5 +1,5 @@
 """SCRIPT's within-character rule as a character-integrity mode
-(``char_integrity="prefix"``, ``ube train --char-integrity prefix``): inside a
+(``char_integrity="prefix"``, ``ube train --char-rule prefix``): inside a
 character a merge is allowed only when the left token starts the character, so
 every token inside a character is a prefix of it, grown left to right; whole
 characters merge as under the ``"pieces"`` rule (``True``, today's rule: any two
@@ -335,8 +335,8 @@ def test_superbpe_with_prefix_is_still_refused_off_utf8():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flag,recorded", [(["--char-integrity"], True), (["--char-integrity", "prefix"], "prefix"),
-                                           (["--char-integrity", "pieces"], True)])
+@pytest.mark.parametrize("flag,recorded", [(["--char-integrity"], True), (["--char-rule", "prefix"], "prefix"),
+                                           (["--char-integrity", "--char-rule", "pieces"], True)])
 def test_cli_option_is_recorded(tmp_path, flag, recorded):
     import subprocess
     import sys
@@ -353,7 +353,7 @@ def test_cli_refuses_an_unknown_rule(tmp_path):
     import sys
 
     run = subprocess.run([sys.executable, "-m", "ube_stream", "train", sample_paths()["train"], "--vocab-size", "700",
-                          "--char-integrity", "suffix", "-o", str(tmp_path / "t.json")], capture_output=True, text=True)
+                          "--char-rule", "suffix", "-o", str(tmp_path / "t.json")], capture_output=True, text=True)
     assert run.returncode == 2 and "prefix" in run.stderr
 
 

@@ -18,7 +18,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         show_progress=not args.quiet, column=args.column, text_mode=args.text_mode,
         unit_rows=args.unit_rows, on_error=args.on_error, format=args.format, split=args.split, executor=args.executor,
         ray_address=args.ray_address, work_dir=args.work_dir, output=args.output, summary=summary,
-        char_integrity=args.char_integrity or False, superbpe_transition=args.superbpe_transition,
+        char_integrity=args.char_rule or args.char_integrity, superbpe_transition=args.superbpe_transition,
         superbpe_max_words=args.superbpe_max_words, max_document_bytes=args.max_document_bytes)
     if not args.quiet:
         print(f"wrote {args.output}: {tokenizer!r}", file=sys.stderr)
@@ -69,12 +69,13 @@ def register(sub) -> None:
     p.add_argument("--min-frequency", type=int, default=2,
                    help="merge a pair only when it occurs at least this often")
     p.add_argument("--max-token-length", type=int, default=None, help="longest token, in base symbols")
-    p.add_argument("--char-integrity", nargs="?", const="pieces", default=None, choices=("pieces", "prefix"),
+    p.add_argument("--char-integrity", action="store_true",
                    help="no merge creates a token holding part of one character and anything of another: every "
-                        "token is whole characters or pieces of one character.  'pieces' (the default when the "
-                        "flag is bare): any two pieces of one character may merge; 'prefix' (SCRIPT's rule): "
-                        "inside a character only its prefix and the next piece merge, left to right "
-                        "(docs/training.md)")
+                        "token is whole characters or pieces of one character (rule: --char-rule)")
+    p.add_argument("--char-rule", choices=("pieces", "prefix"), default=None,
+                   help="the character-integrity rule (implies --char-integrity): 'pieces' (the default) lets any "
+                        "two pieces of one character merge; 'prefix' (SCRIPT's rule) merges inside a character "
+                        "only its prefix and the next piece, left to right (docs/training.md)")
     p.add_argument("--superbpe-transition", type=int, default=None, metavar="T",
                    help="train SuperBPE: ordinary BPE inside chunks up to vocabulary size T, then superword "
                         "merges across the chunks of a span (runs of word chunks: letters/marks with spaces "
