@@ -11,8 +11,12 @@ result, repeat until no adjacent pair has a rank.
   ``dense x dense`` rank array, every other pair in an open-addressing hash table, behind a one-bit-per-pair
   filter (16 bits per pair, at most 256 KiB) that answers most "no merge" lookups without touching the
   table.  A slot packs ``left << 42 | right << 21 | rank`` into 8 bytes while
-  every id and rank fits 21 bits (16-byte slots otherwise).  A rank gives its
-  result id through ``results``.
+  every id and rank fits 21 bits (16-byte slots otherwise).  What the tables
+  hold for a merge (its *key*) is its result id when the results rise with
+  rank, as in every trained or tiktoken vocabulary: the least key is then the
+  least rank and the merge writes the key itself, no ``results`` load (a cold
+  line on most merges of a fresh encode).  Otherwise the key is the rank and
+  ``results`` gives the id.
 * Short chunks (<= SHORT_CHUNK symbols): repeated min-scan over an array of
   pair ranks, compacting in place and looking up only the pairs a merge made.
   Long chunks (CJK runs, long digit or punctuation runs): a linked list and a
@@ -126,14 +130,19 @@ cdef uint64_t PACK_MASK = (1 << PACK_BITS) - 1
 cdef struct Tables:
     uint32_t base                # number of base symbols
     uint32_t dense               # side of the dense pair table: max(base, DENSE_IDS) (fewer for few merges)
-    const uint32_t* base_ranks   # dense * dense ranks (NO_RANK: no merge)
+    const uint32_t* base_ranks   # dense * dense keys (NO_RANK: no merge)
     const PairSlot* pairs        # open addressing over the other pairs (key and rank on one line)
     const uint64_t* packed       # the same table packed ``left << 42 | right << 21 | rank`` when every
                                  # id and rank is below 2^21 (pairs is NULL then): 8 bytes a slot
     uint64_t mask
     const uint64_t* bloom        # one bit per hashed pair of ``pairs``: clear means no merge
     int bloom_shift              # a pair's bit: pair_hash(key) >> bloom_shift (the filter has 2^(64 - shift))
-    const uint32_t* results      # result id of each rank
+    const uint32_t* results      # result id of each table key (the identity when key_is_id)
+    bint key_is_id               # the tables hold each merge's result id, not its rank: the results rise
+                                 # with rank (every vocabulary whose merges number their tokens in
+                                 # order) and stay below 2 (base + n), so the least id is the least rank
+                                 # and a merge needs no ``results`` load (a cold line on nearly every
+                                 # merge of a fresh encode)
     int substrate
     const uint32_t* model_ids    # the id encode writes for each internal id (NULL: the same)
     int char_integrity           # 0, CHAR_PIECES or CHAR_PREFIX: merge only where characters stay whole
@@ -148,7 +157,8 @@ cdef inline uint64_t pair_hash(uint64_t key) noexcept nogil:
 
 
 cdef inline uint32_t rank_of(const Tables* t, uint32_t left, uint32_t right) noexcept nogil:
-    """Rank of the pair (NO_RANK: no merge).  Base pairs: one load from the dense
+    """Key of the pair's merge (NO_RANK: no merge): its rank, or its result id when
+    ``t.key_is_id`` (ordered as the ranks are).  Base pairs: one load from the dense
     table.  Others: most pairs met while merging have no merge, and the filter
     (256 KiB, cache resident, unlike the table) answers most of those without
     touching the table; the rest probe it, key and rank on one cache line."""
@@ -197,7 +207,7 @@ cdef Py_ssize_t merge_short(const Tables* t, uint32_t* ids, uint32_t* ranks,
                 best = ranks[i]
         if best == NO_RANK:
             break
-        result = t.results[best]
+        result = best if t.key_is_id else t.results[best]
         i = 0
         j = 0
         merged_prev = False
@@ -277,7 +287,7 @@ cdef Py_ssize_t merge_long(const Tables* t, uint32_t* ids, const uint8_t* flags,
         while heap.size() > 0 and <uint32_t>(heap[0] >> 32) == r:
             top = heap_pop(heap)
             batch.push_back(<uint32_t>(top & 0xFFFFFFFFu))
-        result = t.results[r]
+        result = r if t.key_is_id else t.results[r]
         for b in range(<Py_ssize_t>batch.size()):
             p = <int32_t>batch[b]
             if node_rank[p] != r:
@@ -1298,6 +1308,12 @@ cdef class Encoder:
         if results_arr.shape[0] != merges_arr.shape[0]:
             raise ValueError(f"{merges_arr.shape[0]} merges but {results_arr.shape[0]} results")
         n = merges_arr.shape[0]
+        # a merge's key in the tables: its result id when those rise with rank and are dense enough
+        # for merge_short_ci's identity ``results`` to stay small (below 2 (base + n)); its rank otherwise
+        cdef bint key_is_id = n > 0 and int(results_arr[-1]) < 2 * (base + n) and bool(
+            (results_arr[1:] > results_arr[:-1]).all())
+        keys_arr = results_arr if key_is_id else np.arange(n, dtype=np.uint32)
+        cdef const uint32_t[::1] kv = keys_arr
         cdef uint32_t dense = max(base, min(<Py_ssize_t>DENSE_IDS, base + n))
         base_ranks = np.full(<Py_ssize_t>dense * dense, NO_RANK, dtype=np.uint32)
         cap = 16
@@ -1339,7 +1355,7 @@ cdef class Encoder:
             right = mv[r, 1]
             if left < dense and right < dense:
                 if br[left * dense + right] == NO_RANK:
-                    br[left * dense + right] = <uint32_t>r
+                    br[left * dense + right] = kv[r]
                 continue
             key = (<uint64_t>left << 32) | right
             h = pair_hash(key)
@@ -1352,17 +1368,19 @@ cdef class Encoder:
                 while pk[i] != EMPTY_KEY and (pk[i] >> PACK_BITS) != key:
                     i = (i + 1) & mask
                 if pk[i] == EMPTY_KEY:
-                    pk[i] = (key << PACK_BITS) | <uint64_t>r
+                    pk[i] = (key << PACK_BITS) | <uint64_t>kv[r]
                 continue
             while ps[i].key != EMPTY_KEY and ps[i].key != key:
                 i = (i + 1) & mask
             if ps[i].key == EMPTY_KEY:
                 ps[i].key = key
-                ps[i].rank = <uint32_t>r
+                ps[i].rank = kv[r]
         id_map_arr = None if id_map is None else np.ascontiguousarray(id_map, dtype=np.uint32)
         if id_map_arr is not None and id_map_arr.shape[0] < max(base, int(results_arr.max()) + 1 if n else 0):
             raise ValueError(f"id_map has {id_map_arr.shape[0]} entries; it needs one per base symbol "
                              "and merged token")
+        if key_is_id:  # merge_short_ci still reads ``results``: the identity over the keys
+            results_arr = np.arange(int(results_arr[-1]) + 1, dtype=np.uint32)
         self._keep = (base_ranks, bloom, results_arr, classes_arr, id_map_arr)
         cdef const uint32_t[::1] idv = id_map_arr
         self.tables.model_ids = &idv[0] if id_map_arr is not None else NULL
@@ -1377,6 +1395,7 @@ cdef class Encoder:
         self.tables.bloom_shift = bloom_shift
         self.tables.mask = mask
         self.tables.results = &resv[0] if n > 0 else NULL
+        self.tables.key_is_id = key_is_id
         self.tables.substrate = substrate
         if char_rule not in ("pieces", "prefix"):
             raise ValueError(f"char_rule is {char_rule!r}; expected 'pieces' or 'prefix'")

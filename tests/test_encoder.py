@@ -671,6 +671,45 @@ def test_ids_past_21_bits_take_the_wide_pair_table_and_agree(tokenizers_by_subst
         assert wide.encode_chunk_symbols(symbols).tolist() == encode_chunk_reference(symbols.tolist(), ranked)
 
 
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_results_numbered_against_rank_keep_the_rank_rule(tokenizers_by_substrate, real_texts, substrate):
+    """The pair tables hold each merge's result id when results rise with rank (every
+    trained or tiktoken vocabulary), its rank otherwise.  Renumber the merged ids in
+    reverse rank order (the last merge's result first): the encoder must take the rank
+    tables and still give, id for renumbered id, the ids of the rising numbering, and
+    the reference rule's ids, in both merge paths (min-scan and heap)."""
+    from ube_stream import _encode
+    from ube_stream.pretokenizer import gpt2_class_table
+    from ube_stream.substrate import encode_symbols, substrate_code
+
+    tok = tokenizers_by_substrate[substrate]
+    base, n = tok.base_size, len(tok.merges)
+    assert tok.merge_results == list(range(base, base + n))  # rising: the result-id tables
+
+    def down(i):
+        return i if i < base else 2 * base + n - 1 - i
+
+    merges = np.array([(down(a), down(b)) for a, b in tok.merges], dtype=np.uint32).reshape(-1, 2)
+    results = np.array([down(r) for r in tok.merge_results], dtype=np.uint32)
+    assert (np.diff(results.astype(np.int64)) < 0).all()
+    falling = _encode.Encoder(merges, results, base, substrate_code(substrate), gpt2_class_table())
+    rising = _encode.Encoder(np.array(tok.merges, dtype=np.uint32).reshape(-1, 2),
+                             np.array(tok.merge_results, dtype=np.uint32), base,
+                             substrate_code(substrate), gpt2_class_table())
+    texts = real_texts[:300] + ["的" * 300, "ภาษาไทยเป็นภาษาราชการ" * 9, "aaaaaaaaaa" * 20]
+    data = np.frombuffer("".join(texts).encode(), np.uint8)
+    offsets = np.cumsum([0] + [len(t.encode()) for t in texts]).astype(np.int64)
+    status, ids_falling, off_falling = falling.encode_utf8(data, offsets)
+    status2, ids_rising, off_rising = rising.encode_utf8(data, offsets)
+    assert status == status2 == 0 and np.array_equal(off_falling, off_rising)
+    assert ids_falling.tolist() == [down(i) for i in ids_rising.tolist()]
+    assert ids_rising.max() >= base + 100  # merges were really made
+    ranked = [(int(a), int(b), int(r)) for (a, b), r in zip(merges, results)]
+    for text in texts[-3:] + texts[:20]:
+        symbols = encode_symbols(text[:300], substrate).astype(np.uint16)
+        assert falling.encode_chunk_symbols(symbols).tolist() == encode_chunk_reference(symbols.tolist(), ranked)
+
+
 @pytest.mark.parametrize("substrate", slow_after(SUBSTRATES))
 def test_cache_grows_and_keeps_every_entry(tokenizers_by_substrate, real_texts, substrate):
     """A chunk cache starts at 4096 slots and doubles at half load: after a corpus of

@@ -1,0 +1,123 @@
+"""A/B of two builds of the encoder kernel (``_encode``) in one process, interleaved.
+
+    python benchmarks/ab_miss_path.py BEFORE_SO [--data DIR] [--kb 300] [--rounds 7] [--out ab_miss.json]
+
+``BEFORE_SO``: the ``_encode*.so`` of the old build (copy it aside before
+rebuilding); the new one is this checkout's.  Both are loaded into this process
+and each ``Tokenizer`` gets its kernel from one of them, so both encode the same
+text objects with the same Python around them.  Per vocabulary (cl100k, o200k:
+bpe-openai's rank files) and text set (English rows of ``docs``, Indic-script
+rows of ``parallel`` under ``--data``: ``tests/data``'s samples or
+``/work/shared/data``), each round times, alternating which build goes first:
+
+* ``miss``: the chunk cache off (``set_cache(bytes=0)``), so every chunk takes the
+  miss path (routing + merge), one thread, CPU time;
+* ``fresh``: a fresh tokenizer (empty cache, tables built untimed by a one-chunk
+  call) encoding the set once: the miss path on first sightings plus the hits.
+
+Prints and writes (JSON, with the load average) the median over rounds of each
+figure (MB/s) and the after/before ratio of the medians.
+"""
+import argparse
+import importlib.machinery
+import importlib.util
+import io
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INDIC = ("Deva", "Beng", "Taml", "Telu", "Knda", "Mlym", "Gujr", "Guru", "Orya", "Sinh")
+
+
+def texts(data, kb):
+    """English and Indic text sets of about ``kb`` KB each from ``data``."""
+    import zstandard
+
+    sample = os.path.isfile(os.path.join(data, "docs_sample.jsonl.zst"))
+
+    def rows(name):
+        with open(os.path.join(data, f"{name}_sample.jsonl.zst" if sample else f"{name}.jsonl.zst"), "rb") as f:
+            for line in io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(f), encoding="utf-8"):
+                yield json.loads(line)
+
+    def take(it, want):
+        out, got = [], 0
+        for t in it:
+            out.append(t)
+            got += len(t.encode())
+            if got >= want:
+                break
+        return out
+    return {"english": take((r["text"] for r in rows("docs") if r["lang"].split("-")[0] == "en"), kb * 1000),
+            "indic": take((r["text"] for r in rows("parallel") if r.get("script") in INDIC), kb * 1000)}
+
+
+def load_kernel(path):
+    """The ``_encode`` extension at ``path`` as a module of its own (not in sys.modules)."""
+    loader = importlib.machinery.ExtensionFileLoader("ube_stream._encode", path)
+    module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(
+        "ube_stream._encode", path, loader=loader))
+    loader.exec_module(module)
+    return module
+
+
+def tokenizer(path, vocab, kernel, cache_off):
+    """A fresh tokenizer whose kernel state is built by ``kernel`` (the untimed first call)."""
+    from ube_stream import Tokenizer
+    from ube_stream.tokenizer import core
+
+    tok = Tokenizer.from_tiktoken(path, vocab)
+    if cache_off:
+        tok.set_cache(bytes=0)
+    saved, core._encode = core._encode, kernel
+    try:
+        tok.encode_ordinary_batch(["x"], num_threads=1)
+    finally:
+        core._encode = saved
+    return tok
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("before_so")
+    p.add_argument("--data", default=os.path.join(HERE, "..", "tests", "data"))
+    p.add_argument("--kb", type=int, default=300, help="KB of text per set")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--out", default="ab_miss.json")
+    args = p.parse_args()
+    sys.path.insert(0, os.path.dirname(HERE))
+    import bpe_openai
+
+    from ube_stream import _encode
+    kernels = {"before": load_kernel(args.before_so), "after": _encode}
+    sets = texts(args.data, args.kb)
+    runs = {}
+    for vocab in ("cl100k", "o200k"):
+        path = os.path.join(os.path.dirname(bpe_openai.__file__), "data", f"{vocab}_base.tiktoken.gz")
+        miss = {side: tokenizer(path, vocab, k, True) for side, k in kernels.items()}
+        for label, tx in sets.items():
+            mb = sum(len(t.encode()) for t in tx) / 1e6
+            for r in range(args.rounds):
+                for side in (("before", "after") if r % 2 == 0 else ("after", "before")):
+                    for mode in ("miss", "fresh"):
+                        tok = miss[side] if mode == "miss" else tokenizer(path, vocab, kernels[side], False)
+                        t0 = time.process_time()
+                        tok.encode_ordinary_batch(tx, num_threads=1)
+                        runs.setdefault(f"{vocab}/{label}/{mode}", {}).setdefault(side, []).append(
+                            mb / (time.process_time() - t0))
+    table = {}
+    print(f"{'MB/s (CPU time)':24s} {'before':>8s} {'after':>8s} {'ratio':>6s}   (medians of {args.rounds})")
+    for key, sides in runs.items():
+        b, a = statistics.median(sides["before"]), statistics.median(sides["after"])
+        table[key] = {"before": b, "after": a, "ratio": a / b}
+        print(f"{key:24s} {b:8.2f} {a:8.2f} {a / b:6.3f}")
+    with open(args.out, "w") as f:
+        json.dump({"rounds": args.rounds, "kb": args.kb, "data": os.path.abspath(args.data),
+                   "load": os.getloadavg(), "results": table}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
