@@ -1,6 +1,6 @@
 """A/B of two builds of the encoder kernel (``_encode``) in one process, interleaved.
 
-    python benchmarks/ab_miss_path.py BEFORE_SO [--data DIR] [--kb 300] [--rounds 7] [--out ab_miss.json]
+    python benchmarks/ab_miss_path.py BEFORE_SO [--data DIR] [--kb 300] [--rounds 7]
 
 ``BEFORE_SO``: the ``_encode*.so`` of the old build (copy it aside before
 rebuilding); the new one is this checkout's.  Both are loaded into this process
@@ -15,7 +15,7 @@ rows of ``parallel`` under ``--data``: ``tests/data``'s samples or
 * ``fresh``: a fresh tokenizer (empty cache, tables built untimed by a one-chunk
   call) encoding the set once: the miss path on first sightings plus the hits.
 
-Prints and writes (JSON, with the load average) the median over rounds of each
+Prints and records (``benchmarks/_record.py``) the median over rounds of each
 figure (MB/s) and the after/before ratio of the medians.
 """
 import argparse
@@ -29,6 +29,9 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from _record import write_record  # noqa: E402
+
 INDIC = ("Deva", "Beng", "Taml", "Telu", "Knda", "Mlym", "Gujr", "Guru", "Orya", "Sinh")
 
 
@@ -86,7 +89,6 @@ def main():
     p.add_argument("--data", default=os.path.join(HERE, "..", "tests", "data"))
     p.add_argument("--kb", type=int, default=300, help="KB of text per set")
     p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--out", default="ab_miss.json")
     args = p.parse_args()
     sys.path.insert(0, os.path.dirname(HERE))
     import bpe_openai
@@ -114,10 +116,14 @@ def main():
         b, a = statistics.median(sides["before"]), statistics.median(sides["after"])
         table[key] = {"before": b, "after": a, "ratio": a / b}
         print(f"{key:24s} {b:8.2f} {a:8.2f} {a / b:6.3f}")
-    with open(args.out, "w") as f:
-        json.dump({"rounds": args.rounds, "kb": args.kb, "data": os.path.abspath(args.data),
-                   "load": os.getloadavg(), "results": table}, f, indent=1)
-
+    write_record("ab_miss_path", title=f"Encoder miss path: A/B of two _encode builds, {args.kb} KB a set, "
+                                        f"medians of {args.rounds} interleaved rounds, one thread, CPU time",
+                 columns=["vocabulary/set/mode", "before MB/s", "after MB/s", "after/before"],
+                 rows=[[key, f"{v['before']:.2f}", f"{v['after']:.2f}", f"{v['ratio']:.3f}"]
+                       for key, v in table.items()],
+                 notes=["miss: the chunk cache off, every chunk routed and merged; fresh: a fresh tokenizer "
+                        "encoding the set once", f"before: {os.path.abspath(args.before_so)}"],
+                 data={"rounds": args.rounds, "kb": args.kb, "data": os.path.abspath(args.data), "results": table})
 
 if __name__ == "__main__":
     main()
