@@ -142,6 +142,32 @@ except TokenizerFormatError as exc:
     assert "refused:" in out.stdout and str(path) in out.stdout and "id 2147483648" in out.stdout
 
 
+def test_rank_and_hf_files_are_read_bounded(tmp_path):
+    """A gzip bomb named as a tiktoken rank file is refused while it inflates (not after), and a device
+    named as a HF tokenizer.json or a rank file is refused before any byte is read."""
+    import gzip
+
+    from ube_stream.tokenizer import Tokenizer
+    from ube_stream.tokenizer.pretrained import read_maybe_gzip
+
+    bomb = tmp_path / "bomb.tiktoken.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as f:
+        for _ in range(300):
+            f.write(bytes(1 << 20))      # 300 MiB of zeros: about 300 KB on disk
+    assert bomb.stat().st_size < 2 << 20
+    with pytest.raises(TokenizerFormatError, match="inflates to more than"):
+        read_maybe_gzip(bomb)
+    with pytest.raises(TokenizerFormatError, match="inflates to more than"):
+        Tokenizer.from_tiktoken(str(bomb), pattern="cl100k")
+    truncated = tmp_path / "cut.tiktoken.gz"
+    truncated.write_bytes(gzip.compress(b"IQ== 0\n" * 1000)[:-12])
+    with pytest.raises(TokenizerFormatError, match="truncated gzip"):
+        read_maybe_gzip(truncated)
+    for load in (Tokenizer.from_hf, read_maybe_gzip):
+        with pytest.raises(TokenizerFormatError, match="not a regular file"):
+            load("/dev/zero")
+
+
 def test_tiktoken_rank_of_2_pow_31_is_refused_under_a_memory_cap(tmp_path):
     lines = [f"{base64.b64encode(bytes([b])).decode()} {b}" for b in range(256)]
     lines.append(f"{base64.b64encode(b'ab').decode()} {2**31}")

@@ -67,7 +67,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from .._version import __version__
 from ..errors import TokenizerFormatError
-from ..storage import is_url, local_path, read_bounded, read_bytes
+from ..storage import local_path, read_bounded
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "canonical", "fingerprint", "dumps", "parse", "parse_doc",
            "check_recorded", "read_text"]
@@ -298,8 +298,8 @@ def read_text(path: str | os.PathLike) -> str:
     huge file named as a tokenizer is refused before it is read)."""
     path = local_path(path)
     try:
-        data = read_bytes(path) if is_url(path) else read_bounded(
-            path, what="tokenizer file", error=TokenizerFormatError, fix="pass an ube-stream tokenizer file")
+        data = read_bounded(path, what="tokenizer file", error=TokenizerFormatError,
+                            fix="pass an ube-stream tokenizer file")
         return data.decode("utf-8")
     except FileNotFoundError:
         raise TokenizerFormatError(f"{path}: no such tokenizer file; train one with `ube train`") from None

@@ -38,7 +38,7 @@ import numpy as np
 from .. import _ranks
 from ..errors import TokenizerFormatError, UbeError, check_status, err_buffer
 from ..pretokenizer import REGEX_PREFIX
-from ..storage import read_bytes
+from ..storage import MAX_JSON_BYTES, read_bounded
 from ..substrate import gpt2_byte_chars
 
 # the Tokenizer class comes in as ``cls`` (no import of .core: that would be a cycle)
@@ -382,7 +382,8 @@ def _hf_specials(added: Dict[str, int], used: set) -> Dict[str, int]:
 
 def _load_hf_json(path: str) -> Any:
     try:
-        text = read_bytes(path).decode("utf-8")
+        text = read_bounded(path, what="HF tokenizer.json", error=TokenizerFormatError,
+                            fix="pass a HF tokenizer.json").decode("utf-8")
     except FileNotFoundError:
         raise TokenizerFormatError(f"{path}: no such file; expected a HF tokenizer.json") from None
     except UnicodeDecodeError as exc:
@@ -473,16 +474,29 @@ def find_tiktoken_file(name: str) -> Optional[str]:
 
 
 def read_maybe_gzip(path) -> bytes:
-    """The bytes of a file, gunzipped when it starts with the gzip magic."""
-    import gzip
+    """The bytes of a file (a regular file of at most ``MAX_JSON_BYTES``), gunzipped
+    when it starts with the gzip magic, never to more than ``MAX_JSON_BYTES`` (a
+    gzip bomb named as a rank file is refused while it is inflated)."""
+    import zlib
 
-    data = read_bytes(os.fspath(path))
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise TokenizerFormatError(f"{path}: a corrupt gzip file ({exc}); download it again") from None
-    return data
+    path = os.fspath(path)
+    data = read_bounded(path, what="rank file", error=TokenizerFormatError, fix="pass a tiktoken rank file")
+    if data[:2] != b"\x1f\x8b":
+        return data
+    out, rest = bytearray(), data
+    try:
+        while rest[:2] == b"\x1f\x8b":   # every gzip member, each inflated at most to what is left
+            member = zlib.decompressobj(wbits=31)
+            out += member.decompress(rest, MAX_JSON_BYTES + 1 - len(out))
+            if len(out) > MAX_JSON_BYTES or member.unconsumed_tail:
+                raise TokenizerFormatError(f"{path}: inflates to more than {MAX_JSON_BYTES:,} bytes; not a "
+                                           f"tiktoken rank file (the largest real ones are a few MB)")
+            if not member.eof:
+                raise TokenizerFormatError(f"{path}: a truncated gzip file; download it again")
+            rest = member.unused_data
+    except zlib.error as exc:
+        raise TokenizerFormatError(f"{path}: a corrupt gzip file ({exc}); download it again") from None
+    return bytes(out)
 
 
 def parse_tiktoken_ranks(data: bytes, source: str) -> Dict[bytes, int]:
