@@ -91,7 +91,7 @@ def _spy(monkeypatch, module):
 
 
 def _shards(path, tok_path, out, threads, monkeypatch, **kwargs):
-    monkeypatch.setattr(_encode_module, "unit_threads", lambda *a: threads)
+    monkeypatch.setattr(_encode_module, "_encoder_threads", lambda *a: threads)
     used = _spy(monkeypatch, _writer_module)
     encode_corpus([path], tokenizer=tok_path, output=str(out), workers=1, show_progress=False,
                   shard_tokens=20_000, unit_rows=10**9, **kwargs)
@@ -151,6 +151,17 @@ def test_unit_threads_share_out_the_workers(monkeypatch):
     assert unit_threads("local", 16, 1) == 8        # never more than the cores
     assert unit_threads("local", 1, 1) == 1
     assert unit_threads("ray", 8, 1) == 1           # a Ray task holds one CPU
+
+
+def test_encoder_threads_leave_a_core_to_the_read_ahead_and_write_behind(monkeypatch):
+    from ube_stream.shards.encode import _encoder_threads
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert _encoder_threads("local", 2, 1, True) == 1    # 2 cores: reader + encoder + writer already fill them
+    assert _encoder_threads("local", 2, 1, False) == 2
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert _encoder_threads("local", 16, 1, True) == 15
+    assert _encoder_threads("local", 16, 16, False) == 1
 
 
 @pytest.mark.slow

@@ -399,7 +399,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         tasks = [dict(unit=u, out_dir=out, corpus=corpus.reading(),
                       shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id, fingerprint=fingerprint,
                       tokenizer_path=os.path.join(out, fmt.TOKENIZER_NAME), dispatched=dispatched,
-                      overlap=overlap, threads=unit_threads(executor, workers, len(pending)),
+                      overlap=overlap, threads=_encoder_threads(executor, workers, len(pending), overlap),
                       cache_bytes=cache_bytes)
                  for u in pending]
 
@@ -408,6 +408,16 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
     if world_size is not None and not finalize:
         return {}
     return _finished(_finalize(out, plan, units, world_size), summary, started)
+
+
+def _encoder_threads(executor, workers: int, tasks: int, overlap: bool) -> int:
+    """Encoder threads per unit (:func:`~.overlap.unit_threads`), less one where the unit
+    also reads ahead and writes behind in threads of its own: those take most of a core
+    (a one-worker encode of a 200 MB .jsonl.gz used 1.5 CPU s per wall second), and on
+    2 cores a second encoder thread beside them made `ube encode --workers 2` of one
+    compressed file 0.75-0.96x as fast as one worker (benchmarks/compressed_scaling.py)."""
+    threads = unit_threads(executor, workers, tasks)
+    return threads - 1 if overlap and threads > 1 else threads
 
 
 def _overlap(executor, workers: int, tasks: int) -> bool:
