@@ -20,6 +20,7 @@ import pytest
 from _helpers import read_jsonl_zst
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_char_integrity import ALL_LONG, ALL_SHORT, N_BASE, routed
 from test_char_integrity_encode import chunk_kernel, real_texts
 
 from ube_stream import Tokenizer
@@ -31,18 +32,6 @@ from ube_stream.tokenizer.core import _utf8_keeps_characters
 from ube_stream.training.trainer import train
 
 SUBSTRATES = ("ube", "utf8", "utf16")
-N_BASE = {"ube": 512, "utf8": 256, "utf16": 256}
-ALL_LONG, ALL_SHORT = 2, 2**62
-
-
-def routed(texts, substrate):
-    """{text: count} -> the twin's inputs ({word: count}, {word: flags})."""
-    words, flags = {}, {}
-    for text, count in texts.items():
-        word = tuple(ref.route_symbols(text, substrate))
-        words[word] = words.get(word, 0) + count
-        flags[word] = tuple(ref.char_starts_reference(text, substrate))
-    return words, flags
 
 
 def kernel(words, flags, *, n_base, max_vocab, min_frequency=1, long_word=None, max_token_length=-1,
