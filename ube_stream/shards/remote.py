@@ -64,7 +64,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -216,26 +215,17 @@ def _check_name(url: str, field: str, name: Any) -> str:
 
 
 def _manifest_files(url: str, manifest_bytes: bytes) -> Tuple[str, Dict[str, int]]:
-    """``(tokenizer name, {shard file name: size the manifest implies})``, every
-    name checked (:func:`_check_name`)."""
-    try:
-        manifest = json.loads(manifest_bytes.decode("utf-8"))
-        tokenizer_name = manifest["tokenizer"].get("file", fmt.TOKENIZER_NAME)
-        entries = list(manifest["shards"])
-    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
-        raise ShardFormatError(f"{url}/{fmt.MANIFEST_NAME}: not a valid shard manifest ({exc}); the file is "
-                               f"corrupt. Re-encode the directory") from None
+    """``(tokenizer name, {shard file name: size the manifest implies})``: the
+    manifest checked against its schema (:mod:`.schema`, as a local one is), then
+    every name (:func:`_check_name`), before anything is downloaded."""
+    where = f"{url}/{fmt.MANIFEST_NAME}"
+    fix = "the file is corrupt: nothing was downloaded. Re-encode the directory"
+    manifest = load_json(manifest_bytes, source=where, what=fmt.MANIFEST_NAME, error=ShardFormatError, fix=fix)
+    check_shard_file(manifest, fmt.MANIFEST_NAME, source=where, error=ShardFormatError)
+    tokenizer_name = manifest["tokenizer"].get("file", fmt.TOKENIZER_NAME)
     _check_name(url, "tokenizer.file", tokenizer_name)
     sizes: Dict[str, int] = {}
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise ShardFormatError(f"{url}/{fmt.MANIFEST_NAME}: field 'shards[{i}]' must be an object; the "
-                                   f"manifest is corrupt. Re-encode")
-        for key in ("documents", "tokens"):
-            if type(entry.get(key)) is not int or not 0 <= entry[key] < 1 << 60:
-                raise ShardFormatError(f"{url}/{fmt.MANIFEST_NAME}: field 'shards[{i}].{key}' must be a "
-                                       f"non-negative integer, found {entry.get(key)!r:.60}; the manifest is "
-                                       f"corrupt. Re-encode")
+    for i, entry in enumerate(manifest["shards"]):
         for key, size, suffix in (("index_file", fmt.index_size(entry["documents"]), ".idx"),
                                   ("tokens_file", fmt.TOKEN_WIDTH * entry["tokens"], ".tokens")):
             name = _check_name(url, f"'shards[{i}].{key}'", entry.get(key))
