@@ -35,7 +35,8 @@ def routed(texts, substrate):
     return words, flags
 
 
-def kernel(words, flags, *, n_base, max_vocab, min_frequency, long_word=None, max_token_length=-1):
+def kernel(words, flags, *, n_base, max_vocab, min_frequency=1, long_word=None, max_token_length=-1,
+           char_rule="pieces"):
     items = list(words.items())
     symbols = np.array([s for w, _ in items for s in w], dtype=np.uint16)
     offsets = np.zeros(len(items) + 1, dtype=np.int64)
@@ -44,20 +45,22 @@ def kernel(words, flags, *, n_base, max_vocab, min_frequency, long_word=None, ma
     starts = np.array([f for w, _ in items for f in flags[w]], dtype=np.uint8)
     extra = {} if long_word is None else {"long_word": long_word}
     status, merges = train_merges(symbols, offsets, counts, n_base, max_vocab, min_frequency,
-                                  max_token_length, None, None, char_starts=starts, **extra)
+                                  max_token_length, None, None, char_starts=starts, char_rule=char_rule, **extra)
     assert status == 0
     return [tuple(row) for row in merges.tolist()]
 
 
-def both(texts, substrate, *, new_tokens, min_frequency=1, max_token_length=None):
+def both(texts, substrate, *, new_tokens, min_frequency=1, max_token_length=None, char_rule="pieces"):
+    """The twin's merges, checked equal to the kernel's on the short and the long-word paths."""
     words, flags = routed(texts, substrate)
     n_base = N_BASE[substrate]
     expected = ref.train_bpe_reference(words, n_base=n_base, max_vocab=n_base + new_tokens,
-                                       min_frequency=min_frequency, char_starts=flags,
+                                       min_frequency=min_frequency, char_starts=flags, char_rule=char_rule,
                                        max_token_length=max_token_length)
     for long_word in (None, ALL_LONG, ALL_SHORT):
         got = kernel(words, flags, n_base=n_base, max_vocab=n_base + new_tokens, min_frequency=min_frequency,
-                     long_word=long_word, max_token_length=-1 if max_token_length is None else max_token_length)
+                     long_word=long_word, max_token_length=-1 if max_token_length is None else max_token_length,
+                     char_rule=char_rule)
         assert got == expected, long_word
     return expected
 

@@ -13,6 +13,7 @@ merges replayed with ``_reference._merge_pair_training``), the fingerprint the
 release before this mode wrote, and real multilingual text (``tests/data``,
 ``ube_stream/data``)."""
 import collections
+import functools
 import json
 
 import numpy as np
@@ -20,7 +21,9 @@ import pytest
 from _helpers import read_jsonl_zst
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_char_integrity import ALL_LONG, ALL_SHORT, N_BASE, routed
+from test_char_integrity import N_BASE, routed
+from test_char_integrity import both as _both
+from test_char_integrity import kernel as _kernel
 from test_char_integrity_encode import chunk_kernel, real_texts
 
 from ube_stream import Tokenizer
@@ -34,34 +37,9 @@ from ube_stream.training.trainer import train
 SUBSTRATES = ("ube", "utf8", "utf16")
 
 
-def kernel(words, flags, *, n_base, max_vocab, min_frequency=1, long_word=None, max_token_length=-1,
-           char_rule="prefix"):
-    items = list(words.items())
-    symbols = np.array([s for w, _ in items for s in w], dtype=np.uint16)
-    offsets = np.zeros(len(items) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(w) for w, _ in items])
-    counts = np.array([c for _, c in items], dtype=np.int64)
-    starts = np.array([f for w, _ in items for f in flags[w]], dtype=np.uint8)
-    extra = {} if long_word is None else {"long_word": long_word}
-    status, merges = train_merges(symbols, offsets, counts, n_base, max_vocab, min_frequency,
-                                  max_token_length, None, None, char_starts=starts, char_rule=char_rule, **extra)
-    assert status == 0
-    return [tuple(row) for row in merges.tolist()]
-
-
-def both(texts, substrate, *, new_tokens, min_frequency=1, max_token_length=None, char_rule="prefix"):
-    """The twin's merges, checked equal to the kernel's on the short and the long-word paths."""
-    words, flags = routed(texts, substrate)
-    n_base = N_BASE[substrate]
-    expected = ref.train_bpe_reference(words, n_base=n_base, max_vocab=n_base + new_tokens,
-                                       min_frequency=min_frequency, char_starts=flags, char_rule=char_rule,
-                                       max_token_length=max_token_length)
-    for long_word in (None, ALL_LONG, ALL_SHORT):
-        got = kernel(words, flags, n_base=n_base, max_vocab=n_base + new_tokens, min_frequency=min_frequency,
-                     long_word=long_word, max_token_length=-1 if max_token_length is None else max_token_length,
-                     char_rule=char_rule)
-        assert got == expected, long_word
-    return expected
+# the pieces tests' kernel and twin-parity helpers, under the prefix rule unless a call names another
+kernel = functools.partial(_kernel, char_rule="prefix")
+both = functools.partial(_both, char_rule="prefix")
 
 
 def with_merges(substrate, merges, char_integrity="prefix"):
