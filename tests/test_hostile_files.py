@@ -78,6 +78,21 @@ def _child(code, *, memory=2 << 30, timeout=60, env=None):
                           cwd=ROOT, preexec_fn=_limited(memory), env=dict(os.environ, **(env or {})))
 
 
+def _refusal_in_child(call):
+    """Run the statement ``call`` (``Tokenizer`` and ``as_tokenizer`` are imported) in a child under the
+    memory cap; returns what it printed: ``refused: <error class> <message>`` for a UbeError."""
+    out = _child(f"""
+from ube_stream.errors import UbeError
+from ube_stream.tokenizer import Tokenizer, as_tokenizer
+try:
+    {call}
+except UbeError as exc:
+    print("refused:", type(exc).__name__, exc)
+""")
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
 # ---------------------------------------------------------------- row: ids of 2**31 in tokenizer files
 
 def test_id_map_with_a_huge_id_is_refused_before_any_allocation(tok, tmp_path):
@@ -89,16 +104,9 @@ def test_id_map_with_a_huge_id_is_refused_before_any_allocation(tok, tmp_path):
     path = tmp_path / "hostile.json"
     path.write_text(json.dumps(doc))
     assert path.stat().st_size < 64_000
-    out = _child(f"""
-from ube_stream.errors import TokenizerFormatError
-from ube_stream.tokenizer import Tokenizer
-try:
-    Tokenizer.load({str(path)!r})
-except TokenizerFormatError as exc:
-    print("refused:", exc)
-""")
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "refused:" in out.stdout and "model id 2147483648" in out.stdout and f"up to {2 * n + 1023}" in out.stdout
+    printed = _refusal_in_child(f"Tokenizer.load({str(path)!r})")
+    assert "refused: TokenizerFormatError" in printed and "model id 2147483648" in printed \
+        and f"up to {2 * n + 1023}" in printed
 
 
 def test_a_sparse_id_map_within_the_bound_still_loads(tok):
@@ -129,17 +137,9 @@ def test_hf_id_of_2_pow_31_is_refused_under_a_memory_cap(corpus, tmp_path, where
         doc["model"]["vocab"][list(doc["model"]["vocab"])[-1]] = 2**31
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(doc))
-    out = _child(f"""
-from ube_stream.errors import TokenizerFormatError
-from ube_stream.tokenizer import Tokenizer
-try:
-    Tokenizer.from_hf({str(path)!r})
-except TokenizerFormatError as exc:
-    print("refused:", exc)
-""")
-    assert out.returncode == 0, out.stderr[-2000:]
+    printed = _refusal_in_child(f"Tokenizer.from_hf({str(path)!r})")
     # refused while the file is read (pretrained.py names the field), before any table is sized by the id
-    assert "refused:" in out.stdout and str(path) in out.stdout and "id 2147483648" in out.stdout
+    assert "refused: TokenizerFormatError" in printed and str(path) in printed and "id 2147483648" in printed
 
 
 def test_rank_and_hf_files_are_read_bounded(tmp_path):
@@ -173,16 +173,7 @@ def test_tiktoken_rank_of_2_pow_31_is_refused_under_a_memory_cap(tmp_path):
     lines.append(f"{base64.b64encode(b'ab').decode()} {2**31}")
     path = tmp_path / "hostile.tiktoken"
     path.write_text("\n".join(lines) + "\n")
-    out = _child(f"""
-from ube_stream.errors import UbeError
-from ube_stream.tokenizer import as_tokenizer
-try:
-    as_tokenizer({str(path)!r}, pattern="gpt2")
-except UbeError as exc:
-    print("refused:", type(exc).__name__, exc)
-""")
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "refused: TokenizerFormatError" in out.stdout
+    assert "refused: TokenizerFormatError" in _refusal_in_child(f"as_tokenizer({str(path)!r}, pattern='gpt2')")
 
 
 def test_hostile_tokenizer_in_a_shard_directory_is_a_shard_format_error(copy, tok, tmp_path):
