@@ -70,6 +70,7 @@ from ..storage import (
 )
 from ..storage import exists as storage_exists
 from ..tokenizer import as_tokenizer
+from ..tokenizer.core import check_cache_bound
 from . import index_format as fmt
 from . import remote as remote_store
 from .locks import FileLock, is_stale, read_holder
@@ -304,12 +305,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                     unit_bytes=unit_bytes or readers.DEFAULT_UNIT_BYTES, even_bytes=True,
                     max_document_bytes=max_document_bytes).check()
     if cache_bytes is not None:
-        from .. import _encode
-
-        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) \
-                or not 0 <= cache_bytes <= _encode.MAX_CACHE_BYTES:
-            raise ValueError(f"cache_bytes must be an integer in 0..{_encode.MAX_CACHE_BYTES} (16 GiB), "
-                             f"got {cache_bytes!r}")
+        check_cache_bound(cache_bytes, name="cache_bytes")
     if not isinstance(shard_tokens, int) or shard_tokens < 1:
         raise ValueError(f"shard_tokens must be a positive integer, got {shard_tokens!r}")
     if (rank is None) != (world_size is None):

@@ -141,6 +141,16 @@ def char_rule_of(char_integrity: Any) -> Optional[str]:
                      f"got {char_integrity!r}")
 
 
+def check_cache_bound(bytes: Any, entries: Optional[int] = None, *, name: str = "bytes") -> None:
+    """The one check of a chunk-cache bound (:meth:`Tokenizer.set_cache`, ``encode_corpus(cache_bytes=)``,
+    whose argument ``name`` the message uses): ``bytes`` an integer in ``0..MAX_CACHE_BYTES``, ``entries``
+    None or >= 0."""
+    if isinstance(bytes, bool) or not isinstance(bytes, (int, np.integer)) or not 0 <= bytes <= _encode.MAX_CACHE_BYTES \
+            or (entries is not None and entries < 0):
+        raise ValueError(f"the chunk cache takes bytes in 0..{_encode.MAX_CACHE_BYTES} (16 GiB) and "
+                         f"entries >= 0 or None, got {name}={bytes!r}, entries={entries!r}")
+
+
 def check_superbpe_options(substrate: str, superbpe: bool, char_integrity: bool) -> None:
     """The one check of the SuperBPE x character-integrity combination (trainer and
     constructor): ValueError for ``ube``/``utf16``, whose stage-2 encoder does not check
@@ -442,9 +452,7 @@ class Tokenizer:
         chunks hit most since they were cached (their counts halved each time, so it
         follows a corpus that drifts) and drops the rest.  Ids never depend on it;
         the caches start empty again."""
-        if bytes < 0 or bytes > _encode.MAX_CACHE_BYTES or (entries is not None and entries < 0):
-            raise ValueError(f"the chunk cache takes bytes in 0..{_encode.MAX_CACHE_BYTES} (16 GiB) and "
-                             f"entries >= 0 or None, got bytes={bytes}, entries={entries}")
+        check_cache_bound(bytes, entries)
         self.cache_bytes, self.cache_entries = int(bytes), None if entries is None else int(entries)
         self.__dict__.pop("_kernel_state", None)
 
