@@ -7,7 +7,7 @@ llama3, o200k) and _pretok_script.script_split (SCRIPT), chosen by split code
 * :func:`split_batch`: the same for many documents in one buffer;
 * :func:`split_text`: the chunks of a ``str`` as a ``list[str]``, built here
   from the code points of the string itself (``PyUnicode_Substring``);
-* :func:`span_ends`: SuperBPE's spans (rule v1, ``_spans.pxd``) over chunks,
+* :func:`span_ends`: SuperBPE's spans (rule v1 or liu, ``_spans.pxd``) over chunks,
   and :func:`span_keys`, each span's chunks joined by byte 0xFF (the key of
   the phase-1 span table).
 
@@ -32,7 +32,7 @@ from _status cimport STATUS_INVALID_UTF8, STATUS_NO_MEMORY, STATUS_OK, check_err
 from _pretok_tiktoken cimport (SPLIT_CL100K, SPLIT_GPT2, SPLIT_LLAMA3, SPLIT_O200K, TT_HEAD, TT_LETTER,
                                tiktoken_split)
 from _pretok_script cimport SC_SCRIPT_SHIFT, SPLIT_SCRIPT, script_split
-from _spans cimport SPAN_GLUE, SPAN_JOIN_BYTE, SPAN_LETTER, span_end
+from _spans cimport SPAN_JOIN_BYTE, SPAN_LETTER, SPAN_OTHER, span_end
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object)
@@ -291,13 +291,14 @@ cdef _check_chunks(const uint8_t[::1] data, const int64_t[::1] chunk_ends, int64
 def span_ends(const uint8_t[::1] data, const int64_t[::1] chunk_ends, const uint8_t[::1] classes,
               int64_t[::1] out, int64_t start=0, const int64_t[::1] doc_chunk_offsets=None,
               int64_t[::1] err=None):
-    """SuperBPE spans (rule v1, cython_src/_spans.pxd) of the chunks
+    """SuperBPE spans (cython_src/_spans.pxd) of the chunks
     ``data[start:chunk_ends[0]], data[chunk_ends[0]:chunk_ends[1]], ...``.
 
-    A chunk is joinable iff it holds a letter or mark and otherwise only
-    U+0020 and apostrophes (U+0027, U+2019); a span is a maximal run of
-    joinable chunks, any other chunk a span of its own.  ``classes`` is
-    ``ube_stream.pretokenizer.span_class_table()``.  ``doc_chunk_offsets``
+    A chunk is joinable iff it holds a SPAN_LETTER and otherwise only SPAN_GLUE
+    characters of ``classes``, ``ube_stream.pretokenizer.span_class_table(rule)``
+    (rule v1: a letter or mark and otherwise only U+0020 and apostrophes; rule
+    liu: no number); a span is a maximal run of joinable chunks, cut after a
+    line feed and between ':' and a space, any other chunk a span of its own.  ``doc_chunk_offsets``
     (as ``split_batch`` writes it; None: one document) marks chunk indices a
     span never crosses.  Writes the exclusive end chunk index of each span to
     ``out`` (needs ``len(chunk_ends)`` entries): span ``s`` is chunks
@@ -305,8 +306,8 @@ def span_ends(const uint8_t[::1] data, const int64_t[::1] chunk_ends, const uint
     ``(STATUS_INVALID_UTF8, None)`` with ``err = (byte offset, -1)``.
     """
     check_err(err)
-    if classes.shape[0] != 0x110000 or classes[0x61] != SPAN_LETTER or classes[0x20] != SPAN_GLUE:
-        raise ValueError("classes must be span_class_table() (0x110000 entries: 1 letter/mark, 2 glue)")
+    if classes.shape[0] != 0x110000 or classes[0x61] != SPAN_LETTER or classes[0x20] == SPAN_OTHER:
+        raise ValueError("classes must be span_class_table(rule) (0x110000 entries: 1 letter, 2 glue)")
     cdef Py_ssize_t n = chunk_ends.shape[0], nspans = 0, c = 0, stop, e, d = 0, ndocs = 0
     if out.shape[0] < n:
         raise ValueError(f"out has {out.shape[0]} entries; it needs len(chunk_ends) = {n}")

@@ -1,4 +1,4 @@
-"""SuperBPE spans (rule v1): the kernel (``_pretok.span_ends`` over ``_spans.pxd``)
+"""SuperBPE spans (rules v1 and liu): the kernel (``_pretok.span_ends`` over ``_spans.pxd``)
 == the readable twin ``superword_span_ends_reference`` over the twin's own
 chunks, on hand-worked cases, hypothesis text for every built-in pattern and
 the real multilingual fixtures; span keys == the chunks joined by 0xFF;
@@ -44,10 +44,10 @@ def reference_chunks(text: str, pattern: str):
     return pretokenize_script(text) if pattern == "script" else pretokenize(text, PATTERNS[pattern])
 
 
-def reference_spans(text: str, pattern: str):
+def reference_spans(text: str, pattern: str, rule: str = "v1"):
     chunks = reference_chunks(text, pattern)
     spans, first = [], 0
-    for stop in superword_span_ends_reference(chunks):
+    for stop in superword_span_ends_reference(chunks, rule):
         spans.append(chunks[first:stop])
         first = stop
     return spans
@@ -77,10 +77,41 @@ GOLDEN = [
 ]
 
 
+LIU_GOLDEN = [
+    # (text, pattern, spans worked out by hand from rule liu: Liu et al.'s stage-2 pre-tokens at chunk
+    # granularity: a chunk with a number is a span of its own; cuts after a line feed and between ':' and ' ')
+    ("Hello, world!", "gpt2", [["Hello", ",", " world", "!"]]),                    # punctuation joins
+    ("by the way, it's 42.", "gpt2", [["by", " the", " way", ",", " it", "'s"], [" 42"], ["."]]),
+    ("Note: see it", "gpt2", [["Note", ":"], [" see", " it"]]),                    # no token holds ": "
+    ("a:b c", "gpt2", [["a", ":", "b", " c"]]),                                    # ':' then no space joins
+    ("x :  y", "gpt2", [["x", " :"], [" ", " y"]]),                                 # ': ' between chunks cuts
+    ("one\ntwo\n\nthree", "gpt2", [["one", "\n"], ["two", "\n"], ["\n"], ["three"]]),
+    ("end.\r\nNext", "gpt2", [["end", ".", "\r", "\n"], ["Next"]]),                 # cut after the line feed
+    ("a  b 😀 c", "gpt2", [["a", " ", " b", " 😀", " c"]]),                          # spaces, emoji join
+    ("in 2024 we", "cl100k", [["in", " "], ["202"], ["4"], [" we"]]),              # digit chunks stand alone
+    ("x½y", "gpt2", [["x"], ["½"], ["y"]]),                                         # \p{No} is a number
+    ("ⅫⅠ test", "gpt2", [["ⅫⅠ"], [" test"]]),                                    # \p{Nl} too
+    ("", "gpt2", []),
+]
+
+
 @pytest.mark.parametrize("text,pattern,expected", GOLDEN)
 def test_golden_spans(text, pattern, expected):
     assert superword_spans(text, pattern) == expected
     assert reference_spans(text, pattern) == expected
+
+
+@pytest.mark.parametrize("text,pattern,expected", LIU_GOLDEN)
+def test_golden_spans_liu(text, pattern, expected):
+    assert superword_spans(text, pattern, rule="liu") == expected
+    assert reference_spans(text, pattern, "liu") == expected
+
+
+def test_joinable_rule_liu_by_hand():
+    for chunk in ["a", " ", ",", "\n", ":", " 😀", "\t", "\u00a0a"]:
+        assert superword_joinable_reference(chunk, "liu"), chunk
+    for chunk in [" 42", "a1", "½", "٣", "Ⅻ"]:
+        assert not superword_joinable_reference(chunk, "liu"), chunk
 
 
 def test_joinable_rule_by_hand():
@@ -97,25 +128,71 @@ ALPHABET = st.sampled_from(list("aZé ' ’,.!?-1239\n\t\r") + ["\u0301", "\u00a
 TEXTS = st.lists(ALPHABET, max_size=40).map("".join)
 
 
-@settings(max_examples=150, deadline=None)
-@given(TEXTS, st.sampled_from(["gpt2", "cl100k", "llama3", "o200k", "script"]))
-def test_kernel_matches_twin_hypothesis(text, pattern):
-    assert superword_spans(text, pattern) == reference_spans(text, pattern)
+RULES = st.sampled_from(["v1", "liu"])
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(max_size=30), st.sampled_from(["gpt2", "o200k"]))
-def test_kernel_matches_twin_any_text(text, pattern):
+@given(TEXTS, st.sampled_from(["gpt2", "cl100k", "llama3", "o200k", "script"]), RULES)
+def test_kernel_matches_twin_hypothesis(text, pattern, rule):
+    assert superword_spans(text, pattern, rule=rule) == reference_spans(text, pattern, rule)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=30), st.sampled_from(["gpt2", "o200k"]), RULES)
+def test_kernel_matches_twin_any_text(text, pattern, rule):
     text = regex.sub(r"[\ud800-\udfff]", "x", text)
-    assert superword_spans(text, pattern) == reference_spans(text, pattern)
+    assert superword_spans(text, pattern, rule=rule) == reference_spans(text, pattern, rule)
 
 
-def test_kernel_matches_twin_real_text():
-    rows = read_jsonl_zst("parallel_sample.jsonl.zst")[::7]
+@pytest.mark.parametrize("rule", ["v1", "liu"])
+def test_kernel_matches_twin_real_text(rule):
+    rows = read_jsonl_zst("parallel_sample.jsonl.zst")[::7] + read_jsonl_zst("docs_sample.jsonl.zst")[::5]
     for pattern in ("gpt2", "cl100k", "script"):
         for row in rows:
-            assert superword_spans(row["text"], pattern) == reference_spans(row["text"], pattern), (
-                pattern, row["key"], row["lang"])
+            assert superword_spans(row["text"], pattern, rule=rule) == reference_spans(row["text"], pattern, rule), (
+                pattern, row.get("key"), row.get("lang"))
+
+
+def test_liu_spans_are_longer_on_real_text():
+    # the point of the rule: fewer, longer spans than v1 (every v1 span lies inside one liu span)
+    text = "\n".join(row["text"] for row in read_jsonl_zst("parallel_sample.jsonl.zst")[:50])
+    v1, liu = superword_spans(text, rule="v1"), superword_spans(text, rule="liu")
+    assert sum(map(len, v1)) == sum(map(len, liu))
+    assert len(liu) < len(v1) / 2
+    ends_v1, ends_liu = np.cumsum([len(s) for s in v1]), set(np.cumsum([len(s) for s in liu]).tolist())
+    assert ends_liu <= set(ends_v1.tolist())
+
+
+def test_class_table_liu_against_regex():
+    table = span_class_table("liu")
+    rng = np.random.default_rng(17)
+    sample = set(rng.integers(0, 0x110000, 20000).tolist()) | set(range(0x3000))
+    for cp in sorted(sample):
+        if 0xD800 <= cp < 0xE000:
+            assert table[cp] == SPAN_OTHER
+            continue
+        want = SPAN_OTHER if regex.match(r"\p{N}", chr(cp)) else SPAN_LETTER
+        assert table[cp] == want, hex(cp)
+
+
+def test_unknown_rule_is_refused():
+    with pytest.raises(ValueError, match="'v1', 'liu'"):
+        span_class_table("v2")
+    with pytest.raises(ValueError, match="superbpe_spans"):
+        superword_spans("a b", rule="LIU")
+
+
+def test_cuts_skip_empty_chunks():
+    # chunk ends straight into the kernel may hold empty chunks: the cut test never reads outside them
+    data = np.frombuffer(b"a:\n b", np.uint8)
+    for rule in ("v1", "liu"):
+        out = np.empty(5, np.int64)
+        err = np.zeros(2, np.int64)
+        status, count = _pretok.span_ends(data, np.array([0, 0, 2, 3, 5], np.int64), span_class_table(rule),
+                                          out, 0, None, err)
+        assert status == 0
+        # chunks "", "", "a:", "\n", " b": empty chunks are not joinable; liu cuts after "\n"
+        assert out[:count].tolist() == ([1, 2, 3, 4, 5] if rule == "v1" else [1, 2, 4, 5])
 
 
 def test_class_table_against_regex():
@@ -134,13 +211,14 @@ def test_class_table_against_regex():
 
 # ------------------------------------------------------------------ batch, keys, errors
 
-def test_spans_never_cross_documents():
+@pytest.mark.parametrize("rule", ["v1", "liu"])
+def test_spans_never_cross_documents(rule):
     docs = ["the end", " of it", "", "x y"]
     data = "".join(docs).encode()
     offsets = np.cumsum([0] + [len(d.encode()) for d in docs])
     ends, doc_chunks = chunk_bounds_batch(data, offsets)
-    assert span_ends(data, ends).tolist() == [6]                    # one run without the boundaries
-    assert span_ends(data, ends, doc_chunk_offsets=doc_chunks).tolist() == [2, 4, 6]
+    assert span_ends(data, ends, rule=rule).tolist() == [6]                    # one run without the boundaries
+    assert span_ends(data, ends, doc_chunk_offsets=doc_chunks, rule=rule).tolist() == [2, 4, 6]
 
 
 def test_span_keys_join_chunks_with_ff():

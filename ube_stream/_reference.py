@@ -283,30 +283,39 @@ def pretokenize_script(text: str, classify=script_char_class) -> List[str]:
     return chunks
 
 
-# ------------------------------------------------------------ SuperBPE spans (rule v1)
+# ------------------------------------------------------------ SuperBPE spans (rules v1, liu)
 
 _SPAN_LETTER = regex.compile(r"[\p{L}\p{M}]")
 _SPAN_GLUE = (" ", "'", "\u2019")
+_SPAN_NUMBER = regex.compile(r"\p{N}")
 
 
-def superword_joinable_reference(chunk: str) -> bool:
-    """A chunk joins its neighbours in a span iff it holds a letter or mark and
-    every other character is U+0020 or an apostrophe (U+0027, U+2019)."""
+def superword_joinable_reference(chunk: str, rule: str = "v1") -> bool:
+    """A chunk joins its neighbours in a span iff, by rule ``"v1"``, it holds a
+    letter or mark and every other character is U+0020 or an apostrophe (U+0027,
+    U+2019); by rule ``"liu"``, iff it holds no number (``\\p{N}``)."""
+    if rule == "liu":
+        return _SPAN_NUMBER.search(chunk) is None
     letters = [bool(_SPAN_LETTER.match(c)) for c in chunk]
     return any(letters) and all(is_letter or c in _SPAN_GLUE for c, is_letter in zip(chunk, letters))
 
 
-def superword_span_ends_reference(chunks: Sequence[str]) -> List[int]:
+def superword_span_ends_reference(chunks: Sequence[str], rule: str = "v1") -> List[int]:
     r"""Exclusive end chunk index of each span: a maximal run of joinable chunks
-    is one span, every other chunk a span of its own.
+    is one span, every other chunk a span of its own; no span goes on past a
+    chunk that ends with a line feed, nor from a chunk ending with ":" into one
+    starting with a space.
 
         >>> superword_span_ends_reference(["Hello", " world", ",", " it", "'s", "\n"])
         [2, 3, 5, 6]
+        >>> superword_span_ends_reference(["Note", ":", " it", " 4", ".", "\n", "Bye"], "liu")
+        [2, 3, 4, 6, 7]
     """
     ends: List[int] = []
     for c, chunk in enumerate(chunks):
-        if ends and ends[-1] == c and superword_joinable_reference(chunk) \
-                and superword_joinable_reference(chunks[c - 1]):
+        cut = c > 0 and (chunks[c - 1].endswith("\n") or (chunks[c - 1].endswith(":") and chunk.startswith(" ")))
+        if ends and ends[-1] == c and not cut and superword_joinable_reference(chunk, rule) \
+                and superword_joinable_reference(chunks[c - 1], rule):
             ends[-1] = c + 1
         else:
             ends.append(c + 1)
@@ -507,7 +516,7 @@ def _rewrite_where(symbols: List[int], starts: List[int], pair: tuple, result: i
 def train_superbpe_reference(texts: Iterable[str], *, substrate: str = "ube", pattern: str = GPT2_PATTERN,
                              vocab_size: int, transition: int, n_special: int = 1, max_words: int = 4,
                              min_frequency: int = 2, max_token_length: int | None = None,
-                             char_integrity: bool | str = False) -> List[tuple]:
+                             char_integrity: bool | str = False, spans: str = "v1") -> List[tuple]:
     """SuperBPE training the slow way (twin of ``train(..., superbpe_transition=)``).
 
     1. Chunk every text (``pattern``: a regex, or ``"script"``); count chunks,
@@ -522,7 +531,7 @@ def train_superbpe_reference(texts: Iterable[str], *, substrate: str = "ube", pa
        ``vocab_size - n_special``, at most ``max_words`` chunks per token.
 
     ``char_integrity``: False, True / ``"pieces"`` or ``"prefix"`` (the rule of
-    both stages).
+    both stages).  ``spans``: the span rule, ``"v1"`` or ``"liu"``.
 
     Returns all merges, stage 1 then stage 2, as ``(left, right, result)``.
     """
@@ -535,7 +544,7 @@ def train_superbpe_reference(texts: Iterable[str], *, substrate: str = "ube", pa
         for chunk in chunks:
             chunk_counts[chunk] = chunk_counts.get(chunk, 0) + 1
         first = 0
-        for stop in superword_span_ends_reference(chunks):
+        for stop in superword_span_ends_reference(chunks, spans):
             span = tuple(chunks[first:stop])
             span_counts[span] = span_counts.get(span, 0) + 1
             first = stop
@@ -826,10 +835,11 @@ def encode_superbpe_reference(tokenizer, text: str, allowed_special=()) -> List[
     """Twin of ``Tokenizer.encode`` for a SuperBPE tokenizer (``tokenizer.superbpe``):
     allowed special tokens first, then the pattern's chunks; each chunk routed and
     merged with the stage-1 merges ``merges[:k]`` only (lowest rank first); then,
-    for each span (:func:`superword_span_ends_reference`), the chunks' stage-1 ids
+    for each span (:func:`superword_span_ends_reference`, the tokenizer's span rule), the chunks' stage-1 ids
     concatenated and merged with the stage-2 merges ``merges[k:]`` by
     :func:`superbpe_stage2_reference` (``max_words`` per occurrence)."""
     k, max_words = tokenizer.superbpe["stage1_merges"], tokenizer.superbpe["max_words"]
+    rule = tokenizer.superbpe.get("spans", "v1")
     merges = [(a, b, r) for (a, b), r in zip(tokenizer.merges, tokenizer.merge_results)]
     stage1, stage2 = merges[:k], merges[k:]
     rank1, rank2 = _first_ranks(stage1), _first_ranks(stage2)
@@ -840,7 +850,7 @@ def encode_superbpe_reference(tokenizer, text: str, allowed_special=()) -> List[
             continue
         chunks = _piece_chunks_reference(tokenizer, piece)
         first = 0
-        for end in superword_span_ends_reference(chunks):
+        for end in superword_span_ends_reference(chunks, rule):
             tokens: List[int] = []
             starts: List[int] = []
             for chunk in chunks[first:end]:

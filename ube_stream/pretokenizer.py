@@ -56,6 +56,8 @@ __all__ = [
     "pretokenize",
     "chunk_bounds",
     "chunk_bounds_batch",
+    "SPAN_RULES",
+    "check_span_rule",
     "span_class_table",
     "span_ends",
     "span_keys",
@@ -704,22 +706,45 @@ def script_class_table() -> np.ndarray:
     return table
 
 
-# --------------------------------------------------------------------------- SuperBPE spans (rule v1)
+# --------------------------------------------------------------------------- SuperBPE spans (rules v1, liu)
 
 # entries of span_class_table(): the same as SPAN_* in cython_src/_spans.pxd
 SPAN_OTHER, SPAN_LETTER, SPAN_GLUE = 0, 1, 2
 #: the byte joining a span's chunks in its key (never in UTF-8)
 SPAN_JOIN = _pretok.SPAN_JOIN
 _SPAN_GLUE_CHARS = (0x20, 0x27, 0x2019)
+#: SuperBPE span rules (docs/training.md, SuperBPE): "v1" ends a span at punctuation,
+#: digits, symbols and line breaks; "liu" is Liu et al.'s stage-2 pre-tokenization
+SPAN_RULES = ("v1", "liu")
+
+
+def check_span_rule(rule: object) -> str:
+    """``rule`` when it is one of :data:`SPAN_RULES`, else a ValueError naming them."""
+    if not isinstance(rule, str) or rule not in SPAN_RULES:
+        raise ValueError(f"superbpe_spans must be one of {', '.join(map(repr, SPAN_RULES))} (the SuperBPE span "
+                         f"rule, docs/training.md), got {rule!r}")
+    return rule
 
 
 @functools.lru_cache(maxsize=None)
-def span_class_table() -> np.ndarray:
-    """``uint8[0x110000]``: :data:`SPAN_LETTER` for ``[\\p{L}\\p{M}]`` as the installed
-    ``regex`` module classifies it, :data:`SPAN_GLUE` for U+0020 and the apostrophes
-    U+0027, U+2019, else :data:`SPAN_OTHER` (surrogates too).  Read-only."""
+def span_class_table(rule: str = "v1") -> np.ndarray:
+    """``uint8[0x110000]``, the character classes of span rule ``rule``.
+
+    ``"v1"``: :data:`SPAN_LETTER` for ``[\\p{L}\\p{M}]`` as the installed ``regex``
+    module classifies it, :data:`SPAN_GLUE` for U+0020 and the apostrophes U+0027,
+    U+2019, else :data:`SPAN_OTHER` (surrogates too).  ``"liu"``: :data:`SPAN_OTHER`
+    for ``\\p{N}`` (HF's ``Digits`` pre-tokenizer: Rust's ``char::is_numeric``,
+    categories Nd, Nl, No) and surrogates, :data:`SPAN_LETTER` for every other
+    scalar, so a chunk joins iff it holds no number.  Read-only."""
     import regex
+    check_span_rule(rule)
     scalars, text = _assigned_text()
+    if rule == "liu":
+        table = np.full(_CODEPOINTS, SPAN_LETTER, dtype=np.uint8)
+        table[_probe(text, scalars, r"\p{N}+")] = SPAN_OTHER
+        table[0xD800:0xE000] = SPAN_OTHER
+        table.setflags(write=False)
+        return table
     table = np.zeros(_CODEPOINTS, dtype=np.uint8)
     table[_probe(text, scalars, r"[\p{L}\p{M}]+")] = SPAN_LETTER
     if table[list(_SPAN_GLUE_CHARS)].any():
@@ -730,11 +755,12 @@ def span_class_table() -> np.ndarray:
 
 
 def span_ends(data: BytesLike, chunk_ends: np.ndarray, start: int = 0,
-              doc_chunk_offsets: Optional[np.ndarray] = None) -> np.ndarray:
-    """SuperBPE spans of the chunks ``data[start:chunk_ends[0]], ...`` (rule v1:
-    docs/training.md, SuperBPE): the exclusive end chunk index of each span, so span ``s``
-    is chunks ``result[s - 1]..result[s] - 1``.  Spans never cross the document
-    boundaries of ``doc_chunk_offsets`` (as :func:`chunk_bounds_batch` returns it).
+              doc_chunk_offsets: Optional[np.ndarray] = None, rule: str = "v1") -> np.ndarray:
+    """SuperBPE spans of the chunks ``data[start:chunk_ends[0]], ...`` by span rule
+    ``rule`` (:data:`SPAN_RULES`; docs/training.md, SuperBPE): the exclusive end chunk
+    index of each span, so span ``s`` is chunks ``result[s - 1]..result[s] - 1``.  Spans
+    never cross the document boundaries of ``doc_chunk_offsets`` (as
+    :func:`chunk_bounds_batch` returns it).
 
     >>> data = b"Hello world, it's me"
     >>> ends = chunk_bounds(data)          # Hello| world|,| it|'s| me
@@ -746,7 +772,7 @@ def span_ends(data: BytesLike, chunk_ends: np.ndarray, start: int = 0,
     out = np.empty(chunk_ends.shape[0], dtype=np.int64)
     offsets = None if doc_chunk_offsets is None else np.ascontiguousarray(doc_chunk_offsets, dtype=np.int64)
     err = err_buffer()
-    status, count = _pretok.span_ends(array, chunk_ends, span_class_table(), out, int(start), offsets, err)
+    status, count = _pretok.span_ends(array, chunk_ends, span_class_table(rule), out, int(start), offsets, err)
     check_status(status, err, what="SuperBPE spans", data=array)
     assert count is not None
     return out[:count]
@@ -766,15 +792,18 @@ def span_keys(data: BytesLike, chunk_ends: np.ndarray, spans: np.ndarray,
     return keys[:written], key_ends
 
 
-def superword_spans(text: str, pattern: str = "gpt2") -> List[List[str]]:
-    """The SuperBPE spans of ``text`` under ``pattern``, each as its chunks.
+def superword_spans(text: str, pattern: str = "gpt2", rule: str = "v1") -> List[List[str]]:
+    """The SuperBPE spans of ``text`` under ``pattern`` and span rule ``rule``, each as
+    its chunks.
 
     >>> superword_spans("Hello world, it's me\\n")
     [['Hello', ' world'], [','], [' it', "'s", ' me'], ['\\n']]
+    >>> superword_spans("Note: it's 42 now.\\nBye", rule="liu")
+    [['Note', ':'], [' it', "'s"], [' 42'], [' now', '.', '\\n'], ['Bye']]
     """
     data = text.encode("utf-8", "surrogatepass")
     ends = chunk_bounds(data, pattern)
-    spans = span_ends(data, ends)
+    spans = span_ends(data, ends, rule=rule)
     result: List[List[str]] = []
     first, lo = 0, 0
     for stop in spans.tolist():

@@ -19,7 +19,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         unit_rows=args.unit_rows, on_error=args.on_error, format=args.format, split=args.split, executor=args.executor,
         ray_address=args.ray_address, work_dir=args.work_dir, output=args.output, summary=summary,
         char_integrity=args.char_rule or args.char_integrity, superbpe_transition=args.superbpe_transition,
-        superbpe_max_words=args.superbpe_max_words, max_document_bytes=args.max_document_bytes)
+        superbpe_max_words=args.superbpe_max_words, superbpe_spans=args.superbpe_spans,
+        max_document_bytes=args.max_document_bytes)
     if not args.quiet:
         print(f"wrote {args.output}: {tokenizer!r}", file=sys.stderr)
         print(summary.format(), file=sys.stderr)
@@ -78,10 +79,14 @@ def register(sub) -> None:
                         "only its prefix and the next piece, left to right (docs/training.md)")
     p.add_argument("--superbpe-transition", type=int, default=None, metavar="T",
                    help="train SuperBPE: ordinary BPE inside chunks up to vocabulary size T, then superword "
-                        "merges across the chunks of a span (runs of word chunks: letters/marks with spaces "
-                        "and apostrophes; never across punctuation, digits or line breaks) up to --vocab-size")
+                        "merges across the chunks of a span (--superbpe-spans) up to --vocab-size")
     p.add_argument("--superbpe-max-words", type=int, default=4, metavar="W",
                    help="SuperBPE: at most W chunks (words) per token (default 4)")
+    p.add_argument("--superbpe-spans", choices=("v1", "liu"), default="v1",
+                   help="SuperBPE span rule: 'v1' (the default) joins only word chunks (letters/marks with spaces "
+                        "and apostrophes), never across punctuation, digits or line breaks; 'liu' is Liu et al.'s "
+                        "stage-2 rule: any chunks join except numbers, across line ends and ': ' "
+                        "(docs/training.md)")
     p.add_argument("--max-bytes", type=byte_size, default=None,
                    help="train on a deterministic sample of about this many bytes (e.g. 1GB)")
     add_executor_options(p)

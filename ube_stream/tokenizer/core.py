@@ -185,7 +185,7 @@ class Tokenizer:
                  special_tokens: Mapping[str, int] | Sequence[str] = ("<|endoftext|>",),
                  pattern: str = "gpt2", normalization: str = "none",
                  training: Optional[dict] = None, id_map: Optional[Sequence[int]] = None,
-                 char_integrity: bool | str = False, superbpe: Optional[Mapping[str, int]] = None):
+                 char_integrity: bool | str = False, superbpe: Optional[Mapping[str, Any]] = None):
         from ..pretokenizer import resolve_pattern
         from ..substrate import base_size
 
@@ -204,15 +204,21 @@ class Tokenizer:
         #: character integrity (no token holds part of one character and anything of another, in
         #: training and encoding) by rule ``"pieces"`` or ``"prefix"``; None: off
         self.char_rule: Optional[str] = char_rule_of(char_integrity)
-        #: SuperBPE: ``{"stage1_merges": k, "max_words": w}`` (merges[:k] inside chunks, the rest across them)
-        self.superbpe: Optional[Dict[str, int]] = None
+        #: SuperBPE: ``{"stage1_merges": k, "max_words": w}`` (merges[:k] inside chunks, the rest across
+        #: them), with ``"spans": "liu"`` for that span rule (absent: rule "v1"; docs/training.md)
+        self.superbpe: Optional[Dict[str, Any]] = None
         check_superbpe_options(substrate, superbpe is not None, self.char_integrity)
         if superbpe is not None:
+            from ..pretokenizer import check_span_rule
+
             k, w = superbpe["stage1_merges"], superbpe["max_words"]
             if not (0 <= int(k) <= len(self.merges)) or int(w) < 1:
                 raise ValueError(f"superbpe needs 0 <= stage1_merges <= {len(self.merges)} merges and "
                                  f"max_words >= 1, got {dict(superbpe)}")
+            rule = check_span_rule(superbpe.get("spans", "v1"))
             self.superbpe = {"stage1_merges": int(k), "max_words": int(w)}
+            if rule != "v1":
+                self.superbpe["spans"] = rule
         n_tokens = len(self._expansions)
         aliases: Dict[str, int] = {}
         if isinstance(special_tokens, Mapping):
@@ -457,6 +463,12 @@ class Tokenizer:
         self.__dict__.pop("_kernel_state", None)
 
     @property
+    def superbpe_spans(self) -> Optional[str]:
+        """The SuperBPE span rule, ``"v1"`` or ``"liu"`` (docs/training.md); None for a
+        plain tokenizer."""
+        return None if self.superbpe is None else self.superbpe.get("spans", "v1")
+
+    @property
     def char_integrity(self) -> bool:
         """Whether the tokenizer keeps characters whole (by :attr:`char_rule`)."""
         return self.char_rule is not None
@@ -612,7 +624,8 @@ class Tokenizer:
             status, ids1, _ = encoder.encode_chunks(data, offsets, ends, doc_chunks, slot, err, chunk_tokens)
         if status == STATUS_OK:
             status, ids, token_offsets = self._stage2().encode_text_spans(
-                data, ends, ids1, chunk_tokens, doc_chunks, offsets, span_class_table(), err, bos, eos)
+                data, ends, ids1, chunk_tokens, doc_chunks, offsets,
+                span_class_table(self.superbpe_spans or "v1"), err, bos, eos)
         check_status(status, err, what="encoding", data=data, offsets=offsets, first_item=first_doc)
         return ids, token_offsets
 

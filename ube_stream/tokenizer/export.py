@@ -48,7 +48,7 @@ class _Exportable(Protocol):
     @property
     def _expansions(self) -> Sequence[Tuple[int, ...]]: ...
     @property
-    def superbpe(self) -> Optional[Dict[str, int]]: ...
+    def superbpe(self) -> Optional[Dict[str, Any]]: ...
     @property
     def normalization(self) -> str: ...
 
@@ -66,7 +66,8 @@ def export_vocab_merges(tok: _Exportable, directory: str | os.PathLike) -> Tuple
     """Write GPT-2 style ``vocab.json`` and ``merges.txt`` into ``directory``.
 
     The ``#version`` header names the substrate; for a SuperBPE tokenizer it also
-    says where stage 2 starts (``superbpe_stage1_merges=k superbpe_max_words=W``:
+    says where stage 2 starts (``superbpe_stage1_merges=k superbpe_max_words=W``, and
+    ``superbpe_spans=liu`` for that span rule:
     the first ``k`` merge lines apply inside chunks, the rest across the chunks of
     a span), since a plain BPE reading the file would apply all of them inside
     chunks."""
@@ -78,7 +79,8 @@ def export_vocab_merges(tok: _Exportable, directory: str | os.PathLike) -> Tuple
     header = f"#version: 0.2 ube-stream substrate={tok.substrate}"
     if tok.superbpe is not None:
         header += (f" superbpe_stage1_merges={tok.superbpe['stage1_merges']}"
-                   f" superbpe_max_words={tok.superbpe['max_words']}")
+                   f" superbpe_max_words={tok.superbpe['max_words']}"
+                   + (f" superbpe_spans={tok.superbpe['spans']}" if "spans" in tok.superbpe else ""))
     lines = [header]
     for left, right in tok.merges:
         lines.append(f"{symbol_string(tok._expansions[left], tok.substrate)} "

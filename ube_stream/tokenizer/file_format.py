@@ -55,7 +55,8 @@ fingerprint), and version-1 files still load:
 - ``superbpe``: a SuperBPE tokenizer.  ``stage1_merges`` = k: ``merges[:k]``
   are applied inside pre-tokens (chunks), ``merges[k:]`` afterwards across the
   chunks of a span (docs/training.md, SuperBPE); ``max_words``: at most that many chunks
-  in one token.
+  in one token; ``spans``: the span rule, ``"liu"`` (absent: ``"v1"``, so files of
+  the first rule keep their bytes and fingerprint).
 """
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ READ_VERSIONS = (1, 2)
 def canonical(*, substrate: str, pattern_name: str, pattern: str, normalization: str, base_size: int,
               merges: Sequence[Tuple[int, int]], special_tokens: Mapping[str, int],
               id_map: Optional[Sequence[int]], char_integrity: Optional[str] = None,
-              superbpe: Optional[Mapping[str, int]] = None) -> Dict[str, Any]:
+              superbpe: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """The encoding-relevant content, in file order (``special_tokens``: text -> internal id;
     ``char_integrity``: None, ``"pieces"`` or ``"prefix"``)."""
     from ..pretokenizer import RULE_PATTERNS
@@ -102,6 +103,8 @@ def canonical(*, substrate: str, pattern_name: str, pattern: str, normalization:
     if superbpe is not None:
         content["superbpe"] = {"stage1_merges": int(superbpe["stage1_merges"]),
                                "max_words": int(superbpe["max_words"])}
+        if superbpe.get("spans", "v1") != "v1":
+            content["superbpe"]["spans"] = str(superbpe["spans"])
     if id_map is not None:
         content["id_map"] = [int(i) for i in id_map]
     return content
@@ -261,6 +264,16 @@ def check_fields(doc: Mapping[str, Any], source: str) -> None:
         raise bad("char_integrity", 'true or "prefix" (or absent)', doc["char_integrity"])
     if "superbpe" in doc:
         sb = doc["superbpe"]
+        if isinstance(sb, dict) and "spans" in sb:
+            from ..pretokenizer import SPAN_RULES
+
+            if sb["spans"] not in SPAN_RULES[1:]:
+                raise TokenizerFormatError(
+                    f"{source}: field 'superbpe' names the span rule {sb['spans']!r}, which this version does not "
+                    f"know (it reads {', '.join(map(repr, SPAN_RULES[1:]))}, or no 'spans' for 'v1'); encoding "
+                    "by another rule would not give the tokens the file was trained for. Upgrade ube-stream or "
+                    "re-train")
+            sb = {k: v for k, v in sb.items() if k != "spans"}
         if not (isinstance(sb, dict) and set(sb) == {"stage1_merges", "max_words"}
                 and _is_int(sb["stage1_merges"]) and 0 <= sb["stage1_merges"] <= len(merges)
                 and _is_int(sb["max_words"]) and sb["max_words"] >= 1):

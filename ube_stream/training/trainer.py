@@ -161,11 +161,12 @@ def _unit_budgets(units, max_bytes: Optional[int]) -> List[Optional[int]]:
 
 
 def count_unit(unit, *, pattern: str, corpus: Corpus, byte_budget: Optional[int], table_dir: str,
-               superbpe: bool = False, threads: int = 1) -> CountRecord:
+               superbpe: bool = False, superbpe_spans: str = "v1", threads: int = 1) -> CountRecord:
     """Phase-1 unit function (``corpus``: the reading options, see
     :meth:`~ube_stream.runs.Corpus.reading`): count the chunks of one work unit into
     ``<table_dir>/<unit_id>.npz`` (with ``superbpe``, also its SuperBPE spans,
-    keyed by their chunks joined by 0xFF, into ``<unit_id>.spans.npz``), then
+    keyed by their chunks joined by 0xFF, into ``<unit_id>.spans.npz``; span rule
+    ``superbpe_spans``), then
     write its record beside it as ``<unit_id>.json`` (the commit point a rerun
     looks for).  ``threads``: counting threads over the unit's batches, each
     with its own table, summed at the end (the saved table is sorted by key:
@@ -220,7 +221,7 @@ def count_unit(unit, *, pattern: str, corpus: Corpus, byte_budget: Optional[int]
                      what="counting chunks", hint=f"the table holds the {len(counter)} distinct chunks "
                      "counted before the failure")
         if span_counter is not None and len(ends):
-            spans = span_ends(data, ends, int(offsets[0]), doc_chunks)
+            spans = span_ends(data, ends, int(offsets[0]), doc_chunks, rule=superbpe_spans)
             keys, key_ends = span_keys(data, ends, spans, int(offsets[0]))
             check_status(span_counter.add_chunks(keys, key_ends, 0, err), err, what="counting SuperBPE spans")
         return len(offsets) - 1, int(offsets[-1] - offsets[0]), len(ends), dropped
@@ -292,8 +293,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
           ray_address: Optional[str] = None, work_dir: Optional[str] = None,
           output: Optional[str] = None, summary: Optional[TrainSummary] = None,
           char_integrity: bool | str = False, superbpe_transition: Optional[int] = None,
-          superbpe_max_words: int = DEFAULT_SUPERBPE_MAX_WORDS, keep_work: bool = False,
-          max_document_bytes: Optional[int] = None) -> Tokenizer:
+          superbpe_max_words: int = DEFAULT_SUPERBPE_MAX_WORDS, superbpe_spans: str = "v1",
+          keep_work: bool = False, max_document_bytes: Optional[int] = None) -> Tokenizer:
     """Train a byte-level BPE tokenizer on the ``substrate`` alphabet.
 
     ``inputs``: paths, directories, globs (Parquet, Arrow IPC/Feather, JSONL,
@@ -318,6 +319,9 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     ``vocab_size`` over SuperBPE spans (runs of joinable chunks, counted in
     phase 1 beside the chunks), each span's chunks first encoded with the
     stage-1 merges, a token covering at most ``superbpe_max_words`` chunks.
+    ``superbpe_spans``: the span rule, ``"v1"`` (spans end at punctuation, digits,
+    symbols and line breaks) or ``"liu"`` (Liu et al.'s: only numbers, line ends
+    and ": " end a span); the tokenizer records it and encodes by it.
     ``max_token_length`` still counts base symbols and ``char_integrity`` still
     holds for every token, stage-2 ones included.
 
@@ -334,7 +338,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     kept key its own ``work_dir``.
     """
     from .. import readers
-    from ..pretokenizer import pattern_spec, resolve_pattern
+    from ..pretokenizer import check_span_rule, pattern_spec, resolve_pattern
     from ..substrate import base_size, char_starts, substrate_code
 
     started = time.perf_counter()
@@ -357,6 +361,10 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     superbpe = superbpe_transition is not None
     if not superbpe and superbpe_max_words != DEFAULT_SUPERBPE_MAX_WORDS:
         raise ValueError(f"superbpe_max_words={superbpe_max_words} needs superbpe_transition (SuperBPE's "
+                         "transition vocabulary size); without it the training is plain BPE")
+    check_span_rule(superbpe_spans)
+    if not superbpe and superbpe_spans != "v1":
+        raise ValueError(f"superbpe_spans={superbpe_spans!r} needs superbpe_transition (SuperBPE's "
                          "transition vocabulary size); without it the training is plain BPE")
     if superbpe:
         _check_superbpe(superbpe_transition, superbpe_max_words, vocab_size=vocab_size, n_base=n_base,
@@ -384,7 +392,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
         sources, units, budgets = plan(corpus)
         description = _phase1_description(corpus, sources, units, budgets, pattern=pattern, column=column,
                                           text_mode=text_mode, on_error=on_error,
-                                          **({"superbpe_spans": "v1"} if superbpe else {}),
+                                          **({"superbpe_spans": superbpe_spans} if superbpe else {}),
                                           # in the key when set, so keys of runs without it stay the same
                                           **({"max_document_bytes": corpus.document_cap} if max_document_bytes else {}))
         work = TrainWork(root, run_key(description), description, default_root=default_root,
@@ -400,7 +408,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
             sources, units, budgets = plan(corpus)
         done = work.finished(u.unit_id for u in units)
         tasks = [dict(unit=u, pattern=pattern, corpus=corpus.reading(), byte_budget=b, table_dir=work.tables,
-                      superbpe=superbpe, threads=unit_threads(executor, workers, len(units) - len(done)))
+                      superbpe=superbpe, superbpe_spans=superbpe_spans,
+                      threads=unit_threads(executor, workers, len(units) - len(done)))
                  for u, b in zip(units, budgets) if u.unit_id not in done]
         summary.units, summary.units_reused = len(units), len(done)
         from ..progress import planned_rows
@@ -459,7 +468,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
                                    max_vocab=vocab_size - len(special_tokens), min_frequency=min_frequency,
                                    max_token_length=max_token_length, char_rule=char_rule,
                                    max_words=superbpe_max_words, show_progress=show_progress)
-            superbpe_record = {"stage1_merges": len(merges), "max_words": int(superbpe_max_words)}
+            superbpe_record = {"stage1_merges": len(merges), "max_words": int(superbpe_max_words),
+                               **({"spans": superbpe_spans} if superbpe_spans != "v1" else {})}
             summary.unique_spans = len(span_table[2])
             merges = np.concatenate([merges, stage2]) if len(stage2) else merges
         summary.merge_seconds = time.perf_counter() - merge_started
@@ -471,7 +481,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
             "max_token_length": max_token_length,
             "char_integrity": True if char_rule == "pieces" else char_rule or False,
             **({"superbpe_transition": int(superbpe_transition), "superbpe_max_words": int(superbpe_max_words),
-                "superbpe_spans": "v1", "unique_spans": summary.unique_spans}
+                "superbpe_spans": superbpe_spans, "unique_spans": summary.unique_spans}
                if superbpe_transition is not None else {}),
             "max_bytes": max_bytes,
             "column": column,
