@@ -180,9 +180,12 @@ def superbpe_by_substrate(plain_by_substrate, docs_rows):
     return {s: superbpe_from_plain(plain_by_substrate[s], text) for s in SUBSTRATES}
 
 
-def _with_max_words(tok, max_words):
+def _with_max_words(tok, max_words, spans="v1"):
+    """``tok`` with another max_words (and span rule ``spans``: the same merges, encoded by that rule)."""
+    superbpe = {"stage1_merges": tok.superbpe["stage1_merges"], "max_words": max_words,
+                **({"spans": spans} if spans != "v1" else {})}
     return Tokenizer(substrate=tok.substrate, merges=tok.merges, special_tokens=tok._special_internal,
-                     pattern=tok.pattern_name, superbpe={**tok.superbpe, "max_words": max_words})
+                     pattern=tok.pattern_name, superbpe=superbpe)
 
 
 def test_hand_built_tokenizer_has_superwords(superbpe_by_substrate):
@@ -223,17 +226,18 @@ def test_superbpe_max_words_real_text(superbpe_by_substrate, parallel_rows, subs
 
 _WORDS = ["of", "the", "in", "The", "it", "is", "a", "and", "to", "don't", "l’eau", "Straße", "的", "мир",
           "नमस्ते", "e\u0301", "x"]
-_GLUE = [" ", "  ", ", ", ".", "\n", "\n\n", "'", "’", "42", " 7", "!?", "\t", "🙂", "\u00a0", "-"]
+_GLUE = [" ", "  ", ", ", ".", "\n", "\n\n", "'", "’", "42", " 7", "!?", "\t", "🙂", "\u00a0", "-", ": ", ":",
+         "\r\n", "½"]
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(st.sampled_from(_WORDS).map(lambda w: " " + w), st.sampled_from(_WORDS),
                           st.sampled_from(_GLUE), st.text(max_size=3)), max_size=30).map("".join),
-       st.sampled_from(SUBSTRATES), st.integers(1, 4))
-def test_superbpe_encode_equals_twin_generated(superbpe_by_substrate, text, substrate, max_words):
+       st.sampled_from(SUBSTRATES), st.integers(1, 4), st.sampled_from(["v1", "liu"]))
+def test_superbpe_encode_equals_twin_generated(superbpe_by_substrate, text, substrate, max_words, spans):
     tok = superbpe_by_substrate[substrate]
-    if max_words != tok.superbpe["max_words"]:
-        tok = _with_max_words(tok, max_words)
+    if max_words != tok.superbpe["max_words"] or spans != "v1":
+        tok = _with_max_words(tok, max_words, spans)
     try:
         expected = encode_superbpe_reference(tok, text)
     except UnicodeEncodeError:  # a lone surrogate: the encoder raises too
@@ -348,7 +352,7 @@ def _training_segmentation(tok, text):
     merges = [(a, b, r) for (a, b), r in zip(tok.merges, tok.merge_results)]
     chunks = _chunks_reference(text, tok.pattern)
     out, first = [], 0
-    for stop in superword_span_ends_reference(chunks):
+    for stop in superword_span_ends_reference(chunks, tok.superbpe_spans):
         symbols, flags = [], []
         for chunk in chunks[first:stop]:
             ids = encode_chunk_reference(route_symbols(chunk, tok.substrate), merges[:k])
@@ -547,3 +551,73 @@ def test_encode_chunks_writes_where_each_chunk_starts(plain_by_substrate, sample
         assert ids[chunk_tokens[c]:chunk_tokens[c + 1]].tolist() == encode_reference(tok, chunk)
     with pytest.raises(ValueError, match="chunk_tokens needs"):
         encoder.encode_chunks(data, offsets, ends, doc_chunks, 0, None, np.zeros(ends.size, np.int64))
+
+
+# --------------------------------------------------------------------------- span rule "liu"
+
+@pytest.fixture(scope="module")
+def liu_by_substrate(training_texts):
+    return {s: train(iter(training_texts), vocab_size=1600, superbpe_transition=1100, substrate=s,
+                     superbpe_spans="liu", special_tokens=SPECIALS, workers=1, show_progress=False)
+            for s in ("utf8", "ube")}
+
+
+@pytest.mark.parametrize("substrate", slow_after(("utf8", "ube")))
+def test_liu_encode_equals_twin_and_the_trainers_segmentation(liu_by_substrate, training_texts, sample_texts,
+                                                              substrate):
+    """A tokenizer trained with span rule liu encodes by that rule: kernel == twin on real
+    multilingual text (the twin reads the rule from ``tok.superbpe``), and == training's
+    merge-by-merge rewrite of its training spans; decode gives the text back."""
+    tok = liu_by_substrate[substrate]
+    assert tok.superbpe_spans == "liu" and tok.superbpe["spans"] == "liu"
+    for text in training_texts[:3]:
+        text = text[:1500]
+        assert tok.encode_ordinary(text).tolist() == _training_segmentation(tok, text)
+    texts = sample_texts[::16]
+    for text, ids in zip(texts, tok.encode_ordinary_batch(texts)):
+        assert ids.tolist() == encode_superbpe_reference(tok, text), text[:80]
+        assert tok.decode(ids.tolist()) == text
+
+
+def test_liu_superwords_cross_punctuation_never_colon_space_or_numbers(liu_by_substrate, training_texts):
+    """What the rule changes, on the trained tokenizer: some stage-2 token crosses
+    punctuation (", " or ". " inside: impossible under v1), none holds ": " (no GPT-2
+    chunk holds it, so only a stage-2 merge could) or a number beside other text."""
+    import regex
+
+    tok = liu_by_substrate["utf8"]
+    k = tok.superbpe["stage1_merges"]
+    made = [tok.decode_bytes([tok._model_id(r)], errors="replace") for r in tok.merge_results[k:]]
+    assert any(b", " in t or b". " in t for t in made)
+    for t in made:
+        assert b": " not in t, t
+        text = t.decode("utf-8", "replace")
+        assert not (regex.search(r"\p{N}", text) and regex.search(r"[^\p{N} ]", text.strip())), t
+    v1 = Tokenizer(substrate="utf8", merges=tok.merges, special_tokens=SPECIALS,
+                   superbpe={"stage1_merges": k, "max_words": tok.superbpe["max_words"]})
+    text = training_texts[0][:3000]
+    assert tok.encode(text).tolist() != v1.encode(text).tolist()   # the encoder follows the recorded rule
+
+
+def test_liu_file_round_trip_and_unknown_rule(liu_by_substrate, tmp_path):
+    import json
+
+    from ube_stream.errors import TokenizerFormatError
+
+    tok = liu_by_substrate["utf8"]
+    path = tmp_path / "liu.json"
+    tok.save(path)
+    doc = json.loads(path.read_text())
+    assert doc["superbpe"]["spans"] == "liu" and doc["training"]["superbpe_spans"] == "liu"
+    loaded = Tokenizer.load(path)
+    assert loaded.superbpe == tok.superbpe
+    text = "Note: the end of the line.\nAnd 42, then: more, of the rest"
+    assert loaded.encode(text).tolist() == tok.encode(text).tolist()
+    for rule in ("v2", "v1", 1):
+        doc["superbpe"]["spans"] = rule
+        path.write_text(json.dumps(doc))
+        with pytest.raises(TokenizerFormatError, match="span rule"):
+            Tokenizer.load(path)
+    with pytest.raises(ValueError, match="'v1', 'liu'"):
+        Tokenizer(substrate="utf8", merges=tok.merges, special_tokens=SPECIALS,
+                  superbpe={**tok.superbpe, "spans": "LIU"})

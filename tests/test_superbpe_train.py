@@ -20,7 +20,7 @@ from _helpers import write_jsonl
 
 from ube_stream import _count, _merge
 from ube_stream import _reference as ref
-from ube_stream.pretokenizer import chunk_bounds, span_ends, span_keys
+from ube_stream.pretokenizer import chunk_bounds, span_ends, span_keys, superword_spans
 from ube_stream.tokenizer import Tokenizer
 from ube_stream.training.trainer import TrainSummary, superbpe_words, train
 
@@ -28,11 +28,13 @@ N_BASE = {"ube": 512, "utf8": 256, "utf16": 256}
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "a", "in", "hat", "way", "it's", "don't", "café", "naïve",
          "дом", "кот", "日本", "語", "😀", "ʼn", "e\u0301", "über", "the", "the", "on", "a"]
 SEPS = [" ", " ", " ", " ", ", ", ". ", "\n", "  ", " 42 ", "! ", " ’", " - "]
+#: separators that tell the span rules apart (rule liu cuts at ": " and after a line feed, joins the rest)
+LIU_SEPS = SEPS + [": ", ":", ".\n", "\n\n", ", ", " (", ") ", "; "]
 
 
-def corpus(seed: int, docs: int = 40, words: int = 18):
+def corpus(seed: int, docs: int = 40, words: int = 18, seps=SEPS):
     rng = random.Random(seed)
-    return ["".join(rng.choice(WORDS) + rng.choice(SEPS) for _ in range(rng.randint(1, words)))
+    return ["".join(rng.choice(WORDS) + rng.choice(seps) for _ in range(rng.randint(1, words)))
             for _ in range(docs)]
 
 
@@ -55,22 +57,29 @@ CASES = [
     ("utf8", "gpt2", 15, 40, 4, {"char_integrity": True}),
     ("utf8", "gpt2", 15, 40, 4, {"char_integrity": "prefix"}),   # SCRIPT's within-character rule
     ("utf16", "gpt2", 15, 30, 4, {"min_frequency": 1}),
+    ("ube", "gpt2", 25, 40, 4, {"superbpe_spans": "liu"}),
+    ("utf16", "gpt2", 10, 40, 2, {"superbpe_spans": "liu"}),
+    ("utf8", "script", 20, 40, 4, {"superbpe_spans": "liu"}),
+    ("utf8", "gpt2", 15, 40, 3, {"char_integrity": True, "superbpe_spans": "liu"}),
 ]
 
 
 @pytest.mark.parametrize("substrate,pattern,stage1,stage2,max_words,options", CASES)
 def test_trainer_equals_twin(substrate, pattern, stage1, stage2, max_words, options):
-    texts = corpus(hash((substrate, pattern, stage1, max_words)) & 0xFFFF)
+    rule = options.get("superbpe_spans", "v1")
+    texts = corpus(hash((substrate, pattern, stage1, max_words)) & 0xFFFF, seps=LIU_SEPS if rule == "liu" else SEPS)
     transition = N_BASE[substrate] + 1 + stage1
     vocab = transition + stage2
     tok, merges = trained(texts, vocab_size=vocab, substrate=substrate, pattern=pattern,
                           superbpe_transition=transition, superbpe_max_words=max_words, **options)
     twin_pattern = "script" if pattern == "script" else ref.GPT2_PATTERN
+    twin_options = {("spans" if key == "superbpe_spans" else key): value for key, value in options.items()}
     expected = ref.train_superbpe_reference(texts, substrate=substrate, pattern=twin_pattern, vocab_size=vocab,
-                                            transition=transition, max_words=max_words, **options)
+                                            transition=transition, max_words=max_words, **twin_options)
     assert merges == expected
     k = tok.superbpe["stage1_merges"]
-    assert tok.superbpe == {"stage1_merges": k, "max_words": max_words}
+    assert tok.superbpe == {"stage1_merges": k, "max_words": max_words, **({"spans": rule} if rule == "liu" else {})}
+    assert tok.training["superbpe_spans"] == rule
     assert k <= stage1 and len(merges) > k, "the corpus is expected to give superword merges"
     if "max_token_length" in options:
         assert max(len(tok._expansions[r]) for _, _, r in merges) <= options["max_token_length"]
@@ -214,6 +223,9 @@ def test_golden_superbpe_by_hand():
     (dict(superbpe_transition=550, superbpe_max_words=64), "1..63"),
     (dict(superbpe_transition=550.5), "must be an int"),
     (dict(superbpe_max_words=3), "needs superbpe_transition"),
+    (dict(superbpe_spans="liu"), "needs superbpe_transition"),
+    (dict(superbpe_transition=550, superbpe_spans="v2"), "superbpe_spans must be one of 'v1', 'liu'"),
+    (dict(superbpe_transition=550, superbpe_spans=None), "superbpe_spans must be one of"),
 ])
 def test_option_errors(options, message):
     with pytest.raises(ValueError, match=message):
@@ -251,6 +263,31 @@ def test_tokenizer_file_records_superbpe(tmp_path):
     training = back.training
     assert training["superbpe_transition"] == 560 and training["superbpe_max_words"] == 3
     assert training["superbpe_spans"] == "v1" and training["unique_spans"] > 0
+    # rule v1 is the default and writes no "spans": files of earlier releases keep their bytes
+    assert "spans" not in json.loads((tmp_path / "tok.json").read_text())["superbpe"]
+    explicit, _ = trained(texts, vocab_size=600, superbpe_transition=560, superbpe_max_words=3, superbpe_spans="v1")
+    explicit.save(tmp_path / "explicit.json")
+    assert (tmp_path / "explicit.json").read_bytes() == (tmp_path / "tok.json").read_bytes()
+
+
+def test_liu_spans_are_fewer_and_longer_and_make_other_merges():
+    texts = corpus(8, docs=60, seps=LIU_SEPS)
+    summaries = {}
+    toks = {}
+    for rule in ("v1", "liu"):
+        summaries[rule] = TrainSummary()
+        toks[rule], _ = trained(texts, vocab_size=700, superbpe_transition=600, superbpe_spans=rule,
+                                summary=summaries[rule])
+    # fewer, longer spans (more distinct ones: longer spans repeat less)
+    occurrences = {rule: sum(len(superword_spans(t, rule=rule)) for t in texts) for rule in ("v1", "liu")}
+    assert occurrences["liu"] < occurrences["v1"] / 2
+    assert summaries["liu"].unique_spans > summaries["v1"].unique_spans
+    k = toks["v1"].superbpe["stage1_merges"]
+    assert toks["liu"].merges[:k] == toks["v1"].merges[:k]          # stage 1 does not depend on the rule
+    assert toks["liu"].merges[k:] != toks["v1"].merges[k:]
+    made = [toks["liu"].decode_bytes([toks["liu"]._model_id(r)], errors="replace")
+            for r in toks["liu"].merge_results[k:]]
+    assert any(b", " in t or b". " in t for t in made) and not any(b": " in t for t in made)
 
 
 # ------------------------------------------------------------------ workers, work directory
@@ -302,8 +339,12 @@ def test_killed_phase1_reruns_reusing_span_tables(files, tmp_path):
     assert out.read_bytes() == clean.read_bytes()
 
 
-def test_plain_and_superbpe_runs_never_share_tables(files, tmp_path, monkeypatch):
-    """The work key covers SuperBPE: a plain run's tables (no span tables) are not reused by a SuperBPE run."""
+@pytest.mark.parametrize("first,second", [({}, dict(superbpe_transition=700)),
+                                          (dict(superbpe_transition=700),
+                                           dict(superbpe_transition=700, superbpe_spans="liu"))])
+def test_runs_with_other_span_tables_never_share_them(files, tmp_path, monkeypatch, first, second):
+    """The work key covers SuperBPE and its span rule: a plain run's tables (no span
+    tables) are not reused by a SuperBPE run, nor a v1 run's span tables by a liu run."""
     from ube_stream.training import trainer
 
     out = tmp_path / "tok.json"
@@ -313,11 +354,11 @@ def test_plain_and_superbpe_runs_never_share_tables(files, tmp_path, monkeypatch
 
     monkeypatch.setattr(trainer, "_train_merges", broken)
     with pytest.raises(MemoryError):
-        train(files, vocab_size=900, unit_rows=60, workers=1, show_progress=False, output=str(out))
+        train(files, vocab_size=900, unit_rows=60, workers=1, show_progress=False, output=str(out), **first)
     monkeypatch.undo()
     summary = TrainSummary()
-    train(files, vocab_size=900, superbpe_transition=700, unit_rows=60, workers=1, show_progress=False,
-          output=str(out), summary=summary)
+    train(files, vocab_size=900, unit_rows=60, workers=1, show_progress=False, output=str(out), summary=summary,
+          **second)
     assert summary.units_reused == 0
 
 
@@ -369,23 +410,24 @@ def test_superbpe_claims_on_the_bundled_sample(docs_rows):
 
 # ------------------------------------------------------------------ training and encoding agree (after sbpe-encode)
 
-@pytest.mark.parametrize("substrate", ["ube", "utf8", "utf16"])
-def test_encoding_a_training_span_gives_the_trainers_segmentation(substrate):
+@pytest.mark.parametrize("substrate,rule", [("ube", "v1"), ("utf8", "v1"), ("utf16", "v1"), ("ube", "liu"),
+                                            ("utf8", "liu")])
+def test_encoding_a_training_span_gives_the_trainers_segmentation(substrate, rule):
     """Each distinct training span, encoded by the tokenizer, comes out as the
     trainer segmented it: its chunks' stage-1 encodings, rewritten by every
     stage-2 merge in rank order under the max_words rule (the twin's training
     rewrite).  Decode and the stream decoder give the text back."""
-    texts = corpus(21, docs=60)
+    texts = corpus(21, docs=60, seps=LIU_SEPS if rule == "liu" else SEPS)
     n_base = N_BASE[substrate]
     transition = n_base + 1 + 30
     tok, merges = trained(texts, vocab_size=transition + 60, substrate=substrate, superbpe_transition=transition,
-                          superbpe_max_words=3)
+                          superbpe_max_words=3, superbpe_spans=rule)
     k = tok.superbpe["stage1_merges"]
     stage1, stage2 = merges[:k], merges[k:]
     spans = set()
     for text in texts:
         chunks, first = ref.pretokenize(text), 0
-        for stop in ref.superword_span_ends_reference(chunks):
+        for stop in ref.superword_span_ends_reference(chunks, rule):
             spans.add(tuple(chunks[first:stop]))
             first = stop
     checked = 0
