@@ -278,6 +278,6 @@ def test_char_integrity_is_not_scripts_left_to_right_rule():
     with open(os.path.join(ROOT, "docs", "training.md"), encoding="utf-8") as f:
         training = f.read()
     assert "How it differs from SCRIPT" in training and "How this differs from Liu et al." in training
-    for difference in ("Stricter superword boundaries", "The word limit counts pattern chunks", "No `:Ġ` rule",
-                       "Stage-1 merges stay inside stage-1 chunks"):
+    for difference in ("Superword boundaries", "The word limit counts pattern chunks", "The `:Ġ` rule",
+                       "Stage-1 merges stay inside stage-1 chunks", "--superbpe-spans"):
         assert difference in training
