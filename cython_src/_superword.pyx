@@ -380,7 +380,8 @@ cdef class Stage2:
                           const int64_t[::1] offsets, const uint8_t[::1] classes, int64_t[::1] err=None,
                           int64_t bos=-1, int64_t eos=-1):
         """Stage 2 of documents ``data[offsets[d]:offsets[d + 1]]`` with their spans found
-        inline by the span rule of ``_spans.pxd`` (``classes``: span_class_table()).
+        inline by the span rule of ``_spans.pxd`` (``classes``: span_class_table(rule), the
+        tokenizer's rule "v1" or "liu").
 
         ``ends``: absolute chunk end offsets (``chunk_bounds_batch``), chunk ``c``
         of document ``d`` (``doc_chunk_offsets``) ending at ``ends[c]``; ``ids`` and
@@ -398,7 +399,7 @@ cdef class Stage2:
         if offsets.shape[0] != nd + 1:
             raise ValueError(f"offsets has {offsets.shape[0]} entries, doc_chunk_offsets {nd + 1}")
         if classes.shape[0] != 0x110000:
-            raise ValueError("classes must be span_class_table() (0x110000 entries)")
+            raise ValueError("classes must be span_class_table(rule) (0x110000 entries)")
         for c0 in range(nchunks):
             if ends[c0] < 0 or ends[c0] > data.shape[0] or (c0 > 0 and ends[c0] < ends[c0 - 1]):
                 raise ValueError(f"chunk end {ends[c0]} (index {c0}) is outside data or decreasing")

@@ -613,6 +613,11 @@ def test_liu_file_round_trip_and_unknown_rule(liu_by_substrate, tmp_path):
     assert loaded.superbpe == tok.superbpe
     text = "Note: the end of the line.\nAnd 42, then: more, of the rest"
     assert loaded.encode(text).tolist() == tok.encode(text).tolist()
+    from ube_stream.tokenizer.export import export_vocab_merges
+
+    _, merges_path = export_vocab_merges(tok, tmp_path / "vm")
+    with open(merges_path, encoding="utf-8") as f:
+        assert f.readline().rstrip("\n").endswith(f"superbpe_max_words={tok.superbpe['max_words']} superbpe_spans=liu")
     for rule in ("v2", "v1", 1):
         doc["superbpe"]["spans"] = rule
         path.write_text(json.dumps(doc))

@@ -303,6 +303,25 @@ def files(tmp_path_factory, docs_rows):
 SBPE = ["--vocab-size", "900", "--superbpe-transition", "700", "--superbpe-max-words", "3", "--unit-rows", "60"]
 
 
+def test_cli_superbpe_spans_flag(files, tmp_path, capsys):
+    """``ube train --superbpe-spans liu`` trains what ``train(superbpe_spans="liu")`` does;
+    the flag without --superbpe-transition, or with another rule, is refused."""
+    from ube_stream.cli.main import main as ube_main
+
+    out = tmp_path / "cli.json"
+    assert ube_main(["train", *files, *SBPE, "--superbpe-spans", "liu", "--workers", "1", "-q", "-o", str(out)]) == 0
+    direct = train(files, vocab_size=900, superbpe_transition=700, superbpe_max_words=3, unit_rows=60,
+                   superbpe_spans="liu", workers=1, show_progress=False)
+    loaded = Tokenizer.load(out)
+    assert loaded.superbpe_spans == "liu" and loaded.merges == direct.merges
+    assert ube_main(["train", *files, "--vocab-size", "900", "--superbpe-spans", "liu", "-q",
+                     "-o", str(tmp_path / "no.json")]) != 0
+    assert "needs superbpe_transition" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        ube_main(["train", *files, *SBPE, "--superbpe-spans", "v2", "-o", str(tmp_path / "no.json")])
+    assert "invalid choice: 'v2'" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_byte_identical_for_1_and_2_workers(files, tmp_path):
     outs = []

@@ -45,7 +45,7 @@ SPAN_JOIN: int
 def span_ends(
     data: npt.NDArray[np.uint8] | bytes | memoryview,  # uint8, the chunks' UTF-8
     chunk_ends: npt.NDArray[np.int64],  # chunk end byte offsets (chunk 0 starts at start)
-    classes: npt.NDArray[np.uint8],  # ube_stream.pretokenizer.span_class_table()
+    classes: npt.NDArray[np.uint8],  # ube_stream.pretokenizer.span_class_table(rule)
     out: npt.NDArray[np.int64],  # out: >= len(chunk_ends) entries, exclusive end chunk index of each span
     start: int = 0,
     doc_chunk_offsets: Optional[npt.NDArray[np.int64]] = None,  # document boundaries (chunk indices) spans never cross

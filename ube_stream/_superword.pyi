@@ -41,7 +41,7 @@ class Stage2:
         chunk_tokens: npt.NDArray[np.int64],  # nchunks + 1
         doc_chunk_offsets: npt.NDArray[np.int64],  # ndocs + 1
         offsets: npt.NDArray[np.int64],  # ndocs + 1 byte offsets
-        classes: npt.NDArray[np.uint8],  # pretokenizer.span_class_table()
+        classes: npt.NDArray[np.uint8],  # pretokenizer.span_class_table(rule): the tokenizer's span rule
         err: _Err = None,
         bos: int = -1,  # an id before every document (-1: none)
         eos: int = -1,  # an id after every document (-1: none)
