@@ -577,7 +577,7 @@ def test_stale_locks_are_taken_over(corpus, tok_path, encoded, tmp_path):
 
 def test_lock_of_a_reused_pid_is_stale(corpus, tok_path, encoded, tmp_path):
     """A live pid whose start time differs from the recorded one is another process."""
-    from ube_stream.shards.locks import _start_time
+    from ube_stream.runs.lock import start_time as _start_time
 
     out = str(tmp_path / "reused")
     os.makedirs(os.path.join(out, "locks"))
