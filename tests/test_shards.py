@@ -614,19 +614,31 @@ def test_live_lock_stops_a_second_writer(corpus, tok_path, tmp_path):
         encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
 
 
-def test_two_runs_on_one_directory_the_second_stops(corpus, tok_path, tmp_path, lines):
+def _big_corpus(tmp_path, lines):
     big = str(tmp_path / "big.jsonl")
     with open(big, "w", encoding="utf-8") as f:
         for k in range(4):
             f.writelines(json.dumps({"text": f"{k} {t}"}, ensure_ascii=False) + "\n" for t in lines)
-    out = str(tmp_path / "two")
-    proc = subprocess.Popen(_encode_command([big], tok_path, out, 1), cwd=ROOT, start_new_session=True,
+    return big
+
+
+def _running_encode(big, tok_path, out, prelude=""):
+    """A process encoding ``big`` into ``out`` (after running ``prelude``), returned once its plan is written."""
+    command = _encode_command([big], tok_path, out, 1)
+    proc = subprocess.Popen(command[:-1] + [prelude + command[-1]], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while not os.path.exists(os.path.join(out, "units", "_plan.json")) and time.time() < deadline:
+        time.sleep(0.005)
+    return proc
+
+
+def test_two_runs_on_one_directory_the_second_stops(corpus, tok_path, tmp_path, lines):
+    big = _big_corpus(tmp_path, lines)
+    out = str(tmp_path / "two")
+    proc = _running_encode(big, tok_path, out)
     try:
         lock = os.path.join(out, "locks", "rank-0.lock")
-        deadline = time.time() + 30
-        while not os.path.exists(os.path.join(out, "units", "_plan.json")) and time.time() < deadline:
-            time.sleep(0.005)
         assert proc.poll() is None, "the first run finished before the second started; make the corpus bigger"
         with pytest.raises(LockError) as info:
             encode_corpus([big], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
@@ -634,14 +646,6 @@ def test_two_runs_on_one_directory_the_second_stops(corpus, tok_path, tmp_path, 
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-
-
-def _big_corpus(tmp_path, lines):
-    big = str(tmp_path / "big.jsonl")
-    with open(big, "w", encoding="utf-8") as f:
-        for k in range(4):
-            f.writelines(json.dumps({"text": f"{k} {t}"}, ensure_ascii=False) + "\n" for t in lines)
-    return big
 
 
 @pytest.mark.slow   # two encodes of a 4x corpus (~9 s on a loaded machine); test_two_runs_... keeps the live case
@@ -654,15 +658,8 @@ def test_killed_holder_frees_the_output_at_once_even_from_another_host(tok_path,
     reference = str(tmp_path / "reference")
     encode_corpus([big], tokenizer=tok_path, output=reference, workers=1, **OPTIONS)
     out = str(tmp_path / "out")
-    code = (f"import ube_stream.runs.lock as lock; lock.HOST = 'node-7'; "
-            f"from ube_stream.shards import encode_corpus; "
-            f"encode_corpus([{big!r}], tokenizer={tok_path!r}, output={out!r}, workers=1, **{OPTIONS!r})")
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = _running_encode(big, tok_path, out, prelude="import ube_stream.runs.lock as lock; lock.HOST = 'node-7'; ")
     try:
-        deadline = time.time() + 30
-        while not os.path.exists(os.path.join(out, "units", "_plan.json")) and time.time() < deadline:
-            time.sleep(0.005)
         assert proc.poll() is None, "the first run finished before the second started; make the corpus bigger"
         with pytest.raises(LockError) as info:
             encode_corpus([big], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
