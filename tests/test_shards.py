@@ -703,6 +703,52 @@ def test_concurrent_encodes_of_one_output_never_corrupt_it(corpus, tok_path, enc
         assert tree(out) == tree(encoded[0])
 
 
+def test_dispatched_unit_locks(corpus, tok_path, tok, encoded, tmp_path, monkeypatch):
+    """A unit dispatched by a cluster driver (Ray): a unit lock held on another host (an attempt the cluster
+    gave up on) does not stop it, a live holder on this host is waited for and then named; the shards are
+    those of the whole-corpus run."""
+    from ube_stream import readers
+    from ube_stream.runs.corpus import Corpus
+    from ube_stream.shards import writer
+
+    reading = Corpus(corpus[0], on_error="skip", unit_rows=OPTIONS["unit_rows"], unit_bytes=readers.DEFAULT_UNIT_BYTES,
+                     even_bytes=True)
+    unit = reading.units(reading.sources())[0]
+    out = str(tmp_path / "dispatched")
+    for sub in ("shards", "units", "locks"):
+        os.makedirs(os.path.join(out, sub))
+    lock_path = os.path.join(out, "locks", f"{unit.unit_id}.lock")
+    task = dict(out_dir=out, corpus=reading.reading(), shard_tokens=OPTIONS["shard_tokens"],
+                eos_id=tok.special_tokens["<|endoftext|>"], bos_id=None, fingerprint=tok.fingerprint,
+                tokenizer_path=tok_path, dispatched=True)
+
+    def holder_on(host):
+        code = (f"import sys, time\nimport ube_stream.runs.lock as lock\nlock.HOST = {host!r}\n"
+                f"lock.FileLock({lock_path!r}, 'a unit').acquire()\nprint('held', flush=True)\ntime.sleep(120)")
+        proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "held"
+        return proc
+
+    monkeypatch.setattr(writer, "DISPATCHED_LOCK_WAIT_S", 0.3)
+    here = holder_on(writer.HOST)
+    try:
+        with pytest.raises(LockError, match=f"process {here.pid} on host {writer.HOST}"):
+            writer.encode_unit(unit, **task)
+    finally:
+        here.kill()
+        here.wait()
+    elsewhere = holder_on("node-7")
+    try:
+        record = writer.encode_unit(unit, **task)
+    finally:
+        elsewhere.kill()
+        elsewhere.wait()
+    expected = [s for s in encoded[1]["shards"] if s["unit_id"] == unit.unit_id]
+    assert [{k: s[k] for k in expected[0]} for s in record["shards"]] == expected
+    assert writer.committed_record(out, unit.unit_id) == record
+    assert writer.encode_unit(unit, **task) == record            # committed: not redone
+
+
 def test_reader_pickles_without_token_data(encoded):
     import pickle
 

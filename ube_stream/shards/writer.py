@@ -22,10 +22,11 @@ waited for; and each attempt writes its own ``.tmp.<host>.<pid>`` files.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
-from typing import Any, BinaryIO, Dict, List, Optional
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional
 
 import numpy as np
 
@@ -237,7 +238,7 @@ def encode_unit(unit, *, out_dir: str, corpus: Corpus, shard_tokens: int,
                     fix="two writers cannot share an output directory: write to another directory")
     markers = unit_markers(out_dir)
     tmp_suffix = fmt.TMP_SUFFIX + (f".{HOST}.{os.getpid()}" if dispatched else "")
-    with (_acquire_dispatched(lock) if dispatched else lock):
+    with (_dispatched_lock(lock) if dispatched else lock):
         record = committed_record(out_dir, unit_id)
         if record is not None:   # committed by another writer meanwhile
             return record
@@ -308,22 +309,28 @@ def encode_unit(unit, *, out_dir: str, corpus: Corpus, shard_tokens: int,
     return record
 
 
-def _acquire_dispatched(lock: FileLock) -> FileLock:
-    """Take a unit lock for a unit a cluster driver dispatched (see the module):
+@contextlib.contextmanager
+def _dispatched_lock(lock: FileLock) -> Iterator[None]:
+    """Hold a unit lock for a unit a cluster driver dispatched (see the module):
     a holder on another host is an abandoned attempt, which does not stop this
     one (each writes its own temporary files; the lock is then not held); a
     live holder here is waited for, up to ``DISPATCHED_LOCK_WAIT_S``."""
     deadline = time.monotonic() + DISPATCHED_LOCK_WAIT_S
     while True:
         try:
-            return lock.acquire()
+            lock.acquire()
+            break
         except LockError:
             holder = lock_holder(lock.path)
             if holder and holder.get("host") != HOST:
-                return lock
+                break
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.1)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def encode_unit_star(task: Dict[str, Any]) -> Dict[str, Any]:
