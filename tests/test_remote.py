@@ -441,6 +441,35 @@ def test_rerun_on_s3_replaces_a_run_that_committed_nothing(corpus, trained, s3, 
                       **OPTIONS)
 
 
+def test_commit_records_and_plan_on_s3(s3):
+    """The object-store form of the run engine's protocol: a record is one PUT (the commit point), read back
+    through one listing; the first plan uploaded stands and later ones are compared with it."""
+    from ube_stream.runs.records import RunPlan, UnitRecords, list_names, remove_tree
+    from ube_stream.storage import read_bytes
+
+    url = f"s3://{BUCKET}/records-test"
+    records = UnitRecords(f"{url}/units", ignore=("_plan.json",))
+    assert records.committed(["a"]) == {} and not records.any_recorded() and list_names(url) is None
+    plan = RunPlan(f"{url}/units/_plan.json", read=lambda path: json.loads(read_bytes(path)))
+    first = {"options": {"column": "text"}, "units": ["a", "b"]}
+    assert plan.create_or_compare(first) == (first, [])
+    assert plan.create_or_compare(dict(first, options={"column": "body"})) == (first, ["options.column"])
+    assert not records.any_recorded()
+    records.commit("a", {"unit_id": "a", "text": "é"})
+    records.commit("b", {"unit_id": "b"})
+    assert s3.cat(f"{BUCKET}/records-test/units/a.json") == b'{\n "unit_id": "a",\n "text": "\xc3\xa9"\n}\n'
+    assert records.any_recorded() and records.temporaries("a") == []
+    assert records.committed(["a", "b", "c"]) == {"a": {"unit_id": "a", "text": "é"}, "b": {"unit_id": "b"}}
+    assert records.committed(["a", "b"], check=lambda unit_id, record, source: unit_id == "a") == {
+        "a": {"unit_id": "a", "text": "é"}}
+    s3.pipe(f"{BUCKET}/records-test/units/b.json", b'{"unit_id": ')   # a damaged record: not committed
+    assert records.committed(["a", "b"]).keys() == {"a"}
+    records.uncommit("a")
+    assert records.committed(["a"]) == {}
+    remove_tree(url)
+    assert list_names(url) is None
+
+
 def test_staging_directories_of_killed_workers_are_removed(tmp_path, monkeypatch):
     """A worker killed mid-unit leaves $TMPDIR/ube-unit-<host>-<pid>-*; the next
     unit on the host removes it, and never a live worker's."""

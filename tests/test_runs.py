@@ -119,3 +119,121 @@ def test_run_dir_is_born_with_its_lock_and_released_by_death(tmp_path):
         holder.wait()
     remove_dead_runs(str(root), "run-")
     assert os.listdir(root) == []
+
+
+# --------------------------------------------------------------------------- the one lock (issue 24, item 1)
+
+LOCK_CHILD = ("import sys, time\nfrom ube_stream.runs.lock import FileLock\n"
+              "FileLock(sys.argv[1], 'a test lock').acquire()\nprint('held', flush=True)\ntime.sleep(120)")
+
+
+def test_file_lock_names_a_live_holder_and_is_free_once_it_is_killed(tmp_path):
+    from ube_stream.runs.lock import HOST, FileLock, lock_holder
+
+    path = str(tmp_path / "locks" / "rank-0.lock")
+    holder = subprocess.Popen([sys.executable, "-c", LOCK_CHILD, path], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert lock_holder(path)["pid"] == holder.pid
+        with pytest.raises(LockError) as info:
+            FileLock(path, "rank 0").acquire()
+        assert str(info.value).startswith(f"{path}: rank 0 is held by process {holder.pid} on host {HOST}; wait")
+    finally:
+        holder.kill()
+        holder.wait()
+    with open(path) as f:
+        assert json.load(f)["pid"] == holder.pid     # the record stays, the flock went with the process
+    assert lock_holder(path) is None
+    with FileLock(path, "rank 0") as lock:           # at once: no pid is consulted
+        assert lock.held
+        with open(path) as f:
+            assert json.load(f)["pid"] == os.getpid()
+    assert not os.path.exists(path)                  # released: removed while still held
+
+
+def test_lock_files_of_earlier_versions(tmp_path):
+    """An earlier version created lock files exclusively and did not flock them: such a record still
+    stops a second writer while its process lives here (or lives on another host, which cannot be checked),
+    and is taken over when its process is gone, its pid reused, or the file empty."""
+    from ube_stream.runs.lock import HOST, FileLock, start_time
+
+    path = str(tmp_path / "old.lock")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = start_time(sleeper.pid)
+        cases = [({"host": HOST, "pid": dead.pid}, None),
+                 ({}, None),
+                 ({"host": HOST, "pid": sleeper.pid}, f"process {sleeper.pid} on host {HOST}; wait"),
+                 ({"host": "node-7", "pid": 1}, f"process 1 on host node-7; if that process is gone, delete {path}")]
+        if started is not None:
+            cases += [({"host": HOST, "pid": sleeper.pid, "started": started}, f"process {sleeper.pid}"),
+                      ({"host": HOST, "pid": sleeper.pid, "started": started - 1}, None)]   # a reused pid
+        for record, refused in cases:
+            with open(path, "w") as f:
+                f.write(json.dumps(record) if record else "")
+            lock = FileLock(path, "an old lock", wait_s=0)
+            if refused is None:
+                lock.acquire()
+                lock.release()
+            else:
+                with pytest.raises(LockError) as info:
+                    lock.acquire()
+                assert refused in str(info.value), (record, str(info.value))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+# --------------------------------------------------------------------------- plan and commit records
+
+def test_unit_records_commit_point(tmp_path):
+    import pickle
+
+    from ube_stream.runs.records import UnitRecords
+
+    units = tmp_path / "units"
+    records = UnitRecords(str(units), ignore=("_plan.json",))
+    assert records.committed(["a"]) == {} and not records.any_recorded()
+    units.mkdir()
+    (units / "_plan.json").write_text("{}")
+    (units / "a.json.tmp").write_text('{"unit_id": "a"}')    # a commit killed before its rename
+    assert records.committed(["a"]) == {} and not records.any_recorded()
+    assert records.temporaries("a") == [str(units / "a.json.tmp")]
+    records.commit("a", {"unit_id": "a", "text": "é"})
+    records.commit("b", {"unit_id": "b"}, unique=True)
+    assert (units / "a.json").read_bytes() == b'{\n "unit_id": "a",\n "text": "\xc3\xa9"\n}\n'   # as markers were
+    assert records.any_recorded() and not [n for n in os.listdir(units) if n.startswith("b.json.")]
+    assert records.committed(["a", "b", "c"]) == {"a": {"unit_id": "a", "text": "é"}, "b": {"unit_id": "b"}}
+    assert records.committed(["a", "b"], check=lambda unit_id, record, source: unit_id == "b") == {
+        "b": {"unit_id": "b"}}
+    (units / "b.json").write_bytes(b'{"unit_id": "b"')        # a torn record (a file system without rename)
+    assert records.committed(["b"]) == {}
+    records.uncommit("a")
+    assert records.committed(["a"]) == {} and records.temporaries("a") == []
+    results = UnitRecords(str(tmp_path / "results"), suffix=".pickle", hashed_names=True, dump=pickle.dumps,
+                          load=lambda data, source: pickle.loads(data))
+    results.commit("corpus/a b.jsonl:0-97", {"ok": True})
+    assert [len(n) for n in os.listdir(tmp_path / "results")] == [24 + len(".pickle")]
+    assert results.committed(["corpus/a b.jsonl:0-97", "other"]) == {"corpus/a b.jsonl:0-97": {"ok": True}}
+    with open(results.path("corpus/a b.jsonl:0-97"), "wb") as f:
+        f.write(b"\x80\x04garbage")
+    assert results.committed(["corpus/a b.jsonl:0-97"]) == {}
+
+
+def test_run_plan_is_created_once_then_compared(tmp_path):
+    from ube_stream.runs.records import RunPlan, shown_differences
+
+    def read(path):
+        with open(path) as f:
+            return json.load(f)
+
+    plan = RunPlan(str(tmp_path / "_plan.json"), read=read)
+    assert plan.recorded() is None
+    first = {"options": {"column": "text", "eos": 1}, "units": ["u0", "u1"]}
+    assert plan.create_or_compare(first) == (first, [])
+    other = {"options": {"column": "body", "eos": 1}, "units": ["u0", "u1"]}
+    recorded, different = plan.create_or_compare(other)
+    assert recorded == first and different == ["options.column"] and plan.recorded() == first
+    assert shown_differences(recorded, other, different) == "options.column: 'text' recorded, 'body' now"

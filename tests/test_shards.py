@@ -577,7 +577,7 @@ def test_stale_locks_are_taken_over(corpus, tok_path, encoded, tmp_path):
 
 def test_lock_of_a_reused_pid_is_stale(corpus, tok_path, encoded, tmp_path):
     """A live pid whose start time differs from the recorded one is another process."""
-    from ube_stream.shards.locks import _start_time
+    from ube_stream.runs.lock import start_time as _start_time
 
     out = str(tmp_path / "reused")
     os.makedirs(os.path.join(out, "locks"))
@@ -614,19 +614,31 @@ def test_live_lock_stops_a_second_writer(corpus, tok_path, tmp_path):
         encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
 
 
-def test_two_runs_on_one_directory_the_second_stops(corpus, tok_path, tmp_path, lines):
+def _big_corpus(tmp_path, lines):
     big = str(tmp_path / "big.jsonl")
     with open(big, "w", encoding="utf-8") as f:
         for k in range(4):
             f.writelines(json.dumps({"text": f"{k} {t}"}, ensure_ascii=False) + "\n" for t in lines)
-    out = str(tmp_path / "two")
-    proc = subprocess.Popen(_encode_command([big], tok_path, out, 1), cwd=ROOT, start_new_session=True,
+    return big
+
+
+def _running_encode(big, tok_path, out, prelude=""):
+    """A process encoding ``big`` into ``out`` (after running ``prelude``), returned once its plan is written."""
+    command = _encode_command([big], tok_path, out, 1)
+    proc = subprocess.Popen(command[:-1] + [prelude + command[-1]], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while not os.path.exists(os.path.join(out, "units", "_plan.json")) and time.time() < deadline:
+        time.sleep(0.005)
+    return proc
+
+
+def test_two_runs_on_one_directory_the_second_stops(corpus, tok_path, tmp_path, lines):
+    big = _big_corpus(tmp_path, lines)
+    out = str(tmp_path / "two")
+    proc = _running_encode(big, tok_path, out)
     try:
         lock = os.path.join(out, "locks", "rank-0.lock")
-        deadline = time.time() + 30
-        while not os.path.exists(os.path.join(out, "units", "_plan.json")) and time.time() < deadline:
-            time.sleep(0.005)
         assert proc.poll() is None, "the first run finished before the second started; make the corpus bigger"
         with pytest.raises(LockError) as info:
             encode_corpus([big], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
@@ -634,6 +646,107 @@ def test_two_runs_on_one_directory_the_second_stops(corpus, tok_path, tmp_path, 
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+@pytest.mark.slow   # two encodes of a 4x corpus (~9 s on a loaded machine); test_two_runs_... keeps the live case
+def test_killed_holder_frees_the_output_at_once_even_from_another_host(tok_path, tmp_path, lines):
+    """The rank lock is an flock: while its holder lives a second writer gets a LockError naming it; killed
+    with SIGKILL it holds nothing, and the same command resumes at once.  The holder here records another
+    host (a node writing the output over NFS): a lock of another host used to block every rerun until
+    deleted by hand."""
+    big = _big_corpus(tmp_path, lines)
+    reference = str(tmp_path / "reference")
+    encode_corpus([big], tokenizer=tok_path, output=reference, workers=1, **OPTIONS)
+    out = str(tmp_path / "out")
+    proc = _running_encode(big, tok_path, out, prelude="import ube_stream.runs.lock as lock; lock.HOST = 'node-7'; ")
+    try:
+        assert proc.poll() is None, "the first run finished before the second started; make the corpus bigger"
+        with pytest.raises(LockError) as info:
+            encode_corpus([big], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
+        assert f"process {proc.pid} on host node-7" in str(info.value) and "rank-0.lock" in str(info.value)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not os.path.exists(os.path.join(out, "MANIFEST.json"))
+    with open(os.path.join(out, "locks", "rank-0.lock")) as f:
+        assert json.load(f)["host"] == "node-7"          # the dead holder's record stays, its flock is gone
+    summary = EncodeSummary()
+    encode_corpus([big], tokenizer=tok_path, output=out, workers=1, summary=summary, **OPTIONS)
+    assert summary.units_done + summary.units_skipped == summary.units_total
+    assert tree(out) == tree(reference)
+
+
+def test_a_free_lock_recorded_on_another_host_does_not_block(corpus, tok_path, encoded, tmp_path):
+    """A lock file of this version whose flock nobody holds (its holder died, on any host) is taken over."""
+    out = str(tmp_path / "free")
+    os.makedirs(os.path.join(out, "locks"))
+    for name in ("rank-0.lock", f"{encoded[1]['shards'][0]['unit_id']}.lock", "finalize.lock"):
+        with open(os.path.join(out, "locks", name), "w") as f:
+            json.dump({"host": "node-7", "pid": 4242, "started": 1, "lock": "flock"}, f)
+    encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
+    assert tree(out) == tree(encoded[0])
+
+
+@pytest.mark.slow   # four encoding processes
+def test_concurrent_encodes_of_one_output_never_corrupt_it(corpus, tok_path, encoded, tmp_path):
+    """Two processes started together on one output: each finishes or stops with a LockError naming the
+    rank lock; the directory is never mixed (a rerun completes it, byte-identical)."""
+    for round_ in range(2):
+        out = str(tmp_path / f"race{round_}")
+        procs = [subprocess.Popen(_encode_command(corpus[0], tok_path, out, 1), cwd=ROOT, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        outcomes = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+        for rc, err in outcomes:
+            assert rc == 0 or ("LockError" in err and "is held by" in err), err[-2000:]
+        if any(rc != 0 for rc, _ in outcomes):
+            encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
+        assert tree(out) == tree(encoded[0])
+
+
+def test_dispatched_unit_locks(corpus, tok_path, tok, encoded, tmp_path, monkeypatch):
+    """A unit dispatched by a cluster driver (Ray): a unit lock held on another host (an attempt the cluster
+    gave up on) does not stop it, a live holder on this host is waited for and then named; the shards are
+    those of the whole-corpus run."""
+    from ube_stream import readers
+    from ube_stream.runs.corpus import Corpus
+    from ube_stream.shards import writer
+
+    reading = Corpus(corpus[0], on_error="skip", unit_rows=OPTIONS["unit_rows"], unit_bytes=readers.DEFAULT_UNIT_BYTES,
+                     even_bytes=True)
+    unit = reading.units(reading.sources())[0]
+    out = str(tmp_path / "dispatched")
+    for sub in ("shards", "units", "locks"):
+        os.makedirs(os.path.join(out, sub))
+    lock_path = os.path.join(out, "locks", f"{unit.unit_id}.lock")
+    task = dict(out_dir=out, corpus=reading.reading(), shard_tokens=OPTIONS["shard_tokens"],
+                eos_id=tok.special_tokens["<|endoftext|>"], bos_id=None, fingerprint=tok.fingerprint,
+                tokenizer_path=tok_path, dispatched=True)
+
+    def holder_on(host):
+        code = (f"import sys, time\nimport ube_stream.runs.lock as lock\nlock.HOST = {host!r}\n"
+                f"lock.FileLock({lock_path!r}, 'a unit').acquire()\nprint('held', flush=True)\ntime.sleep(120)")
+        proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "held"
+        return proc
+
+    monkeypatch.setattr(writer, "DISPATCHED_LOCK_WAIT_S", 0.3)
+    here = holder_on(writer.HOST)
+    try:
+        with pytest.raises(LockError, match=f"process {here.pid} on host {writer.HOST}"):
+            writer.encode_unit(unit, **task)
+    finally:
+        here.kill()
+        here.wait()
+    elsewhere = holder_on("node-7")
+    try:
+        record = writer.encode_unit(unit, **task)
+    finally:
+        elsewhere.kill()
+        elsewhere.wait()
+    expected = [s for s in encoded[1]["shards"] if s["unit_id"] == unit.unit_id]
+    assert [{k: s[k] for k in expected[0]} for s in record["shards"]] == expected
+    assert writer.committed_record(out, unit.unit_id) == record
+    assert writer.encode_unit(unit, **task) == record            # committed: not redone
 
 
 def test_reader_pickles_without_token_data(encoded):

@@ -11,9 +11,8 @@ directory never exists without that lock held by its run:
 * **The lock** is an ``flock`` on ``lock``, which the OS releases when its
   holder dies (kill -9 included), so "no holder" is a fact, not a guess from
   a pid.  The file also records ``{"host", "pid", "started"}`` for messages;
-  a recorded holder that is still alive on this host counts as live even
-  when the ``flock`` is free (a lock written by an earlier version, which
-  did not ``flock``).
+  a record written by an earlier version (which did not ``flock``) whose
+  process is still alive counts as held (:mod:`.lock`).
 * **Removal** (of a finished run, or of a dead one by any later run) takes the
   lock first, renames the directory to ``<root>/.trash-<random>/`` while
   holding it, and deletes the trash afterwards.  A run waiting for the lock
@@ -22,25 +21,22 @@ directory never exists without that lock held by its run:
 So cleanup never removes a live run: it removes a directory only while holding
 its lock, and a live run holds its lock from before its directory had its
 name.  Leftovers of killed creations (``.new-*`` older than
-``STAGING_GRACE_S``) and of killed removals (``.trash-*``) go too.  Needs a
-file system with working ``flock`` (any local one; NFS v4 emulates it);
-shard output directories on shared or object storage keep their host/pid
-locks (:mod:`ube_stream.shards.locks`).
+``STAGING_GRACE_S``) and of killed removals (``.trash-*``) go too.  The lock
+is the one lock of every run (:mod:`.lock`: what it records, the lock files
+of earlier versions, the file systems it needs).
 """
 from __future__ import annotations
 
 import contextlib
 import errno
 import fcntl
-import json
 import os
 import shutil
 import time
 import uuid
-from typing import Any, Dict, Optional
+from typing import Optional
 
-from ..errors import LockError
-from ..shards.locks import _HOST, _start_time, is_stale
+from .lock import acquire_lock, open_lock, same_file, take, write_holder
 
 __all__ = ["RunDir", "remove_dead_runs", "make_root", "LOCK_NAME"]
 
@@ -49,9 +45,6 @@ NEW_PREFIX = ".new-"
 TRASH_PREFIX = ".trash-"
 #: a ``.new-*`` directory older than this is a killed creation (a live one is renamed within microseconds)
 STAGING_GRACE_S = 600.0
-#: how long a run waits for a lock held by another process before calling it busy (a remover holds
-#: a dead run's lock only for one rename)
-BUSY_WAIT_S = 0.5
 
 
 def make_root(root: str) -> None:
@@ -65,58 +58,6 @@ def make_root(root: str) -> None:
         except FileExistsError:
             if os.path.exists(root) and not os.path.isdir(root):
                 raise
-
-
-def _open_lock(path: str) -> Optional[int]:
-    """A descriptor of the lock file at ``path``; created there when its
-    directory exists without one; None when the directory does not exist."""
-    while True:
-        try:
-            return os.open(path, os.O_RDWR)
-        except FileNotFoundError:
-            pass
-        try:
-            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            continue        # created by another process meanwhile: open that one
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-
-
-def _flock(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-
-
-def _same_file(fd: int, path: str) -> bool:
-    """Whether ``path`` still names the file open as ``fd`` (not moved to the trash meanwhile)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    own = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
-
-
-def _read_holder(fd: int) -> Dict[str, Any]:
-    try:
-        raw = os.pread(fd, 4096, 0)
-        holder = json.loads(raw.decode("utf-8")) if raw else {}
-    except (OSError, ValueError, UnicodeDecodeError):
-        return {}
-    return holder if isinstance(holder, dict) else {}
-
-
-def _write_holder(fd: int) -> None:
-    holder: Dict[str, Any] = {"host": _HOST, "pid": os.getpid()}
-    started = _start_time(os.getpid())
-    if started is not None:
-        holder["started"] = started
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(holder).encode("utf-8"), 0)
 
 
 def _trash(root: str, path: str) -> Optional[str]:
@@ -149,32 +90,11 @@ class RunDir:
         """Create the directory with its lock held, or take the lock of the one
         in place; :class:`LockError` naming the holder when a live run has it."""
         make_root(self.root)
-        deadline = time.monotonic() + BUSY_WAIT_S
-        while True:
-            fd = _open_lock(self.lock_path)
-            if fd is None:
-                if self._create():
-                    return self
-                continue                     # another run created it meanwhile: take its lock
-            if not _flock(fd):
-                holder = _read_holder(fd)
-                os.close(fd)
-                if time.monotonic() < deadline:
-                    time.sleep(0.02)
-                    continue
-                raise self._busy(holder)
-            if not _same_file(fd, self.lock_path):   # removed while we waited: start over
-                os.close(fd)
-                continue
-            holder = _read_holder(fd)
-            if holder and not is_stale(holder):    # an earlier version's live run (no flock)
-                os.close(fd)
-                raise self._busy(holder)
-            _write_holder(fd)
-            self._fd = fd
-            return self
+        self._fd = acquire_lock(self.lock_path, self.what, "or give this run a directory of its own",
+                                missing=self._create)
+        return self
 
-    def _create(self) -> bool:
+    def _create(self) -> Optional[int]:
         staging = os.path.join(self.root, f"{NEW_PREFIX}{uuid.uuid4().hex[:16]}")
         while True:
             try:
@@ -184,7 +104,7 @@ class RunDir:
                 make_root(self.root)
         fd = os.open(os.path.join(staging, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX)    # a fresh file nobody else can name yet
-        _write_holder(fd)
+        write_holder(fd)
         try:
             os.rename(staging, self.path)
         except OSError as exc:            # the name exists (not empty): another run's directory
@@ -192,15 +112,8 @@ class RunDir:
             shutil.rmtree(staging, ignore_errors=True)
             if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 raise
-            return False
-        self._fd = fd
-        return True
-
-    def _busy(self, holder: Dict[str, Any]) -> LockError:
-        where = (f"process {holder.get('pid')} on host {holder.get('host')}" if holder.get("pid") is not None
-                 else "another process")
-        return LockError(f"{self.lock_path}: {self.what} is held by {where}; wait for it to finish or stop it, "
-                         f"or give this run a directory of its own")
+            return None                   # take the lock of the one in place
+        return fd
 
     def release(self) -> None:
         """Release the lock; the directory stays (for a rerun)."""
@@ -221,14 +134,11 @@ class RunDir:
 
     def remove_if_dead(self) -> bool:
         """Remove the directory when no live run holds it; whether it was removed."""
-        fd = _open_lock(self.lock_path)
+        fd = open_lock(self.lock_path)
         if fd is None:
             return False
         try:
-            if not _flock(fd) or not _same_file(fd, self.lock_path):
-                return False
-            holder = _read_holder(fd)
-            if holder and not is_stale(holder):
+            if take(fd) is not None or not same_file(fd, self.lock_path):
                 return False
             trash = _trash(self.root, self.path)
         finally:

@@ -42,9 +42,9 @@ the same message as locally.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-import shutil
 import sys
 import time
 from typing import Any, Dict, List, Optional
@@ -57,12 +57,11 @@ from ..executors import Executor, executor_class, import_ray, will_fork
 from ..readers.inputs import skipped_files_lines
 from ..runs.corpus import Corpus
 from ..runs.engine import run_units, seed_tokenizer
+from ..runs.lock import FileLock, lock_holder
+from ..runs.records import RunPlan, differences, list_names, remove_files, remove_tree, shown_differences
 from ..storage import (
     atomic_write_bytes,
     atomic_write_json,
-    create_exclusive,
-    dumps_json,
-    filesystem,
     fsync_dir,
     is_url,
     join,
@@ -73,10 +72,9 @@ from ..tokenizer import as_tokenizer
 from ..tokenizer.core import check_cache_bound
 from . import index_format as fmt
 from . import remote as remote_store
-from .locks import FileLock, is_stale, read_holder
 from .overlap import unit_threads
 from .reader import Shard, TokenShards
-from .writer import committed_record, encode_unit, encode_unit_star
+from .writer import committed_record, encode_unit, encode_unit_star, unit_markers
 
 __all__ = ["encode_corpus", "encode_unit", "TokenShards", "Shard", "EncodeSummary",
            "DEFAULT_SHARD_TOKENS"]
@@ -86,6 +84,7 @@ DEFAULT_EOS_TOKEN = "<|endoftext|>"
 MEMORY_SPILL_NAME = "in-memory.arrows"   # in-memory inputs, written under units/ (see encode_corpus)
 _KNOWN_ENTRIES = {fmt.MANIFEST_NAME, fmt.TOKENIZER_NAME, fmt.UNITS_DIR, fmt.SHARDS_DIR, fmt.LOCKS_DIR}
 _TEMP_PREFIXES = (fmt.MANIFEST_NAME + fmt.TMP_SUFFIX, fmt.TOKENIZER_NAME + fmt.TMP_SUFFIX)
+_ONE_WRITER = "two writers cannot share an output directory: write to another directory"
 
 
 @dataclasses.dataclass
@@ -151,34 +150,6 @@ def _special_ids(tok, eos: bool, bos: bool, eos_token: Optional[str], bos_token:
     return eos_name, eos_id, bos_name, bos_id
 
 
-def _differences(recorded: Dict[str, Any], wanted: Dict[str, Any]) -> List[str]:
-    out = []
-    for key in wanted:
-        if recorded.get(key) != wanted[key]:
-            if isinstance(wanted[key], dict) and isinstance(recorded.get(key), dict):
-                out += [f"{key}.{d}" for d in _differences(recorded[key], wanted[key])]
-            else:
-                out.append(key)
-    return out
-
-
-def _lookup(doc: Dict[str, Any], dotted: str) -> Any:
-    value: Any = doc
-    for key in dotted.split("."):
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
-
-
-def _shown_differences(recorded: Dict[str, Any], wanted: Dict[str, Any], different: List[str]) -> str:
-    """``key: X recorded, Y now`` for each differing key (long values cut)."""
-    def shown(value: Any) -> str:
-        text = repr(value)
-        return text if len(text) <= 60 else text[:57] + "..."
-
-    return "; ".join(f"{key}: {shown(_lookup(recorded, key))} recorded, {shown(_lookup(wanted, key))} now"
-                     for key in different[:6])
-
-
 def _replace_unstarted_plan(out: str, plan: Dict[str, Any], show_progress: bool,
                             own_lock: Optional[str] = None) -> None:
     """A plan with other settings that committed no unit is replaced (a failed
@@ -186,38 +157,31 @@ def _replace_unstarted_plan(out: str, plan: Dict[str, Any], show_progress: bool,
     leftovers (shard files, the tokenizer file, unit temp files) go, and a
     line says so.  Kept when a unit is committed (the plan check then refuses,
     naming the differences), or, on a local directory, when another writer
-    may still run there (a live lock other than ``own_lock``, or a lock of
-    another host).  An object store has no locks: there the committed markers decide."""
-    remote = is_url(out)
-    plan_path = join(out, fmt.UNITS_DIR, fmt.PLAN_NAME)
-    if not storage_exists(plan_path):
+    may still run there (a lock held other than ``own_lock``).  An object store
+    has no locks: there the committed markers decide."""
+    recorded = _run_plan(out).recorded()
+    different = differences(recorded, plan) if recorded is not None else []
+    if not different or unit_markers(out).any_recorded():
         return
-    recorded = fmt.read_json(plan_path, "run plan")
-    different = _differences(recorded, plan)
-    if not different:
+    locks = join(out, fmt.LOCKS_DIR)
+    if not is_url(out) and any(lock_holder(join(locks, name)) is not None
+                               for name in list_names(locks) or [] if join(locks, name) != own_lock):
         return
-    listed = {sub: (remote_store.remote_entries(join(out, sub)) if remote else
-                    (os.listdir(join(out, sub)) if os.path.isdir(join(out, sub)) else None)) or []
-              for sub in (fmt.UNITS_DIR, fmt.SHARDS_DIR, fmt.LOCKS_DIR)}
-    if any(n.endswith(".json") and n != fmt.PLAN_NAME for n in listed[fmt.UNITS_DIR]):
-        return
-    for name in listed[fmt.LOCKS_DIR] if not remote else []:
-        holder = read_holder(join(out, fmt.LOCKS_DIR, name))
-        if join(out, fmt.LOCKS_DIR, name) != own_lock and holder is not None and not is_stale(holder):
-            return
-    doomed = [join(out, fmt.SHARDS_DIR, n) for n in listed[fmt.SHARDS_DIR]]
-    doomed += [join(out, fmt.UNITS_DIR, n) for n in listed[fmt.UNITS_DIR] if n != MEMORY_SPILL_NAME]
-    doomed += [join(out, fmt.TOKENIZER_NAME)] if storage_exists(join(out, fmt.TOKENIZER_NAME)) else []
-    if remote:
-        fs, _ = filesystem(out)
-        fs.rm([filesystem(path)[1] for path in doomed])
-        fs.invalidate_cache()
-    else:
-        for path in doomed:
-            os.unlink(path)
+    doomed = [join(out, fmt.SHARDS_DIR, n) for n in list_names(join(out, fmt.SHARDS_DIR)) or []]
+    doomed += [join(out, fmt.UNITS_DIR, n) for n in list_names(join(out, fmt.UNITS_DIR)) or []
+               if n != MEMORY_SPILL_NAME]
+    remove_files(doomed + [join(out, fmt.TOKENIZER_NAME)])
     if show_progress:
         print(f"{out}: replacing an unfinished run that committed no unit "
-              f"({_shown_differences(recorded, plan, different)})", file=sys.stderr)
+              f"({shown_differences(recorded or {}, plan, different)})", file=sys.stderr)
+
+
+def _check_entries(out: str, names: Optional[List[str]]) -> None:
+    """A shard directory holds only its own entries."""
+    foreign = sorted(n for n in set(names or []) - _KNOWN_ENTRIES if not n.startswith(_TEMP_PREFIXES))
+    if foreign:
+        raise ShardFormatError(f"{out}: not a shard directory (it holds {', '.join(foreign[:5])}"
+                               f"{', ...' if len(foreign) > 5 else ''}); choose a new or empty output directory")
 
 
 def _check_output_dir(out: str) -> None:
@@ -225,10 +189,7 @@ def _check_output_dir(out: str) -> None:
         if os.path.exists(out):
             raise ShardFormatError(f"{out}: exists and is not a directory; choose another output directory")
         return
-    foreign = sorted(n for n in set(os.listdir(out)) - _KNOWN_ENTRIES if not n.startswith(_TEMP_PREFIXES))
-    if foreign:
-        raise ShardFormatError(f"{out}: not a shard directory (it holds {', '.join(foreign[:5])}"
-                               f"{', ...' if len(foreign) > 5 else ''}); choose a new or empty output directory")
+    _check_entries(out, os.listdir(out))
 
 
 def _cleanup_finished(out: str) -> None:
@@ -237,14 +198,9 @@ def _cleanup_finished(out: str) -> None:
     Every unit is committed by then, so no writer has work left: the lock
     files go too, whichever host left them (a rank process still exiting
     finds its lock gone and carries on)."""
-    shutil.rmtree(os.path.join(out, fmt.UNITS_DIR), ignore_errors=True)
-    shutil.rmtree(os.path.join(out, fmt.LOCKS_DIR), ignore_errors=True)
-    for name in os.listdir(out):
-        if name.startswith(_TEMP_PREFIXES):
-            try:
-                os.unlink(os.path.join(out, name))
-            except FileNotFoundError:
-                pass
+    remove_tree(join(out, fmt.UNITS_DIR))
+    remove_tree(join(out, fmt.LOCKS_DIR))
+    remove_files([join(out, n) for n in list_names(out) or [] if n.startswith(_TEMP_PREFIXES)])
 
 
 def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, eos: bool = True,
@@ -366,40 +322,37 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         summary.skip_examples = [e.message for e in memory_skips.examples]
     summary.units_total = len(units)
     if remote:
-        return _encode_remote(out, plan, units, tok, summary, started, executor=executor,
-                              workers=workers, ray_address=ray_address, show_progress=show_progress, rank=rank,
-                              world_size=world_size, finalize=finalize,
-                              task_options=dict(corpus=corpus.reading(), cache_bytes=cache_bytes,
-                                                shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id,
-                                                overlap=_overlap(executor, workers, len(units))))
-
-    _check_output_dir(out)
-    manifest_path = os.path.join(out, fmt.MANIFEST_NAME)
-    if os.path.exists(manifest_path):
+        _check_entries(out, remote_store.remote_entries(out))
+    else:
+        _check_output_dir(out)
+    manifest_path = join(out, fmt.MANIFEST_NAME)
+    if storage_exists(manifest_path):
         return _already_complete(out, manifest_path, plan, summary, show_progress)
 
-    for sub in (fmt.SHARDS_DIR, fmt.UNITS_DIR, fmt.LOCKS_DIR):
-        os.makedirs(os.path.join(out, sub), exist_ok=True)
-    run_lock = FileLock(os.path.join(out, fmt.LOCKS_DIR, f"rank-{rank or 0}.lock"),
-                        f"rank {rank or 0}" + (f" of {world_size}" if world_size else " (a whole-corpus run)"))
-    with run_lock:
-        _replace_unstarted_plan(out, dict(plan, units=[u.unit_id for u in units]), show_progress, run_lock.path)
-        _check_or_write_plan(out, dict(plan, units=[u.unit_id for u in units]), tok)
+    if not remote:
+        for sub in (fmt.SHARDS_DIR, fmt.UNITS_DIR, fmt.LOCKS_DIR):
+            os.makedirs(os.path.join(out, sub), exist_ok=True)
+    run_lock = None if remote else FileLock(
+        os.path.join(out, fmt.LOCKS_DIR, f"rank-{rank or 0}.lock"),
+        f"rank {rank or 0}" + (f" of {world_size}" if world_size else " (a whole-corpus run)"), fix=_ONE_WRITER)
+    with run_lock or contextlib.nullcontext():   # an object store has no locks (see .remote)
+        keyed = dict(plan, units=[u.unit_id for u in units])
+        _replace_unstarted_plan(out, keyed, show_progress, run_lock.path if run_lock else None)
+        _check_or_write_plan(out, keyed, tok)
         mine = [u for i, u in enumerate(units) if world_size is None or i % world_size == rank]
-        pending = [u for u in mine if committed_record(out, u.unit_id) is None]
+        committed = _committed(out, [u.unit_id for u in mine])
+        pending = [u for u in mine if u.unit_id not in committed]
         summary.units_skipped = len(mine) - len(pending)
-        dispatched = executor_class(executor).multi_host
+        tokenizer_path = join(out, fmt.TOKENIZER_NAME)
         # units run in this process (one worker) use the tokenizer in hand, not a second load of its file
-        seed_tokenizer(tok, os.path.join(out, fmt.TOKENIZER_NAME))
+        seed_tokenizer(tok, tokenizer_path)
         overlap = _overlap(executor, workers, len(pending))
-        tasks = [dict(unit=u, out_dir=out, corpus=corpus.reading(),
-                      shard_tokens=shard_tokens, eos_id=eos_id, bos_id=bos_id, fingerprint=fingerprint,
-                      tokenizer_path=os.path.join(out, fmt.TOKENIZER_NAME), dispatched=dispatched,
-                      overlap=overlap, threads=_encoder_threads(executor, workers, len(pending), overlap),
-                      cache_bytes=cache_bytes)
-                 for u in pending]
-
-        _run_units(tasks, tok, executor, workers, ray_address, show_progress, _adder(summary))
+        options = dict(out_dir=out, corpus=corpus.reading(), shard_tokens=shard_tokens, eos_id=eos_id,
+                       bos_id=bos_id, fingerprint=fingerprint, tokenizer_path=tokenizer_path,
+                       dispatched=not remote and executor_class(executor).multi_host, overlap=overlap,
+                       threads=_encoder_threads(executor, workers, len(pending), overlap), cache_bytes=cache_bytes)
+        _run_units([dict(options, unit=u) for u in pending], tok, executor, workers, ray_address, show_progress,
+                   _adder(summary), fn=remote_store.encode_unit_remote if remote else encode_unit_star)
     summary.wall_seconds = time.perf_counter() - started
     if world_size is not None and not finalize:
         return {}
@@ -448,89 +401,19 @@ def _finished(manifest: Dict[str, Any], summary: EncodeSummary, started: float) 
     return manifest
 
 
-def _encode_remote(out: str, plan: Dict[str, Any], units, tok, summary: EncodeSummary,
-                   started: float, *, executor, workers: int, ray_address: Optional[str], show_progress: bool,
-                   rank: Optional[int], world_size: Optional[int], finalize: bool,
-                   task_options: Dict[str, Any]) -> Dict[str, Any]:
-    """:func:`encode_corpus` into an object-store URL (the protocol: :mod:`ube_stream.shards.remote`)."""
-    names = remote_store.remote_entries(out) or []
-    foreign = sorted(n for n in set(names) - _KNOWN_ENTRIES if not n.startswith(_TEMP_PREFIXES))
-    if foreign:
-        raise ShardFormatError(f"{out}: not a shard directory (it holds {', '.join(foreign[:5])}"
-                               f"{', ...' if len(foreign) > 5 else ''}); choose a new or empty output")
-    manifest_url = join(out, fmt.MANIFEST_NAME)
-    if fmt.MANIFEST_NAME in names:
-        return _already_complete(out, manifest_url, plan, summary, show_progress)
-    _replace_unstarted_plan(out, dict(plan, units=[u.unit_id for u in units]), show_progress)
-    _check_or_write_plan(out, dict(plan, units=[u.unit_id for u in units]), tok)
-    mine = [u for i, u in enumerate(units) if world_size is None or i % world_size == rank]
-    committed = remote_store.remote_committed_records(out, [u.unit_id for u in mine])
-    pending = [u for u in mine if u.unit_id not in committed]
-    summary.units_skipped = len(mine) - len(pending)
-    tasks = [dict(task_options, unit=u, out_dir=out, fingerprint=plan["tokenizer"]["fingerprint"],
-                  tokenizer_path=join(out, fmt.TOKENIZER_NAME), dispatched=False) for u in pending]
-    _run_units(tasks, tok, executor, workers, ray_address, show_progress, _adder(summary),
-               fn=remote_store.encode_unit_remote)
-    summary.wall_seconds = time.perf_counter() - started
-    if world_size is not None and not finalize:
-        return {}
-    return _finished(_finalize_remote(out, plan, units, world_size), summary, started)
-
-
-def _finalize_remote(out: str, plan: Dict[str, Any], units, world_size: Optional[int]) -> Dict[str, Any]:
-    """MANIFEST.json for an object-store output: every unit committed, unlisted
-    objects under shards/ deleted, MANIFEST PUT last, then units/ removed."""
-    fs, inner = filesystem(out)
-    manifest_url = join(out, fmt.MANIFEST_NAME)
-    committed = remote_store.remote_committed_records(out, [u.unit_id for u in units])
-    missing = [f"{u.unit_id} ({u.source.path} rows {u.row_start}..." + (f", rank {i % world_size}" if world_size
-                                                                          else "") + ")"
-               for i, u in enumerate(units) if u.unit_id not in committed]
-    if missing:
-        shown = "; ".join(missing[:20]) + (f"; and {len(missing) - 20} more" if len(missing) > 20 else "")
-        raise ShardFormatError(f"{out}: cannot finalize: {len(missing)} of {len(units)} units are not committed: "
-                               f"{shown}. Run the missing ranks (the same call with their rank), then "
-                               f"finalize=True again")
-    manifest = build_manifest(plan, [committed[u.unit_id] for u in units])
-    listed = {os.path.basename(s[f]) for s in manifest["shards"] for f in ("tokens_file", "index_file")}
-    try:
-        present = fs.ls(f"{inner}/{fmt.SHARDS_DIR}", detail=False, refresh=True)
-    except FileNotFoundError:
-        present = []
-    leftovers = [p for p in present if str(p).rsplit("/", 1)[-1] not in listed]
-    if leftovers:
-        fs.rm(leftovers)
-    atomic_write_json(manifest_url, manifest)   # the directory's commit point
-    _cleanup_finished_remote(out)
-    return manifest
-
-
-def _cleanup_finished_remote(out: str) -> None:
-    fs, inner = filesystem(out)
-    for sub in (fmt.UNITS_DIR, fmt.LOCKS_DIR):
-        try:
-            fs.rm(f"{inner}/{sub}", recursive=True)
-        except FileNotFoundError:
-            pass
-    fs.invalidate_cache(inner)
-
-
 def _already_complete(out: str, manifest_path: str, plan: Dict[str, Any], summary: EncodeSummary,
                       show_progress: bool) -> Dict[str, Any]:
     manifest = fmt.read_json(manifest_path, "MANIFEST.json")
     keys = ("source_id", "path", "size", "format")
     recorded = dict(manifest, sources=[{k: s[k] for k in keys + ("skipped_in_memory",) if k in s}
                                        for s in manifest.get("sources", [])])
-    different = _differences(recorded, {k: v for k, v in plan.items() if k != "format"})
+    different = differences(recorded, {k: v for k, v in plan.items() if k != "format"})
     if different:
         raise ShardFormatError(
             f"{out}: is a finished shard directory made with other settings ({', '.join(different)} differ: "
             f"another tokenizer, other options or other inputs); write to a new output directory, or delete {out} "
             f"to re-encode")
-    if is_url(out):
-        _cleanup_finished_remote(out)
-    else:
-        _cleanup_finished(out)   # a run killed after MANIFEST.json but before the cleanup
+    _cleanup_finished(out)   # a run killed after MANIFEST.json but before the cleanup
     totals = manifest["totals"]
     summary.already_complete = summary.finalized = True
     summary.documents, summary.tokens, summary.shards = totals["documents"], totals["tokens"], totals["shards"]
@@ -541,29 +424,33 @@ def _already_complete(out: str, manifest_path: str, plan: Dict[str, Any], summar
     return manifest
 
 
+def _run_plan(out: str) -> RunPlan:
+    return RunPlan(join(out, fmt.UNITS_DIR, fmt.PLAN_NAME), read=lambda path: fmt.read_json(path, "run plan"))
+
+
 def _check_or_write_plan(out: str, plan: Dict[str, Any], tok) -> None:
-    """One run plan for all ranks: created exclusively (the first rank's call
-    wins, atomically, even across hosts), then compared by every rank,
-    including the one that created it, so ranks started together with
-    different options can never both write.  An object store has no exclusive
-    create: there the first plan uploaded stands and later ranks compare with it.
-    ``tok``'s file is serialised only when the output lacks it."""
-    plan_path = join(out, fmt.UNITS_DIR, fmt.PLAN_NAME)
-    tokenizer_path = join(out, fmt.TOKENIZER_NAME)
-    if is_url(out):
-        if not storage_exists(plan_path):
-            atomic_write_json(plan_path, plan, unique=True)
-    else:
-        create_exclusive(plan_path, dumps_json(plan).encode("utf-8"))
-    recorded = fmt.read_json(plan_path, "run plan")
-    different = _differences(recorded, plan)
+    """One run plan for all ranks (:class:`~ube_stream.runs.records.RunPlan`:
+    created exclusively, the first rank's call wins, then compared by every
+    rank, including the one that created it), so ranks started together with
+    different options can never both write.  ``tok``'s file is serialised only
+    when the output lacks it."""
+    recorded, different = _run_plan(out).create_or_compare(plan)
     if different:
         raise ShardFormatError(
             f"{out}: holds an unfinished encoding run with other settings ({', '.join(different)} differ: "
-            f"{_shown_differences(recorded, plan, different)}); rerun it with its own settings (the recorded "
+            f"{shown_differences(recorded, plan, different)}); rerun it with its own settings (the recorded "
             f"values above), or write to a new output directory (or delete {out})")
+    tokenizer_path = join(out, fmt.TOKENIZER_NAME)
     if not storage_exists(tokenizer_path):
         atomic_write_bytes(tokenizer_path, tok.to_json().encode("utf-8"), unique=True)
+
+
+def _committed(out: str, unit_ids: List[str]) -> Dict[str, Dict[str, Any]]:
+    """``{unit_id: marker record}`` of the committed units among ``unit_ids``."""
+    if is_url(out):
+        return remote_store.remote_committed_records(out, unit_ids)
+    return {unit_id: record for unit_id in unit_ids
+            if (record := committed_record(out, unit_id)) is not None}
 
 
 def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], show_progress: bool,
@@ -595,32 +482,33 @@ def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], s
 
 
 def _finalize(out: str, plan: Dict[str, Any], units, world_size: Optional[int]) -> Dict[str, Any]:
-    """Write MANIFEST.json from the unit markers once every unit is committed."""
-    records: List[Dict[str, Any]] = []
-    missing: List[str] = []
-    for i, unit in enumerate(units):
-        record = committed_record(out, unit.unit_id)
-        if record is None:
-            missing.append(f"{unit.unit_id} ({unit.source.path} rows {unit.row_start}..."
-                           + (f", rank {i % world_size}" if world_size else "") + ")")
-        else:
-            records.append(record)
+    """Write MANIFEST.json from the unit markers once every unit is committed:
+    unlisted files under ``shards/`` (leftovers of redone attempts) are
+    deleted, MANIFEST.json written last (the directory's commit point; locally
+    under the finalize lock), then the run's files removed."""
+    committed = _committed(out, [u.unit_id for u in units])
+    missing = [f"{u.unit_id} ({u.source.path} rows {u.row_start}..." + (f", rank {i % world_size}" if world_size
+                                                                          else "") + ")"
+               for i, u in enumerate(units) if u.unit_id not in committed]
     if missing:
         shown = "; ".join(missing[:20]) + (f"; and {len(missing) - 20} more" if len(missing) > 20 else "")
         raise ShardFormatError(f"{out}: cannot finalize: {len(missing)} of {len(units)} units are not committed: "
                                f"{shown}. Run the missing ranks (the same call with their rank), then "
                                f"finalize=True again")
-    with FileLock(os.path.join(out, fmt.LOCKS_DIR, "finalize.lock"), "finalization"):
-        manifest_path = os.path.join(out, fmt.MANIFEST_NAME)
-        if not os.path.exists(manifest_path):
-            manifest = build_manifest(plan, records)
+    remote = is_url(out)
+    manifest_path = join(out, fmt.MANIFEST_NAME)
+    with contextlib.nullcontext() if remote else FileLock(join(out, fmt.LOCKS_DIR, "finalize.lock"),
+                                                          "finalization", fix=_ONE_WRITER):
+        if remote or not os.path.exists(manifest_path):
+            manifest = build_manifest(plan, [committed[u.unit_id] for u in units])
             listed = {os.path.basename(s[f]) for s in manifest["shards"] for f in ("tokens_file", "index_file")}
-            shards_dir = os.path.join(out, fmt.SHARDS_DIR)
-            for name in sorted(set(os.listdir(shards_dir)) - listed):   # leftovers of redone attempts
-                os.unlink(os.path.join(shards_dir, name))
-            fsync_dir(shards_dir)
+            shards_dir = join(out, fmt.SHARDS_DIR)
+            remove_files([join(shards_dir, n) for n in list_names(shards_dir) or [] if n not in listed])
+            if not remote:
+                fsync_dir(shards_dir)
             atomic_write_json(manifest_path, manifest)
-            fsync_dir(out)
+            if not remote:
+                fsync_dir(out)
         else:
             manifest = fmt.read_json(manifest_path, "MANIFEST.json")
     _cleanup_finished(out)

@@ -187,12 +187,18 @@ def read_json(path: str, what: str):
     (a local file or an object: at most ``storage.MAX_JSON_BYTES``; locally only a regular file)
     and checked against its schema (:mod:`.schema`) before any field is used:
     :class:`ShardFormatError` naming the file and the field."""
-    fix = "the file is corrupt. Re-encode the directory"
-    data = read_bounded(path, what=what, error=ShardFormatError, fix=fix)
-    doc = load_json(data, source=path, what=what, error=ShardFormatError, fix=fix)
-    check_shard_file(doc, what, source=path, error=ShardFormatError)
+    return parse_json(read_bounded(path, what=what, error=ShardFormatError, fix=_CORRUPT), path, what)
+
+
+_CORRUPT = "the file is corrupt. Re-encode the directory"
+
+
+def parse_json(data: bytes, source: str, what: str):
+    """:func:`read_json` of bytes already read from ``source``."""
+    doc = load_json(data, source=source, what=what, error=ShardFormatError, fix=_CORRUPT)
+    check_shard_file(doc, what, source=source, error=ShardFormatError)
     if what == "unit marker":
-        check_marker_agrees(doc, path)
+        check_marker_agrees(doc, source)
     return doc
 
 

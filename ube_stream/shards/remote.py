@@ -2,8 +2,9 @@
 
 **Writing** (:func:`encode_unit_remote`, driven by
 :func:`ube_stream.shards.encode_corpus`).  Object stores have no rename and no
-locks, so the local protocol (temporary names renamed into place, lock
-files with pids) becomes:
+locks, so the local protocol (temporary names renamed into place, ``flock``
+lock files) becomes the object-store form of the run engine's commit protocol
+(:mod:`ube_stream.runs.records`):
 
 * a worker encodes its unit into a private local staging directory with the
   ordinary :func:`~ube_stream.shards.writer.encode_unit`, then uploads the
@@ -73,22 +74,20 @@ import numpy as np
 
 from .._faults import kill_point
 from ..errors import ShardFormatError, StorageError
+from ..runs.lock import pid_alive
+from ..runs.records import list_names
 from ..storage import (
-    MAX_JSON_BYTES,
     atomic_open,
     atomic_write_bytes,
-    atomic_write_json,
     cache_root,
     filesystem,
     hostname,
-    join,
     load_json,
     resolve_cache_limit,
 )
 from . import index_format as fmt
-from .locks import _pid_alive
 from .schema import check_shard_file
-from .writer import encode_unit
+from .writer import encode_unit, unit_markers
 
 __all__ = ["encode_unit_remote", "remote_committed_records", "remote_entries", "RemoteShards", "cached_directory",
            "BLOCK_BYTES"]
@@ -97,14 +96,11 @@ __all__ = ["encode_unit_remote", "remote_committed_records", "remote_entries", "
 def remote_entries(url: str) -> Optional[List[str]]:
     """Names directly under ``url`` (None when nothing is there)."""
     fs, inner = filesystem(url)
-    try:
+    with contextlib.suppress(FileNotFoundError):
         if fs.isfile(inner):
             raise ShardFormatError(f"{url}: exists and is an object, not a directory prefix; choose another "
                                    f"output")
-        names = fs.ls(inner, detail=False, refresh=True)
-    except FileNotFoundError:
-        return None
-    return sorted({str(name).rstrip("/").rsplit("/", 1)[-1] for name in names})
+    return list_names(url)
 
 
 def _sizes(fs: Any, prefix: str) -> Dict[str, int]:
@@ -121,36 +117,21 @@ def remote_committed_records(url: str, unit_ids: Iterable[str]) -> Dict[str, Dic
     """The committed units among ``unit_ids``: marker present and every shard it
     lists present with the recorded sizes.  One listing of ``units/`` and of
     ``shards/``, one GET per marker (of at most ``MAX_JSON_BYTES``); a marker is
-    checked as the local reader checks it (:mod:`.schema`,
-    :func:`~.index_format.check_marker_agrees`), and one that fails counts as not
-    committed (the unit is encoded again)."""
+    checked as the local reader checks it (:func:`~.writer.unit_markers`), and
+    one that fails counts as not committed (the unit is encoded again)."""
     fs, inner = filesystem(url)
-    wanted = set(unit_ids)
-    marker_sizes = _sizes(fs, f"{inner}/{fmt.UNITS_DIR}")
-    markers = {name[:-len(".json")] for name, size in marker_sizes.items()
-               if name.endswith(".json") and name[:-len(".json")] in wanted and size <= MAX_JSON_BYTES}
-    if not markers:
-        return {}
-    sizes = _sizes(fs, f"{inner}/{fmt.SHARDS_DIR}")
-    paths = [f"{inner}/{fmt.UNITS_DIR}/{unit_id}.json" for unit_id in sorted(markers)]
-    contents = fs.cat(paths, on_error="omit")
-    out: Dict[str, Dict[str, Any]] = {}
-    for unit_id, path in zip(sorted(markers), paths):
-        raw = contents.get(path)
-        if raw is None:
-            continue
-        try:    # the local reader's checks (index_format.read_json): a bad marker is an uncommitted unit
-            record = load_json(bytes(raw), source=path, what="unit marker", error=ShardFormatError, fix="")
-            check_shard_file(record, "unit marker", source=path, error=ShardFormatError)
-            fmt.check_marker_agrees(record, path)
-        except ShardFormatError:
-            continue
-        good = all(sizes.get(shard["tokens_file"].rsplit("/", 1)[-1]) == fmt.TOKEN_WIDTH * shard["tokens"]
-                   and sizes.get(shard["index_file"].rsplit("/", 1)[-1]) == shard["index_bytes"]
-                   for shard in record["shards"])
-        if good and record["unit_id"] == unit_id:
-            out[unit_id] = record
-    return out
+    listed: List[Dict[str, int]] = []
+
+    def files_agree(unit_id: str, record: Dict[str, Any], source: str) -> bool:
+        if not listed:                      # one listing of shards/, on the first marker found
+            listed.append(_sizes(fs, f"{inner}/{fmt.SHARDS_DIR}"))
+        sizes = listed[0]
+        return record["unit_id"] == unit_id and all(
+            sizes.get(shard["tokens_file"].rsplit("/", 1)[-1]) == fmt.TOKEN_WIDTH * shard["tokens"]
+            and sizes.get(shard["index_file"].rsplit("/", 1)[-1]) == shard["index_bytes"]
+            for shard in record["shards"])
+
+    return unit_markers(url).committed(unit_ids, check=files_agree)
 
 
 def _staging_prefix() -> str:
@@ -167,7 +148,7 @@ def remove_dead_staging() -> None:
         return
     for name in names:
         pid_text = name[len(prefix):].partition("-")[0] if name.startswith(prefix) else ""
-        if pid_text.isdigit() and int(pid_text) != os.getpid() and not _pid_alive(int(pid_text)):
+        if pid_text.isdigit() and int(pid_text) != os.getpid() and not pid_alive(int(pid_text)):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
@@ -187,7 +168,7 @@ def encode_unit_remote(task: Dict[str, Any]) -> Dict[str, Any]:
             for key in ("index_file", "tokens_file"):
                 fs.put_file(os.path.join(staging, shard[key]), f"{inner}/{shard[key]}")
         kill_point(url, unit_id)
-        atomic_write_json(join(url, fmt.UNITS_DIR, unit_id + ".json"), record)   # the commit point
+        unit_markers(url).commit(unit_id, record)   # the commit point
     return record
 
 

@@ -4,26 +4,29 @@ shard files and its commit marker, and returns a small record (paths, counts,
 checksums).  Internal.
 
 Crash safety: the unit's files are written under ``.tmp`` names and renamed
-when complete; the marker ``units/<unit_id>.json`` is renamed into place
-last, so a unit is committed iff its marker exists.  A unit without a marker
-is redone from scratch (its leftovers deleted first) under its lock.
+when complete; the marker ``units/<unit_id>.json`` is committed last (the
+run engine's commit record, :class:`~ube_stream.runs.records.UnitRecords`),
+so a unit is committed iff its marker exists and its files agree with it.  A
+unit without a marker is redone from scratch (its leftovers deleted first)
+under its lock (:class:`~ube_stream.runs.lock.FileLock`).
 
 Executors map :func:`encode_unit_star` over task dicts; each worker process
 loads the tokenizer once (:func:`~ube_stream.executors.worker_state`, keyed
 by the output's ``tokenizer.json`` path and fingerprint).  Units dispatched
 to a cluster (``dispatched=True``: Ray) differ in two ways only, both about
-attempts of one unit that may overlap on a cluster: a unit lock left on
-another host is taken over (the driver holds the run's rank lock, so it is
-an attempt the cluster gave up on, e.g. on a lost node) and a live holder on
-this host (a worker of a killed driver still winding down) is waited for;
-and each attempt writes its own ``.tmp.<host>.<pid>`` files.
+attempts of one unit that may overlap on a cluster: a unit lock held on
+another host does not stop the unit (the driver holds the run's rank lock,
+so it is an attempt the cluster gave up on, e.g. on a lost node) and a live
+holder on this host (a worker of a killed driver still winding down) is
+waited for; and each attempt writes its own ``.tmp.<host>.<pid>`` files.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
-from typing import Any, BinaryIO, Dict, List, Optional
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional
 
 import numpy as np
 
@@ -33,9 +36,10 @@ from ..errors import InvalidTextError, LockError
 from ..executors import worker_state
 from ..runs.corpus import Corpus
 from ..runs.engine import worker_tokenizer
-from ..storage import atomic_write_json, storage_error
+from ..runs.lock import HOST, FileLock, lock_holder
+from ..runs.records import UnitRecords
+from ..storage import storage_error
 from . import index_format as fmt
-from .locks import _HOST, FileLock, read_holder
 from .overlap import OrderedMap, ReadAhead, WriteBehind
 
 DISPATCHED_LOCK_WAIT_S = 60.0   # how long a dispatched unit waits for a live holder on its own host
@@ -171,37 +175,36 @@ def leftovers(out_dir: str, unit_id: str) -> List[str]:
     except FileNotFoundError:
         names = []
     found = [os.path.join(shards_dir, n) for n in sorted(names) if n.startswith(unit_id + "-")]
-    units_dir = os.path.join(out_dir, fmt.UNITS_DIR)
-    try:   # the marker's temp file(s): .tmp, or .tmp.<host>.<pid> of dispatched attempts
-        marker_tmps = sorted(n for n in os.listdir(units_dir) if n.startswith(unit_id + ".json" + fmt.TMP_SUFFIX))
-    except FileNotFoundError:
-        marker_tmps = []
-    return found + [os.path.join(units_dir, n) for n in marker_tmps]
+    return found + unit_markers(out_dir).temporaries(unit_id)   # the marker's .tmp(.<host>.<pid>) files
 
 
-def marker_path(out_dir: str, unit_id: str) -> str:
-    return os.path.join(out_dir, fmt.UNITS_DIR, unit_id + ".json")
+def _marker(data: bytes, source: str) -> Dict[str, Any]:
+    return fmt.parse_json(data, source, "unit marker")
+
+
+def unit_markers(out_dir: str) -> UnitRecords:
+    """The unit markers ``units/<unit_id>.json`` of the output ``out_dir`` (a path or URL)."""
+    return UnitRecords(f"{out_dir.rstrip('/')}/{fmt.UNITS_DIR}", load=_marker, ignore=(fmt.PLAN_NAME,))
+
+
+def _files_agree(out_dir: str, unit_id: str, record: Dict[str, Any]) -> bool:
+    """Whether the unit's files match the marker's sizes and index checksums."""
+    for shard in record["shards"]:
+        tokens = os.path.join(out_dir, shard["tokens_file"])
+        index = os.path.join(out_dir, shard["index_file"])
+        if (os.path.getsize(tokens) != fmt.TOKEN_WIDTH * shard["tokens"]
+                or os.path.getsize(index) != shard["index_bytes"]
+                or fmt.sha256_file(index) != shard["index_sha256"]
+                or fmt.read_header(index).tokens_sha256.hex() != shard["sha256"]):   # as the index records
+            return False
+    return record["unit_id"] == unit_id
 
 
 def committed_record(out_dir: str, unit_id: str) -> Optional[Dict[str, Any]]:
     """The unit's marker record when the unit is committed and its files match
     the recorded sizes and index checksums; None otherwise."""
-    path = marker_path(out_dir, unit_id)
-    if not os.path.exists(path):
-        return None
-    try:
-        record = fmt.read_json(path, "unit marker")
-        for shard in record["shards"]:
-            tokens = os.path.join(out_dir, shard["tokens_file"])
-            index = os.path.join(out_dir, shard["index_file"])
-            if (os.path.getsize(tokens) != fmt.TOKEN_WIDTH * shard["tokens"]
-                    or os.path.getsize(index) != shard["index_bytes"]
-                    or fmt.sha256_file(index) != shard["index_sha256"]
-                    or fmt.read_header(index).tokens_sha256.hex() != shard["sha256"]):   # as the index records
-                return None
-        return record
-    except (ValueError, KeyError, TypeError, OSError):
-        return None
+    return unit_markers(out_dir).committed(
+        [unit_id], check=lambda uid, record, source: _files_agree(out_dir, uid, record)).get(unit_id)
 
 
 def encode_unit(unit, *, out_dir: str, corpus: Corpus, shard_tokens: int,
@@ -231,17 +234,17 @@ def encode_unit(unit, *, out_dir: str, corpus: Corpus, shard_tokens: int,
     tokenizer = worker_state(worker_tokenizer, tokenizer_path, fingerprint)
     if cache_bytes is not None and tokenizer.cache_bytes != cache_bytes:
         tokenizer.set_cache(bytes=cache_bytes)   # once per process: a later unit keeps the warm caches
-    lock = FileLock(os.path.join(out_dir, fmt.LOCKS_DIR, unit_id + ".lock"), f"unit {unit_id}")
-    tmp_suffix = fmt.TMP_SUFFIX + (f".{_HOST}.{os.getpid()}" if dispatched else "")
-    with (_acquire_dispatched(lock) if dispatched else lock):
+    lock = FileLock(os.path.join(out_dir, fmt.LOCKS_DIR, unit_id + ".lock"), f"unit {unit_id}",
+                    fix="two writers cannot share an output directory: write to another directory")
+    markers = unit_markers(out_dir)
+    tmp_suffix = fmt.TMP_SUFFIX + (f".{HOST}.{os.getpid()}" if dispatched else "")
+    with (_dispatched_lock(lock) if dispatched else lock):
         record = committed_record(out_dir, unit_id)
         if record is not None:   # committed by another writer meanwhile
             return record
         for path in leftovers(out_dir, unit_id):
             os.unlink(path)
-        stale_marker = marker_path(out_dir, unit_id)
-        if os.path.exists(stale_marker):
-            os.unlink(stale_marker)
+        markers.uncommit(unit_id)        # a marker whose files do not agree with it
         skips = readers.SkipCounter()
         special_text = SpecialTextCounter(tokenizer.special_tokens)
         shards = _UnitShards(out_dir, unit_id, shard_tokens, fingerprint, tmp_suffix)
@@ -302,41 +305,32 @@ def encode_unit(unit, *, out_dir: str, corpus: Corpus, shard_tokens: int,
             "skip_examples": [e.message for e in skips.examples], "shards": shard_records,
             "special_text": dict(sorted(special_text.counts.items())),
         }
-        atomic_write_json(marker_path(out_dir, unit_id), record, unique=dispatched)
+        markers.commit(unit_id, record, unique=dispatched)   # the unit's commit point
     return record
 
 
-def _acquire_dispatched(lock: FileLock) -> FileLock:
-    """Take a unit lock for a unit a cluster driver dispatched (see the module):
-    a holder on another host is an abandoned attempt and is dropped; a live
-    holder here is waited for, up to ``DISPATCHED_LOCK_WAIT_S``."""
+@contextlib.contextmanager
+def _dispatched_lock(lock: FileLock) -> Iterator[None]:
+    """Hold a unit lock for a unit a cluster driver dispatched (see the module):
+    a holder on another host is an abandoned attempt, which does not stop this
+    one (each writes its own temporary files; the lock is then not held); a
+    live holder here is waited for, up to ``DISPATCHED_LOCK_WAIT_S``."""
     deadline = time.monotonic() + DISPATCHED_LOCK_WAIT_S
     while True:
         try:
-            return lock.acquire()
+            lock.acquire()
+            break
         except LockError:
-            holder = read_holder(lock.path)
-            if holder and holder.get("host") != _HOST:
-                _drop_lock(lock.path, holder)
-                continue
+            holder = lock_holder(lock.path)
+            if holder and holder.get("host") != HOST:
+                break
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.1)
-
-
-def _drop_lock(path: str, holder: Dict[str, Any]) -> None:
-    """Remove the lock file at ``path`` if it still holds ``holder``."""
-    aside = f"{path}.abandoned-{_HOST}-{os.getpid()}"
     try:
-        os.rename(path, aside)
-    except FileNotFoundError:
-        return
-    if read_holder(aside) != holder:   # another attempt re-took it meanwhile: put it back
-        try:
-            os.link(aside, path)
-        except FileExistsError:
-            pass
-    os.unlink(aside)
+        yield
+    finally:
+        lock.release()
 
 
 def encode_unit_star(task: Dict[str, Any]) -> Dict[str, Any]:

@@ -38,8 +38,8 @@ from ..errors import InvalidTextError, OptionError, check_status, err_buffer
 from ..executors import get_executor
 from ..runs.corpus import Corpus
 from ..runs.engine import run_units
+from ..runs.records import UnitRecords
 from ..shards.overlap import unit_threads
-from ..storage import atomic_write_json
 from ..tokenizer.core import Tokenizer, char_rule_of, check_superbpe_options
 from .work_dir import TrainWork, run_key, work_root
 
@@ -251,7 +251,7 @@ def count_unit(unit, *, pattern: str, corpus: Corpus, byte_budget: Optional[int]
         save_table(span_path, spans_table)
     record = CountRecord(unit.unit_id, table_path, documents, nbytes, nchunks,
                          dict(skips.counts), [e.message for e in skips.examples], span_path)
-    atomic_write_json(os.path.join(table_dir, f"{unit.unit_id}.json"), record.to_json(), unique=True)
+    UnitRecords(table_dir).commit(unit.unit_id, record.to_json(), unique=True)   # the unit's commit point
     return record
 
 

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -52,6 +51,7 @@ from typing import Any, Dict, Iterable, Optional
 
 from ..errors import LockError
 from ..runs.corpus import source_fingerprint
+from ..runs.records import UnitRecords
 from ..runs.run_dir import RunDir, make_root, remove_dead_runs
 from ..storage import TMP_SUFFIX, atomic_write_json, dumps_json, is_url, local_path
 
@@ -155,26 +155,15 @@ class TrainWork:
     def table_path(self, unit_id: str, suffix: str = ".npz") -> str:
         return os.path.join(self.tables, unit_id + suffix)
 
-    def record_path(self, unit_id: str) -> str:
-        return os.path.join(self.tables, unit_id + ".json")
-
     def finished(self, unit_ids: Iterable[str]) -> Dict[str, Dict[str, Any]]:
         """``{unit_id: record}`` of the units a previous run of this key finished
-        (record present and readable, table present when the record names one)."""
-        out: Dict[str, Dict[str, Any]] = {}
+        (:class:`~ube_stream.runs.records.UnitRecords`: record present and
+        readable, table present when the record names one)."""
         if not self.resumable:
-            return out
-        for unit_id in unit_ids:
-            try:
-                with open(self.record_path(unit_id), "rb") as f:
-                    record = json.loads(f.read().decode("utf-8"))
-            except (OSError, ValueError):
-                continue
-            if not isinstance(record, dict) or record.get("unit_id") != unit_id:
-                continue
-            if record.get("table") and not os.path.isfile(self.table_path(unit_id)):
-                continue
-            if record.get("span_table") and not os.path.isfile(self.table_path(unit_id, ".spans.npz")):
-                continue
-            out[unit_id] = record
-        return out
+            return {}
+        return UnitRecords(self.tables).committed(unit_ids, check=self._tables_present)
+
+    def _tables_present(self, unit_id: str, record: Any, source: str) -> bool:
+        return (isinstance(record, dict) and record.get("unit_id") == unit_id
+                and (not record.get("table") or os.path.isfile(self.table_path(unit_id)))
+                and (not record.get("span_table") or os.path.isfile(self.table_path(unit_id, ".spans.npz"))))

@@ -28,8 +28,9 @@ from ..errors import LockError, TokenizerFormatError
 from ..executors import worker_state
 from ..runs.corpus import source_fingerprint
 from ..runs.engine import seed_tokenizer, tokenizer_file, worker_tokenizer
+from ..runs.records import UnitRecords
 from ..runs.run_dir import RunDir, make_root, remove_dead_runs
-from ..storage import atomic_write_bytes, dumps_json, is_url, local_path
+from ..storage import dumps_json, is_url, local_path
 from ..storage import isfile as storage_isfile
 from ..tokenizer import as_tokenizer
 from .report import Mismatch, VerifyReport, default_workers, run_tasks
@@ -62,19 +63,21 @@ def shard_unit(task: UnitTask, directory: str, manifest: Dict[str, Any], tokeniz
     loaded once per worker process (never sent with the task).  ``records``: the
     run's directory of finished units (see :func:`_resumable`): a unit found
     there is not checked again, a unit checked here is recorded there."""
-    record = None if records is None else os.path.join(
-        records, hashlib.sha256(task.unit_id.encode("utf-8")).hexdigest()[:24] + ".pickle")
-    if record is not None and os.path.exists(record):
-        try:
-            with open(record, "rb") as f:
-                return pickle.load(f)
-        except (OSError, pickle.UnpicklingError, EOFError):
-            pass
+    store = None if records is None else _results(records)
+    done = {} if store is None else store.committed([task.unit_id])
+    if task.unit_id in done:
+        return done[task.unit_id]
     tok = None if tokenizer is None else worker_state(worker_tokenizer, *tokenizer)
     result = unit_task(task, directory, manifest, tok, max_examples)
-    if record is not None:
-        atomic_write_bytes(record, pickle.dumps(result), unique=True)
+    if store is not None:
+        store.commit(task.unit_id, result, unique=True)   # the unit's commit point
     return result
+
+
+def _results(records: str) -> UnitRecords:
+    """The finished units' results under ``records``: ``<hash of unit id>.pickle``."""
+    return UnitRecords(records, suffix=".pickle", hashed_names=True, dump=pickle.dumps,
+                       load=lambda data, source: pickle.loads(data))
 
 
 @contextlib.contextmanager
