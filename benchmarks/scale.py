@@ -97,6 +97,7 @@ def main(argv=None):
     if not os.path.exists(args.corpus):
         raise SystemExit(f"{args.corpus} missing: run python benchmarks/make_large_corpus.py first")
     env = measure.ube_env()
+    measure.compile_package()   # imported as an installed package is: from its bytecode
     prefixes = {size: measure.cut_prefix(args.corpus, size, args.work_dir) for size in sizes}
     if args.input == "jsonl.zst":
         prefixes = {size: (compressed(path), text_bytes, documents)
