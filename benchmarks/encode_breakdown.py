@@ -117,7 +117,6 @@ def stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp):
 
     from ube_stream import Tokenizer
     from ube_stream.runs.corpus import Corpus
-    from ube_stream.shards import index_format as fmt
 
     out = {}
     imports = []
@@ -181,7 +180,7 @@ def stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp):
             os.fsync(f.fileno())
     out["write tokens + fsync"] = median_cpu(write, repeat)
     text_mb = sum(int(o[-1]) for _, o in batches) / 1e6
-    return out, text_mb, sum(len(ids) for ids, _ in encoded), len(units), fmt
+    return out, text_mb, sum(len(ids) for ids, _ in encoded), len(units)
 
 
 def whole(files, hf_tokenizer, workers, tmp, round_no):
@@ -241,7 +240,7 @@ def main(argv=None):
     measure.compile_package()   # imported as an installed package is: from its bytecode
     rows, data = [], {"documents": documents, "text_mb": round(text_bytes / 1e6, 3), "files": len(files)}
     with tempfile.TemporaryDirectory() as tmp:
-        costs, text_mb, tokens, units, _ = stages(path, hf_tokenizer, ube_tokenizer, args.repeat, tmp)
+        costs, text_mb, tokens, units = stages(path, hf_tokenizer, ube_tokenizer, args.repeat, tmp)
         runs = [whole(files, hf_tokenizer, 1, tmp, r) for r in range(args.repeat)]
         whole_cpu = statistics.median(r[1] for r in runs)
         kernel = costs["kernel, one fresh chunk cache"]
@@ -249,9 +248,7 @@ def main(argv=None):
             rows.append(["stage", stage, round(cpu, 3), round(100 * cpu / whole_cpu, 1), None, None])
         rows.append(["whole", "ube encode --workers 1 (fresh process, HF tokenizer.json)", round(whole_cpu, 3), 100.0,
                      round(statistics.median(r[0] for r in runs), 3), round(statistics.median(r[2] for r in runs), 2)])
-        data.update(stages=costs, whole_runs=runs, tokens=tokens, units=units,
-                    kernel_share=round(kernel / whole_cpu, 3),
-                    whole_vs_kernel_rate=round(kernel / whole_cpu, 3))
+        data.update(stages=costs, whole_runs=runs, tokens=tokens, units=units)
         layout_runs = {name: [] for name in layouts}
         failed = {}
         for round_no in range(args.repeat if layouts else 0):
