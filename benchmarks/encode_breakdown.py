@@ -1,7 +1,7 @@
 """Where `ube encode`'s CPU goes beyond the encoder kernel, and how two workers
 should run (issue 24 items 3 and 5).
 
-    python benchmarks/encode_breakdown.py [--size 100MB] [--repeat 5] [--layouts w1,p2,t2]
+    python benchmarks/encode_breakdown.py [--size 100MB] [--repeat 5] [--layouts w1,p2,t2,t2n]
 
 Two parts, on the same prefix of `benchmarks/data/large/large.jsonl` (real mixed
 text, built by `make_large_corpus.py`) and the same `utf8` tokenizer:
