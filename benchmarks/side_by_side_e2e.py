@@ -137,12 +137,16 @@ def gpt2_layout_copy(hf_file):
     """The same tokenizer.json with its pre-tokenizer in GPT-2's own layout
     (`ByteLevel(use_regex=True)`, whose built-in regex is GPT-2's) instead of
     `Split(GPT-2 regex) + ByteLevel(use_regex=False)`: the same chunks, and the
-    layout gigatoken's loader knows (it rejects the Split form).  None when
-    the tokenizer's pattern is not GPT-2's.  e2e_peers.py `choose` checks the
-    ids equal HF tokenizers' on the original file before any timing."""
+    layout gigatoken's loader knows (it rejects the Split form).  The file
+    itself when it is already in that layout (as `export_hf` now writes a
+    GPT-2-pattern tokenizer); None when the tokenizer's pattern is not GPT-2's.
+    e2e_peers.py `choose` checks the ids equal HF tokenizers' on the original
+    file before any timing."""
     with open(hf_file, encoding="utf-8") as f:
         data = json.load(f)
     pre = data.get("pre_tokenizer") or {}
+    if pre.get("type") == "ByteLevel" and pre.get("use_regex", True):
+        return hf_file
     steps = pre.get("pretokenizers", [])
     if not (len(steps) == 2 and steps[0].get("type") == "Split"
             and steps[0].get("pattern", {}).get("Regex") == GPT2_REGEX and steps[1].get("type") == "ByteLevel"):
@@ -266,6 +270,7 @@ def main(argv=None):
     if not os.path.exists(args.corpus):
         raise SystemExit(f"{args.corpus} missing: run python benchmarks/make_large_corpus.py first")
     env = measure.ube_env()
+    measure.compile_package()   # imported as an installed package is: from its bytecode
     peer_env = {**os.environ, "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     peer_env.pop("PYTHONPATH", None)
     size = measure.parse_sizes(args.size)[0]
@@ -316,7 +321,7 @@ def main(argv=None):
         if tool == "datatrove":
             return [args.peer_python, peers_script, "datatrove", "--tokenizer", hf_file, "--eos-token", EOS,
                     "--workers", str(workers), "-o", out, os.path.dirname(paths[0])], peer_env
-        lib_file = gpt2_layout_copy(hf_file) if choice["fastest"] == "gigatoken" else hf_file
+        lib_file = (gpt2_layout_copy(hf_file) or hf_file) if choice["fastest"] == "gigatoken" else hf_file
         return [args.peer_python, peers_script, "plain", "--lib", choice["fastest"], "--tokenizer", lib_file,
                 "--eos-id", str(eos_id), "--workers", str(workers), "-o", out, *paths], peer_env
 

@@ -1,0 +1,301 @@
+"""Where `ube encode`'s CPU goes beyond the encoder kernel, and how two workers
+should run (issue 24 items 3 and 5).
+
+    python benchmarks/encode_breakdown.py [--size 100MB] [--repeat 5] [--layouts w1,p2,t2,t2n]
+
+Two parts, on the same prefix of `benchmarks/data/large/large.jsonl` (real mixed
+text, built by `make_large_corpus.py`) and the same `utf8` tokenizer:
+
+1. **Stages**, one process, one thread, CPU seconds (`time.process_time`) of
+   each step `ube encode` takes, run one after the other on the same bytes:
+   Python start-up, imports and the CLI parser (a fresh `python -m ube_stream encode --help`),
+   loading the tokenizer (the HF `tokenizer.json` the CLI is given, and the
+   ube-stream file a worker loads), the plan (sources and units), reading (the
+   JSON Lines reader and its `_jsonl` kernel: batches of UTF-8 + offsets), the
+   kernel alone (`Tokenizer.encode_utf8_batch` over those batches with a fresh
+   chunk cache, again with the cache warm, and split over two fresh caches as two
+   workers split it), the tokens checksum (sha256, the format's, against zlib's
+   crc32 and xxh3 when `xxhash` is installed), and writing the token files
+   with fsync.  Then the whole command, `ube encode --workers 1` in a fresh
+   process (wait4 rusage), so the gap between it and the kernel is shown
+   stage by stage.  Each stage is the median of `--repeat` runs.
+2. **Layouts** of two workers, each a fresh process, rounds interleaved, the
+   load average beside each run: `w1` one worker (units in the calling
+   process, reading ahead and writing behind in threads), `p2` the default
+   for two workers (two forked worker processes, one unit each at a time), `t2`
+   one process whose units each run two encoder threads (`OrderedMap`) with
+   the read-ahead and write-behind threads, `t2n` the same without them (the
+   encoder threads read, the calling thread writes).  `t2` and `t2n` swap
+   `shards.encode`'s private thread choice (`_encoder_threads`, `_overlap`) for
+   the run; a layout whose hook is missing is reported, not run.  Wall ratios
+   need idle cores: on a loaded machine only the CPU column and ratios of runs
+   next to each other mean anything.
+
+Records `benchmarks/records/encode_breakdown/` through `_record.py`.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import measure  # noqa: E402
+from _record import write_record  # noqa: E402  (load_before: at import, before the work)
+
+sys.path.insert(0, measure.REPO)
+
+LAYOUTS = {
+    "w1": "one worker: units in the calling process, read-ahead and write-behind threads",
+    "p2": "two forked worker processes (the default for --workers 2)",
+    "t2": "one process, two encoder threads per unit, read-ahead and write-behind threads",
+    "t2n": "one process, two encoder threads per unit (they read), writes in the calling thread",
+}
+
+# a layout run: a fresh process encoding `files`; prints its own wall/CPU (imports included in CPU)
+_LAYOUT_SCRIPT = r"""
+import resource, sys, time
+t0 = time.perf_counter()
+layout, tok, out, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+import ube_stream.shards.encode as E
+from ube_stream.executors import start_method
+workers = 2 if layout == "p2" else 1
+if layout in ("t2", "t2n"):
+    if not (hasattr(E, "_encoder_threads") and hasattr(E, "_overlap")):
+        print("MISSING shards.encode._encoder_threads/_overlap"); sys.exit(3)
+    E._encoder_threads = lambda *a: 2
+    if layout == "t2n":
+        E._overlap = lambda *a: False
+with start_method("fork"):   # as the ube CLI runs
+    E.encode_corpus(files, tokenizer=tok, output=out, workers=workers, show_progress=False)
+s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print("RESULT", time.perf_counter() - t0, s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime)
+"""
+
+
+def median_cpu(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        t0 = time.process_time()
+        fn()
+        times.append(time.process_time() - t0)
+    return statistics.median(times)
+
+
+def split_files(path, n, work_dir):
+    """`path` (JSON Lines) cut into `n` files of about equal bytes, kept in `work_dir`."""
+    folder = os.path.join(work_dir, f"{os.path.splitext(os.path.basename(path))[0]}-{n}files")
+    names = [os.path.join(folder, f"part-{k:04d}.jsonl") for k in range(n)]
+    if all(os.path.exists(p) for p in names):
+        return names
+    os.makedirs(folder, exist_ok=True)
+    size = os.path.getsize(path)
+    with open(path, "rb") as src:
+        for k, name in enumerate(names):
+            with open(name + ".part", "wb") as dst:
+                written = 0
+                for line in src:
+                    dst.write(line)
+                    written += len(line)
+                    if k < n - 1 and written >= size / n:
+                        break
+            os.replace(name + ".part", name)
+    return names
+
+
+def stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp):
+    """CPU seconds of each stage on `path` (see the module)."""
+    import numpy as np
+
+    from ube_stream import Tokenizer
+    from ube_stream.runs.corpus import Corpus
+
+    out = {}
+    imports = []
+    for _ in range(repeat):
+        run = measure.run_measured(measure.ube_cmd("encode", "--help"), env=measure.ube_env())
+        imports.append(run["cpu_s"])
+    out["start-up, imports, CLI parser (fresh process)"] = statistics.median(imports)
+    out["tokenizer load, HF tokenizer.json (the driver)"] = median_cpu(lambda: Tokenizer.from_hf(hf_tokenizer),
+                                                                      repeat)
+    out["tokenizer load, ube-stream file (a worker)"] = median_cpu(lambda: Tokenizer.load(ube_tokenizer), repeat)
+    corpus = Corpus([path], even_bytes=True)
+    units = corpus.units(corpus.sources())
+    out["plan: sources and units"] = median_cpu(lambda: corpus.units(corpus.sources()), repeat)
+    batches = []
+
+    def read():
+        batches.clear()
+        for unit in units:
+            batches.extend(b.utf8() for b in corpus.batches(unit))
+    out["read: JSON Lines -> UTF-8 batches"] = median_cpu(read, repeat)
+    eos = Tokenizer.load(ube_tokenizer).special_tokens.get("<|endoftext|>")
+    encoded = []
+
+    def cold(parts):
+        encoded.clear()
+        toks = [Tokenizer.load(ube_tokenizer) for _ in range(parts)]
+        for tok in toks:   # the tables, built once per process, are not what is measured
+            tok.encode_utf8_batch(np.frombuffer(b" ", np.uint8), np.array([0, 1], np.int64))
+        t0 = time.process_time()
+        for k, (data, offsets) in enumerate(batches):
+            encoded.append(toks[k % parts].encode_utf8_batch(data, offsets, eos_id=eos))
+        return time.process_time() - t0
+    out["kernel, one fresh chunk cache"] = statistics.median(cold(1) for _ in range(repeat))
+    out["kernel, two fresh chunk caches (batches alternating)"] = statistics.median(cold(2) for _ in range(repeat))
+    warm = Tokenizer.load(ube_tokenizer)
+    for data, offsets in batches:
+        warm.encode_utf8_batch(data, offsets, eos_id=eos)
+    out["kernel, warm chunk cache"] = median_cpu(
+        lambda: [warm.encode_utf8_batch(d, o, eos_id=eos) for d, o in batches], repeat)
+    buffers = [np.ascontiguousarray(ids, "<u4").data for ids, _ in encoded]
+
+    def digest(make):
+        h = make()
+        for b in buffers:
+            h.update(b)
+    out["checksum: sha256 of the tokens (the format's)"] = median_cpu(lambda: digest(hashlib.sha256), repeat)
+    out["checksum: crc32 (zlib), for comparison"] = median_cpu(
+        lambda: [zlib.crc32(b) for b in buffers], repeat)
+    try:
+        import xxhash
+
+        out["checksum: xxh3-128, for comparison"] = median_cpu(lambda: digest(xxhash.xxh3_128), repeat)
+    except ImportError:
+        pass
+
+    def write():
+        with open(os.path.join(tmp, "stage.tokens"), "wb") as f:
+            for b in buffers:
+                f.write(b)
+            f.flush()
+            os.fsync(f.fileno())
+    out["write tokens + fsync"] = median_cpu(write, repeat)
+    text_mb = sum(int(o[-1]) for _, o in batches) / 1e6
+    return out, text_mb, sum(len(ids) for ids, _ in encoded), len(units)
+
+
+def whole(files, hf_tokenizer, workers, tmp, round_no):
+    out = os.path.join(tmp, f"whole-{workers}-{round_no}")
+    load = os.getloadavg()[0]
+    run = measure.check(measure.run_measured(measure.ube_cmd("encode", *files, "--tokenizer", hf_tokenizer, "-o", out,
+                                                             "--workers", str(workers), "-q"),
+                                             env=measure.ube_env()), f"ube encode --workers {workers}")
+    shutil.rmtree(out, ignore_errors=True)
+    return run["wall_s"], run["cpu_s"], load
+
+
+def layout_run(layout, files, tokenizer, tmp, round_no):
+    out = os.path.join(tmp, f"layout-{layout}-{round_no}")
+    load = os.getloadavg()[0]
+    res = subprocess.run([sys.executable, "-c", _LAYOUT_SCRIPT, layout, tokenizer, out, *files],
+                         capture_output=True, text=True, env=measure.ube_env(), cwd=measure.REPO)
+    shutil.rmtree(out, ignore_errors=True)
+    line = next((x for x in res.stdout.splitlines() if x.startswith(("RESULT", "MISSING"))), None)
+    if res.returncode != 0 or line is None or line.startswith("MISSING"):
+        return None, (line or res.stderr[-500:])
+    _, wall, cpu = line.split()
+    return (float(wall), float(cpu), load), None
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", default=os.path.join(HERE, "data", "large", "large.jsonl"))
+    parser.add_argument("--size", default="100MB", help="text bytes (default 100MB)")
+    parser.add_argument("--files", type=int, default=4, help="files the prefix is cut into (default 4)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each stage / interleaved layout rounds")
+    parser.add_argument("--layouts", default="w1,p2,t2,t2n", help=f"of {','.join(LAYOUTS)} (empty: none)")
+    parser.add_argument("--vocab-size", type=int, default=32768)
+    parser.add_argument("--work-dir", default=os.path.join(HERE, "data", "e2e-work"),
+                        help="prefix, files and tokenizers (kept; side_by_side_e2e.py's by default)")
+    args = parser.parse_args(argv)
+    if not os.path.exists(args.corpus):
+        raise SystemExit(f"{args.corpus} missing: run python benchmarks/make_large_corpus.py first")
+    layouts = [x for x in args.layouts.split(",") if x]
+    unknown = sorted(set(layouts) - set(LAYOUTS))
+    if unknown:
+        raise SystemExit(f"--layouts: unknown {unknown}; choose from {sorted(LAYOUTS)}")
+    size = measure.parse_sizes(args.size)[0]
+    path, text_bytes, documents = measure.cut_prefix(args.corpus, size, args.work_dir)
+    files = split_files(path, args.files, args.work_dir)
+    ube_tokenizer = os.path.join(args.work_dir, f"breakdown-utf8-{args.vocab_size}.ube.json")
+    hf_tokenizer = os.path.join(args.work_dir, f"breakdown-utf8-{args.vocab_size}.tokenizer.json")
+    if not os.path.exists(ube_tokenizer):
+        sample = measure.cut_prefix(args.corpus, 10 * 10**6, args.work_dir)[0]
+        measure.check(measure.run_measured(measure.ube_cmd("train", sample, "--substrate", "utf8", "--vocab-size",
+                                                           str(args.vocab_size), "-o", ube_tokenizer, "-q"),
+                                           env=measure.ube_env()), "training the tokenizer")
+    if not os.path.exists(hf_tokenizer):
+        from ube_stream import Tokenizer
+
+        Tokenizer.load(ube_tokenizer).export_hf(hf_tokenizer)
+    measure.compile_package()   # imported as an installed package is: from its bytecode
+    rows, data = [], {"documents": documents, "text_mb": round(text_bytes / 1e6, 3), "files": len(files)}
+    with tempfile.TemporaryDirectory() as tmp:
+        costs, text_mb, tokens, units = stages(path, hf_tokenizer, ube_tokenizer, args.repeat, tmp)
+        runs = [whole(files, hf_tokenizer, 1, tmp, r) for r in range(args.repeat)]
+        whole_cpu = statistics.median(r[1] for r in runs)
+        kernel = costs["kernel, one fresh chunk cache"]
+        for stage, cpu in costs.items():
+            rows.append(["stage", stage, round(cpu, 3), round(100 * cpu / whole_cpu, 1), None, None])
+        rows.append(["whole", "ube encode --workers 1 (fresh process, HF tokenizer.json)", round(whole_cpu, 3), 100.0,
+                     round(statistics.median(r[0] for r in runs), 3), round(statistics.median(r[2] for r in runs), 2)])
+        data.update(stages=costs, whole_runs=runs, tokens=tokens, units=units)
+        layout_runs = {name: [] for name in layouts}
+        failed = {}
+        for round_no in range(args.repeat if layouts else 0):
+            for name in layouts:
+                if name in failed:
+                    continue
+                result, error = layout_run(name, files, ube_tokenizer, tmp, round_no)
+                if result is None:
+                    failed[name] = error
+                else:
+                    layout_runs[name].append(result)
+                    print(f"round {round_no} {name}: {result[0]:.2f} s wall, {result[1]:.2f} CPU s, "
+                          f"load {result[2]:.2f}", file=sys.stderr)
+        base = layout_runs.get("w1") or []
+        for name, got in layout_runs.items():
+            if not got:
+                continue
+            wall, cpu = statistics.median(r[0] for r in got), statistics.median(r[1] for r in got)
+            ratio_wall = (statistics.median(r[0] for r in base) / wall) if base else None
+            rows.append(["layout", f"{name}: {LAYOUTS[name]}", round(cpu, 3),
+                         round(100 * cpu / statistics.median(r[1] for r in base), 1) if base else None,
+                         round(wall, 3), round(statistics.median(r[2] for r in got), 2)])
+            data.setdefault("layouts", {})[name] = {"runs": got, "wall_s": wall, "cpu_s": cpu,
+                                                    "speedup_vs_w1_wall": round(ratio_wall, 3) if ratio_wall else None}
+        data["layouts_failed"] = failed
+        data["targets"] = {
+            "whole_vs_kernel_rate": {"value": round(kernel / whole_cpu, 3), "target": ">= 0.85 (issue 24 item 3)",
+                                     "met": kernel / whole_cpu >= 0.85},
+        }
+        if "p2" in data.get("layouts", {}) and base:
+            speedup = data["layouts"]["p2"]["speedup_vs_w1_wall"]
+            data["targets"]["two_workers_vs_one_wall"] = {
+                "value": speedup, "target": ">= 1.8 on two idle cores (issue 24 item 3)",
+                "met": speedup >= 1.8, "load_1min": [r[2] for r in layout_runs["p2"]]}
+    headline = (f"kernel {100 * kernel / whole_cpu:.0f}% of ube encode's CPU at {text_mb:.0f} MB "
+                f"({text_mb / whole_cpu:.1f} vs {text_mb / kernel:.1f} MB per CPU s)")
+    notes = [f"{text_mb:.1f} MB of text of {os.path.relpath(args.corpus)} ({documents} documents, {len(files)} files, "
+             f"{units} units), {tokens:,} tokens; utf8 tokenizer, {args.vocab_size} tokens, trained on 10 MB; "
+             f"medians of {args.repeat}",
+             "stage rows: CPU seconds of that step alone, and its share of the whole command's CPU; layout rows: "
+             "CPU seconds of the run (share: of w1's), wall seconds, load average (1 min) at its start",
+             "wall seconds and layout wall ratios need idle cores; under load compare CPU only"]
+    write_record("encode_breakdown", title="ube encode: where the CPU goes beyond the kernel, and two-worker layouts",
+                 columns=["part", "what", "cpu_s (s)", "share_pct (%)", "wall_s (s)", "load_1min"], rows=rows,
+                 notes=notes, headline=headline, argv=sys.argv[1:] if argv is None else argv, data=data)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
