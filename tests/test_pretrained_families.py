@@ -555,3 +555,64 @@ def test_utf8_export_reads_back_in_tokenizers_and_gigatoken(held_out, tmp_path, 
     gigatoken = pytest.importorskip("gigatoken")
     giga = gigatoken.Tokenizer(str(path))
     assert [[int(i) for i in giga.encode(t)] for t in texts] == ours
+
+
+TRAILING_SPACE = ["x\n ", "x\n   ", "a \n ", "}\n  \n  ", "end\r\n\t", "12345 678901\n", "tail  "]
+
+
+@pytest.mark.parametrize("name,pattern", [("cl100k_base", "cl100k"), ("o200k_base", "o200k")])
+def test_tiktoken_pattern_exports_read_back_in_tokenizers_and_gigatoken(held_out, tmp_path, name, pattern):
+    """export_hf of the cl100k and o200k patterns: HF tokenizers and gigatoken give tiktoken's ids.
+    gigatoken knows regexes by their text; for cl100k the export writes the spelling it knows
+    and HF runs as cl100k (Llama 3's), exact because no token crosses the one cut it adds."""
+    import tiktoken
+
+    from ube_stream.tokenizer.export import CL100K_PORTABLE
+
+    ranks = openai_ranks(name, limit=3000)
+    tok = as_tokenizer(_rank_file(tmp_path, ranks), pattern=pattern, special_tokens={"<|endoftext|>": 3000})
+    enc = tiktoken.Encoding(name, pat_str=tok.pattern, mergeable_ranks=ranks, special_tokens={"<|endoftext|>": 3000})
+    path = tmp_path / "export.json"
+    tok.export_hf(path)
+    regex = json.loads(path.read_text())["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
+    assert (regex == CL100K_PORTABLE) == (pattern == "cl100k")
+    texts = TRAILING_SPACE + held_out[::2]
+    want = [enc.encode_ordinary(t) for t in texts]
+    assert [tok.encode_ordinary(t).tolist() for t in texts] == want
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    assert [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)] == want
+    assert Tokenizer.from_hf(path) == tok
+    gigatoken = pytest.importorskip("gigatoken")
+    giga = gigatoken.Tokenizer(str(path))
+    assert [[int(i) for i in giga.encode(t)] for t in texts] == want
+
+
+def test_cl100k_export_of_a_token_across_the_last_line_break(tmp_path):
+    """A cl100k-pattern vocabulary with a token of a line break then spaces ("\\n " at the end of
+    a text: one cl100k chunk, two in Llama 3's spelling) is exported in the exact spelling:
+    HF gives our ids; gigatoken, which knows no such spelling, refuses the file."""
+    base = as_tokenizer(_rank_file(tmp_path, openai_ranks("cl100k_base", limit=1000)), pattern="cl100k")
+    tok = Tokenizer(substrate="utf8", merges=base.merges + [(10, 32)], special_tokens=[], pattern="cl100k")
+    path = tmp_path / "export.json"
+    tok.export_hf(path)
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    for text in TRAILING_SPACE:
+        assert hf.encode(text, add_special_tokens=False).ids == tok.encode(text).tolist()
+    assert tok.encode("x\n ").tolist()[-1] == tok.vocab_size - 1     # the token is used
+    assert Tokenizer.from_hf(path) == tok
+    # the same vocabulary under Llama 3's spelling is read as that (not as cl100k): HF's ids
+    from ube_stream.pretokenizer import LLAMA3_PATTERN
+    from ube_stream.tokenizer.export import CL100K_PORTABLE
+
+    doc = json.loads(path.read_text())
+    doc["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = CL100K_PORTABLE
+    portable = tmp_path / "portable.json"
+    portable.write_text(json.dumps(doc))
+    ours, theirs = Tokenizer.from_hf(portable), tokenizers.Tokenizer.from_file(str(portable))
+    assert ours.pattern == LLAMA3_PATTERN
+    for text in TRAILING_SPACE:
+        assert ours.encode(text).tolist() == theirs.encode(text, add_special_tokens=False).ids
+    assert ours.encode("x\n ").tolist() != tok.encode("x\n ").tolist()
+    gigatoken = pytest.importorskip("gigatoken")
+    with pytest.raises(Exception, match="Unknown pre_tokenizer Split regex"):
+        gigatoken.Tokenizer(str(path))

@@ -105,6 +105,22 @@ def export_vocab_merges(tok: _Exportable, directory: str | os.PathLike) -> Tuple
 
 _INTERVAL = re.compile(r"\{\d+(?:,\d*)?\}")
 
+#: cl100k as transformers' converters write it and gigatoken (0.10) recognises it (its regexes
+#: are known by their text): Llama 3's regex, which gives cl100k's chunks except at the end of a
+#: text, where a whitespace run holding a line break is cut after its last one ("\n  " ->
+#: "\n", "  "); no other spelling of cl100k loads in gigatoken and runs as cl100k in HF
+CL100K_PORTABLE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                   r"|\s*[\r\n]|\s+(?!\S)|\s+")
+_AFTER_LAST_BREAK = re.compile(rb"[\r\n][ \t\x0b\x0c\x80-\xff]+\Z")
+
+
+def crosses_last_line_break(tokens) -> bool:
+    """Whether a token (bytes) can hold the cut :data:`CL100K_PORTABLE` makes and cl100k does not
+    (a line break, then only other whitespace, possibly part of a character, to the token's
+    end).  When none can, BPE never merges across that cut, and both regexes give the same
+    ids (true of cl100k's and o200k's own ranks)."""
+    return any(_AFTER_LAST_BREAK.search(t) for t in tokens)
+
 
 def hf_regex(pattern: str) -> str:
     """``pattern`` as HF tokenizers' regex engine (Oniguruma, Ruby syntax) reads it the same way.
@@ -251,13 +267,17 @@ def _hf_normalizer(tok: _Exportable) -> Optional[Dict[str, Any]]:
 def _hf_pre_tokenizer(tok: _Exportable) -> Dict[str, Any]:
     """GPT-2's own pre-tokenizer for the ``gpt2`` pattern (``ByteLevel`` with its regex: the
     layout every reader of GPT-2's file knows, gigatoken included), else a ``Split`` on the
-    pattern (Oniguruma spelling) then ``ByteLevel`` without regex."""
+    pattern (Oniguruma spelling; for ``cl100k`` :data:`CL100K_PORTABLE` when no token crosses
+    its one cut, which gigatoken reads too) then ``ByteLevel`` without regex."""
     if tok.pattern_name == "gpt2":
         return {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    regex = hf_regex(tok.pattern)
+    if tok.pattern_name == "cl100k" and not crosses_last_line_break(bytes(e) for e in tok._expansions[256:]):
+        regex = CL100K_PORTABLE
     return {
         "type": "Sequence",
         "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": hf_regex(tok.pattern)}, "behavior": "Isolated", "invert": False},
+            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
         ],
     }

@@ -208,6 +208,18 @@ def _hf_pattern(hf: _HFDoc, pre: Any) -> str:
     return REGEX_PREFIX + known.get(regex_text, regex_text)
 
 
+def _portable_cl100k(pattern: str, vocab: Mapping[bytes, int]) -> str:
+    """``cl100k`` for a file whose Split is :data:`~.export.CL100K_PORTABLE` (what export_hf
+    writes for cl100k, and converters write) when no token crosses the one cut it makes and
+    cl100k does not: the same ids; else Llama 3's regex, which splits as that spelling does."""
+    from ..pretokenizer import LLAMA3_PATTERN
+    from .export import CL100K_PORTABLE, crosses_last_line_break
+
+    if pattern != REGEX_PREFIX + CL100K_PORTABLE:
+        return pattern
+    return REGEX_PREFIX + LLAMA3_PATTERN if crosses_last_line_break(vocab) else "cl100k"
+
+
 def _split_regex(hf: _HFDoc, split: dict, field: str) -> str:
     """The regex of a ``Split`` whose pieces are the regex matches: ``Isolated`` and not
     inverted, or ``Removed`` and inverted (OLMo-2's: the text between matches is dropped,
@@ -475,6 +487,7 @@ def tokenizer_from_hf(cls: Callable[..., T], path) -> T:
     normalization, aliases = _hf_normalization(hf, {t: a[0] for t, a in added.items() if a[1]})
     vocab = _hf_vocab(hf, model, {a[0] for a in added.values()})
     merges = _hf_merges(hf, model, vocab)
+    pattern = _portable_cl100k(pattern, vocab)
     ignore_merges = hf.get(model, "ignore_merges", "model.ignore_merges", bool, "true or false", False)
     order = None if ignore_merges else _creation_order(merges)
     # a byte the vocabulary lacks (one never in UTF-8) gets an id after every id of the file
