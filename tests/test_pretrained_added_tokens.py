@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tokenizers
 from _helpers import openai_ranks
-from test_pretrained_families import NFC_TEXTS, _nfc_texts, held_out_lines, train_lines
+from test_pretrained_families import NFC_TEXTS, _fuzz, _mutate_json, _nfc_texts, held_out_lines, train_lines
 from tokenizers import decoders, normalizers, pre_tokenizers, trainers
 
 from ube_stream.errors import TokenizerFormatError
@@ -319,6 +319,20 @@ def test_split_removed_without_invert_is_refused(tmp_path):
     doc["pre_tokenizer"]["pretokenizers"][0]["invert"] = False
     with pytest.raises(TokenizerFormatError, match=r"Split\(behavior=Removed, invert=false\) is not supported"):
         as_tokenizer(_write(doc, tmp_path, "removed"))
+
+
+@pytest.mark.parametrize("count", [pytest.param(30, id="30"), pytest.param(300, id="300", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("family", ["olmo1-pii", "olmo2"])
+def test_fuzz_added_token_files(train_text, tmp_path, count, family):
+    """Mutants of files with non-special added tokens (flags, ids, texts, the Removed Split):
+    every failure an UbeError naming the file, no crash, no hang."""
+    import warnings
+
+    path = neox_file(train_text, tmp_path, pii=True) if family == "olmo1-pii" else olmo2_file(tmp_path, 500)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = _fuzz(tmp_path, json.loads(path.read_text()), _mutate_json, as_tokenizer, count, seed=28)
+    assert loaded < count
 
 
 # --------------------------------------------------------------------------- exports
