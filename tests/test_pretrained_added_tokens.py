@@ -283,6 +283,31 @@ def test_cli_convert_keeps_added_tokens(train_text, code_texts, tmp_path, capsys
     assert json.loads(capsys.readouterr().out) == hf.encode(text, add_special_tokens=False).ids
 
 
+def test_literal_pattern_finds_the_leftmost_longest_occurrences():
+    """The trie regex that finds added and special tokens, against a brute-force scan (at each
+    position the longest token that starts there, else the next position), on str and bytes."""
+    import random
+
+    from ube_stream.tokenizer.added_tokens import literal_pattern
+
+    def brute(text, tokens):
+        out, i = [], 0
+        while i < len(text):
+            best = max((t for t in tokens if text.startswith(t, i)), key=len, default=None)
+            out.append((i, i + len(best))) if best else None
+            i += len(best) if best else 1
+        return out
+
+    rng = random.Random(5)
+    for _ in range(2000):
+        tokens = list({"".join(rng.choice("ab é") for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(1, 6))})
+        text = "".join(rng.choice("ab  é|") for _ in range(rng.randint(0, 30)))
+        want = brute(text, tokens)
+        assert [m.span() for m in literal_pattern(tokens).finditer(text)] == want
+        spans = [m.span() for m in literal_pattern(tokens, as_bytes=True).finditer(text.encode())]
+        assert spans == brute(text.encode(), [t.encode() for t in tokens])
+
+
 # --------------------------------------------------------------------------- refusals
 
 @pytest.mark.parametrize("flag", ["lstrip", "rstrip", "single_word"])

@@ -24,7 +24,7 @@ allowed special tokens, as HF matches both at once) and this module's pass 2.
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -36,13 +36,41 @@ EncodeDocs = Callable[[np.ndarray, np.ndarray], Tuple[np.ndarray, np.ndarray]]
 NormalizeDocs = Callable[[np.ndarray, np.ndarray], Tuple[np.ndarray, np.ndarray]]
 
 
-def literal_pattern(texts, flags: int = 0, as_bytes: bool = False) -> "re.Pattern":
-    """The leftmost-longest alternation of literal ``texts``: longest first, so at each
-    position the first alternative that matches is the longest (HF's and tiktoken's rule)."""
-    ordered = sorted(texts, key=len, reverse=True)
-    if as_bytes:
-        return re.compile(b"|".join(re.escape(t.encode("utf-8")) for t in ordered), flags)
-    return re.compile("|".join(re.escape(t) for t in ordered), flags)
+def literal_pattern(texts, as_bytes: bool = False) -> "re.Pattern":
+    """A regex whose matches are the leftmost-longest occurrences of the literal ``texts``
+    (HF's Aho-Corasick rule, and tiktoken's for special tokens), over ``str`` or, with
+    ``as_bytes``, UTF-8 ``bytes``.
+
+    It is the texts' trie: at each character one alternative per next character, and an
+    optional (greedy) group after every node where a text ends, so the engine follows the
+    text as far as a token goes and backs off to the last token end.  An alternation of
+    the texts, longest first, matches the same but tries every text at every position
+    (GPT-NeoX's 23 runs of spaces: 23 tries at every space of a text)."""
+    words = [t.encode("utf-8") for t in texts] if as_bytes else list(texts)
+    end = object()
+    trie: dict = {}
+    for word in words:
+        node = trie
+        for i in range(len(word)):
+            node = node.setdefault(word[i:i + 1], {})
+        node[end] = True
+    join: Callable[[list], Any] = (lambda parts: b"".join(parts)) if as_bytes else (lambda parts: "".join(parts))
+    piece: Callable[[str], Any] = (lambda text: text.encode()) if as_bytes else (lambda text: text)
+
+    def build(node: dict) -> Any:
+        alternatives = []
+        for char in sorted(k for k in node if k is not end):
+            run, child = [char], node[char]
+            while end not in child and len(child) == 1:   # a chain without a token end: one literal
+                (char, child), = child.items()
+                run.append(char)
+            alternatives.append(re.escape(join(run)) + build(child))
+        if not alternatives:
+            return piece("")
+        body = alternatives[0] if len(alternatives) == 1 else piece("(?:") + piece("|").join(alternatives) + piece(")")
+        return piece("(?:") + body + piece(")?") if end in node else body
+
+    return re.compile(build(trie))
 
 
 class AddedTokens:
@@ -51,9 +79,8 @@ class AddedTokens:
     def __init__(self, tokens: Mapping[str, Tuple[int, bool]]):
         self.raw: Dict[bytes, int] = {t.encode("utf-8"): i for t, (i, n) in tokens.items() if not n}
         self.normalized: Dict[bytes, int] = {t.encode("utf-8"): i for t, (i, n) in tokens.items() if n}
-        self._raw_pattern = literal_pattern([t.decode() for t in self.raw], as_bytes=True) if self.raw else None
-        self._normalized_pattern = (literal_pattern([t.decode() for t in self.normalized], as_bytes=True)
-                                    if self.normalized else None)
+        self._raw_pattern = _grouped([t.decode() for t in self.raw])
+        self._normalized_pattern = _grouped([t.decode() for t in self.normalized])
 
     def encode(self, data: np.ndarray, offsets: np.ndarray, encode: EncodeDocs, *,
                normalize: Optional[NormalizeDocs], raw_pass: bool = True, bos: int = -1,
@@ -78,16 +105,20 @@ class AddedTokens:
         return _assemble(ids, piece_tokens, doc, kind, ndocs, bos, eos)
 
 
-def _matches(data: np.ndarray, lo: int, hi: int, pattern: "re.Pattern", table: Mapping[bytes, int]):
-    """``(starts, ends, ids)`` of the matches in ``data[lo:hi]`` (absolute positions)."""
-    starts: List[int] = []
-    ends: List[int] = []
-    ids: List[int] = []
-    for m in pattern.finditer(data[lo:hi].data):   # the bytes in place (a memoryview)
-        starts.append(lo + m.start())
-        ends.append(lo + m.end())
-        ids.append(table[m.group()])
-    return starts, ends, ids
+def _grouped(texts: List[str]) -> Optional["re.Pattern"]:
+    """:func:`literal_pattern` over UTF-8 as one group (for ``split``), None for no texts."""
+    return re.compile(b"(" + literal_pattern(texts, as_bytes=True).pattern + b")") if texts else None
+
+
+def _matches(data: np.ndarray, lo: int, hi: int, pattern: "re.Pattern",
+             table: Mapping[bytes, int]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(starts, ends, ids)`` of the matches in ``data[lo:hi]`` (absolute positions).
+    ``pattern`` holds one group (the match): ``split`` gives text, match, text, ... in one
+    C-level pass (no Python step per match)."""
+    parts = pattern.split(data[lo:hi].data)       # the bytes in place (a memoryview)
+    bounds = lo + np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)))
+    ids = np.fromiter(map(table.__getitem__, parts[1::2]), np.int64, len(parts) // 2)
+    return bounds[0:-1:2], bounds[1::2], ids
 
 
 def _cut(data: np.ndarray, offsets: np.ndarray, doc: np.ndarray, kind: np.ndarray, pattern: "re.Pattern",
@@ -99,12 +130,9 @@ def _cut(data: np.ndarray, offsets: np.ndarray, doc: np.ndarray, kind: np.ndarra
     (the scan then entered it late) or crosses out of it (the longest text at a
     position ran past its end): those stretches are scanned again on their own."""
     lo, hi = int(offsets[0]), int(offsets[-1])
-    starts, ends, ids = _matches(data, lo, hi, pattern, table)
-    if not starts:
+    start_arr, end_arr, id_arr = _matches(data, lo, hi, pattern, table)
+    if not start_arr.size:
         return offsets, doc, kind
-    start_arr = np.asarray(starts, np.int64)
-    end_arr = np.asarray(ends, np.int64)
-    id_arr = np.asarray(ids, np.int64)
     first = np.searchsorted(offsets, start_arr, side="right") - 1
     last = np.searchsorted(offsets, end_arr - 1, side="right") - 1
     crossing = first != last
@@ -116,10 +144,10 @@ def _cut(data: np.ndarray, offsets: np.ndarray, doc: np.ndarray, kind: np.ndarra
     again = np.flatnonzero(rescan & (kind < 0)).tolist()
     if again:
         extra = [(_matches(data, int(offsets[p]), int(offsets[p + 1]), pattern, table), p) for p in again]
-        start_arr = np.concatenate([start_arr] + [np.asarray(m[0], np.int64) for m, _ in extra])
-        end_arr = np.concatenate([end_arr] + [np.asarray(m[1], np.int64) for m, _ in extra])
-        id_arr = np.concatenate([id_arr] + [np.asarray(m[2], np.int64) for m, _ in extra])
-        piece = np.concatenate([piece] + [np.full(len(m[0]), p, np.int64) for m, p in extra])
+        start_arr = np.concatenate([start_arr] + [m[0] for m, _ in extra])
+        end_arr = np.concatenate([end_arr] + [m[1] for m, _ in extra])
+        id_arr = np.concatenate([id_arr] + [m[2] for m, _ in extra])
+        piece = np.concatenate([piece] + [np.full(m[0].size, p, np.int64) for m, p in extra])
     if start_arr.size == 0:
         return offsets, doc, kind
     # the new pieces start at every match end (text again), every old piece start (its
@@ -130,7 +158,7 @@ def _cut(data: np.ndarray, offsets: np.ndarray, doc: np.ndarray, kind: np.ndarra
                                 np.zeros(end_arr.size, np.int64)])
     new_kind = np.concatenate([kind, id_arr, np.full(end_arr.size, -1, np.int64)])
     new_doc = np.concatenate([doc, doc[piece], doc[piece]])
-    order = np.lexsort((order_key, position))
+    order = np.argsort(position * 3 + order_key, kind="stable")   # by position, then that order
     position, new_kind, new_doc = position[order], new_kind[order], new_doc[order]
     bounds = np.append(position, hi)
     nonempty = np.diff(bounds) > 0            # empty pieces hold no tokens: dropped
