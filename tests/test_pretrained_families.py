@@ -309,6 +309,13 @@ REFUSED = {
     "normalizer NFKC": lambda d: d.update(normalizer={"type": "NFKC"}),
     "normalizer Sequence[NFC, Lowercase]": lambda d: d.update(normalizer={
         "type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}]}),
+    "normalizer Sequence[Replace, NFC]": lambda d: d.update(normalizer={   # a Replace that is no alias
+        "type": "Sequence", "normalizers": [{"type": "Replace", "pattern": {"String": "a"}, "content": "b"},
+                                            {"type": "NFC"}]}),
+    "normalizer Sequence[Replace, Replace]": lambda d: d.update(normalizer={   # one alias, two tokens
+        "type": "Sequence", "normalizers": [
+            {"type": "Replace", "pattern": {"String": "<x>"}, "content": "<|endoftext|>"},
+            {"type": "Replace", "pattern": {"String": "<x>"}, "content": "<|endoftext|>"}]}),
     "Sequence[Split, Split, Split, ByteLevel]": lambda d: d.update(pre_tokenizer={   # not DeepSeek-V3's
         "type": "Sequence", "pretokenizers": [_split(r"\p{N}{1,3}"), _split("[一-龥]+"), _split(r"\s+|\S+"),
                                               BYTE_LEVEL_NO_REGEX]}),

@@ -276,10 +276,11 @@ def _hf_normalization(hf: _HFDoc, specials: Mapping[str, int]) -> Tuple[str, Dic
                 hf.fail(f"normalizer.normalizers[{k}]", "an object with a type", step)
         kinds = [step["type"] for step in steps]
         aliases: Dict[str, str] = {}
-        while kinds and kinds[0] == "Replace" and _alias_step(steps[len(aliases)], specials, aliases):
-            kinds.pop(0)
-        if kinds in ([], ["NFC"]):
-            return ("nfc" if kinds else "none"), aliases
+        first = 0   # the steps before it are aliases
+        while first < len(steps) and kinds[first] == "Replace" and _alias_step(steps[first], specials, aliases):
+            first += 1
+        if kinds[first:] in ([], ["NFC"]):
+            return ("nfc" if kinds[first:] else "none"), aliases
         kind = f"Sequence[{', '.join(step['type'] for step in steps)}]"
     elif kind == "NFC":
         return "nfc", {}
@@ -291,7 +292,8 @@ def _alias_step(step: dict, specials: Mapping[str, int], aliases: Dict[str, str]
     """Whether ``step`` is ``Replace(String alias -> special token text)``; adds it to ``aliases``."""
     pattern, content = step.get("pattern"), step.get("content")
     if not (isinstance(pattern, dict) and set(pattern) == {"String"} and isinstance(pattern["String"], str)
-            and pattern["String"] and content in specials and pattern["String"] not in specials):
+            and pattern["String"] and content in specials and pattern["String"] not in specials
+            and pattern["String"] not in aliases):
         return False
     aliases[pattern["String"]] = str(content)
     return True
