@@ -28,17 +28,25 @@ LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>"
                    "<|eot_id|>"]
 
 
-@pytest.fixture(scope="module")
-def train_text(parallel_rows):
+def train_lines(parallel_rows):
     """Training text for the HF-trained families (parallel items); the checks run on other text."""
     return [row["text"] for row in parallel_rows]
 
 
-@pytest.fixture(scope="module")
-def held_out(docs_rows, unicode_rows):
+def held_out_lines(docs_rows, unicode_rows):
     """Held-out multilingual lines: the Debian Handbook in 26 languages plus Unicode test strings."""
     lines = [line for row in docs_rows for line in row["text"].split("\n") if line.strip()]
     return lines[::3][:1200] + [row["text"] for row in unicode_rows][:300]
+
+
+@pytest.fixture(scope="module")
+def train_text(parallel_rows):
+    return train_lines(parallel_rows)
+
+
+@pytest.fixture(scope="module")
+def held_out(docs_rows, unicode_rows):
+    return held_out_lines(docs_rows, unicode_rows)
 
 
 def _hf_trained(train_text, tmp_path, name, *, specials, post_processor=None, vocab_size=1500, digits=None,
@@ -301,6 +309,13 @@ REFUSED = {
     "normalizer NFKC": lambda d: d.update(normalizer={"type": "NFKC"}),
     "normalizer Sequence[NFC, Lowercase]": lambda d: d.update(normalizer={
         "type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}]}),
+    "normalizer Sequence[Replace, NFC]": lambda d: d.update(normalizer={   # a Replace that is no alias
+        "type": "Sequence", "normalizers": [{"type": "Replace", "pattern": {"String": "a"}, "content": "b"},
+                                            {"type": "NFC"}]}),
+    "normalizer Sequence[Replace, Replace]": lambda d: d.update(normalizer={   # one alias, two tokens
+        "type": "Sequence", "normalizers": [
+            {"type": "Replace", "pattern": {"String": "<x>"}, "content": "<|endoftext|>"},
+            {"type": "Replace", "pattern": {"String": "<x>"}, "content": "<|endoftext|>"}]}),
     "Sequence[Split, Split, Split, ByteLevel]": lambda d: d.update(pre_tokenizer={   # not DeepSeek-V3's
         "type": "Sequence", "pretokenizers": [_split(r"\p{N}{1,3}"), _split("[一-龥]+"), _split(r"\s+|\S+"),
                                               BYTE_LEVEL_NO_REGEX]}),
@@ -547,3 +562,64 @@ def test_utf8_export_reads_back_in_tokenizers_and_gigatoken(held_out, tmp_path, 
     gigatoken = pytest.importorskip("gigatoken")
     giga = gigatoken.Tokenizer(str(path))
     assert [[int(i) for i in giga.encode(t)] for t in texts] == ours
+
+
+TRAILING_SPACE = ["x\n ", "x\n   ", "a \n ", "}\n  \n  ", "end\r\n\t", "12345 678901\n", "tail  "]
+
+
+@pytest.mark.parametrize("name,pattern", [("cl100k_base", "cl100k"), ("o200k_base", "o200k")])
+def test_tiktoken_pattern_exports_read_back_in_tokenizers_and_gigatoken(held_out, tmp_path, name, pattern):
+    """export_hf of the cl100k and o200k patterns: HF tokenizers and gigatoken give tiktoken's ids.
+    gigatoken knows regexes by their text; for cl100k the export writes the spelling it knows
+    and HF runs as cl100k (Llama 3's), exact because no token crosses the one cut it adds."""
+    import tiktoken
+
+    from ube_stream.tokenizer.export import CL100K_PORTABLE
+
+    ranks = openai_ranks(name, limit=3000)
+    tok = as_tokenizer(_rank_file(tmp_path, ranks), pattern=pattern, special_tokens={"<|endoftext|>": 3000})
+    enc = tiktoken.Encoding(name, pat_str=tok.pattern, mergeable_ranks=ranks, special_tokens={"<|endoftext|>": 3000})
+    path = tmp_path / "export.json"
+    tok.export_hf(path)
+    regex = json.loads(path.read_text())["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
+    assert (regex == CL100K_PORTABLE) == (pattern == "cl100k")
+    texts = TRAILING_SPACE + held_out[::2]
+    want = [enc.encode_ordinary(t) for t in texts]
+    assert [tok.encode_ordinary(t).tolist() for t in texts] == want
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    assert [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)] == want
+    assert Tokenizer.from_hf(path) == tok
+    gigatoken = pytest.importorskip("gigatoken")
+    giga = gigatoken.Tokenizer(str(path))
+    assert [[int(i) for i in giga.encode(t)] for t in texts] == want
+
+
+def test_cl100k_export_of_a_token_across_the_last_line_break(tmp_path):
+    """A cl100k-pattern vocabulary with a token of a line break then spaces ("\\n " at the end of
+    a text: one cl100k chunk, two in Llama 3's spelling) is exported in the exact spelling:
+    HF gives our ids; gigatoken, which knows no such spelling, refuses the file."""
+    base = as_tokenizer(_rank_file(tmp_path, openai_ranks("cl100k_base", limit=1000)), pattern="cl100k")
+    tok = Tokenizer(substrate="utf8", merges=base.merges + [(10, 32)], special_tokens=[], pattern="cl100k")
+    path = tmp_path / "export.json"
+    tok.export_hf(path)
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    for text in TRAILING_SPACE:
+        assert hf.encode(text, add_special_tokens=False).ids == tok.encode(text).tolist()
+    assert tok.encode("x\n ").tolist()[-1] == tok.vocab_size - 1     # the token is used
+    assert Tokenizer.from_hf(path) == tok
+    # the same vocabulary under Llama 3's spelling is read as that (not as cl100k): HF's ids
+    from ube_stream.pretokenizer import LLAMA3_PATTERN
+    from ube_stream.tokenizer.export import CL100K_PORTABLE
+
+    doc = json.loads(path.read_text())
+    doc["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = CL100K_PORTABLE
+    portable = tmp_path / "portable.json"
+    portable.write_text(json.dumps(doc))
+    ours, theirs = Tokenizer.from_hf(portable), tokenizers.Tokenizer.from_file(str(portable))
+    assert ours.pattern == LLAMA3_PATTERN
+    for text in TRAILING_SPACE:
+        assert ours.encode(text).tolist() == theirs.encode(text, add_special_tokens=False).ids
+    assert ours.encode("x\n ").tolist() != tok.encode("x\n ").tolist()
+    gigatoken = pytest.importorskip("gigatoken")
+    with pytest.raises(Exception, match="Unknown pre_tokenizer Split regex"):
+        gigatoken.Tokenizer(str(path))

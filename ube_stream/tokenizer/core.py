@@ -179,13 +179,18 @@ class Tokenizer:
     NFC first, as HF's ``NFC`` normalizer; see :meth:`normalize`).  ``special_tokens``
     as ``{text: id}`` may give several texts one id: the first is the token's name
     (:attr:`special_tokens`), the others aliases (:attr:`special_aliases`).
+    ``added_tokens``: ``[{"text", "id", "normalized"}]`` (internal ids), HF's added tokens
+    that are not special: cut out of every text before pre-tokenization
+    (``tokenizer/added_tokens.py``); one whose id follows the merged tokens is also
+    listed in ``special_tokens`` (its text is what ``decode`` writes).
     """
 
     def __init__(self, *, substrate: str, merges: Iterable[Sequence[int]],
                  special_tokens: Mapping[str, int] | Sequence[str] = ("<|endoftext|>",),
                  pattern: str = "gpt2", normalization: str = "none",
                  training: Optional[dict] = None, id_map: Optional[Sequence[int]] = None,
-                 char_integrity: bool | str = False, superbpe: Optional[Mapping[str, Any]] = None):
+                 char_integrity: bool | str = False, superbpe: Optional[Mapping[str, Any]] = None,
+                 added_tokens: Optional[Sequence[Mapping[str, Any]]] = None):
         from ..pretokenizer import resolve_pattern
         from ..substrate import base_size
 
@@ -245,6 +250,9 @@ class Tokenizer:
         self._special_internal: Dict[str, int] = dict(sorted(specials.items(), key=lambda kv: kv[1]))
         #: other names of special tokens: alias text -> internal id (tiktoken's o200k_harmony)
         self._special_aliases: Dict[str, int] = dict(sorted(aliases.items(), key=lambda kv: kv[1]))
+        #: HF's non-special added tokens: text -> (internal id, normalized)
+        self._added_tokens: Dict[str, Tuple[int, bool]] = _check_added(added_tokens or (), n_tokens,
+                                                                         self._special_internal)
         self.training = dict(training or {})
         #: run a custom pattern without a time budget (False for patterns read from files)
         self.trust_pattern = True
@@ -257,6 +265,7 @@ class Tokenizer:
         self.__dict__.pop("_kernel_state", None)  # the encoder writes model ids
         self.__dict__.pop("_fingerprint", None)   # the canonical content holds them
         self.__dict__.pop("_stage2_state", None)
+        self.__dict__.pop("_added_state", None)   # it holds model ids
         self._id_map: Optional[np.ndarray] = None
         self._inverse_map: Optional[np.ndarray] = None
         if id_map is not None:
@@ -282,7 +291,8 @@ class Tokenizer:
                 inverse = np.full(int(arr.max()) + 1, -1, dtype=np.int64)
                 inverse[arr] = np.arange(n_internal)
                 self._inverse_map = inverse
-        self.special_tokens: Dict[str, int] = {t: self._model_id(i) for t, i in self._special_internal.items()}
+        self.special_tokens: Dict[str, int] = {t: self._model_id(i) for t, i in self._special_internal.items()
+                                               if t not in self._added_tokens}
 
     def _model_id(self, internal: int) -> int:
         return internal if self._id_map is None else int(self._id_map[internal])
@@ -301,7 +311,8 @@ class Tokenizer:
             normalization=self.normalization, base_size=self.base_size, merges=self.merges,
             special_tokens={**self._special_internal, **self._special_aliases},
             id_map=None if self._id_map is None else self._id_map.tolist(),
-            char_integrity=self.char_rule, superbpe=self.superbpe)
+            char_integrity=self.char_rule, superbpe=self.superbpe,
+            added_tokens=[{"text": t, "id": i, "normalized": n} for t, (i, n) in self._added_tokens.items()])
 
     @property
     def fingerprint(self) -> str:
@@ -391,6 +402,23 @@ class Tokenizer:
         return {t: self._model_id(i) for t, i in self._special_aliases.items()}
 
     @property
+    def added_tokens(self) -> Dict[str, int]:
+        """HF's added tokens that are not special: ``{text: model id}``.  Every encode path cuts
+        them out of the text before pre-tokenization, whatever ``allowed_special`` says (as
+        HF does); see ``tokenizer/added_tokens.py``."""
+        return {t: self._model_id(i) for t, (i, _) in self._added_tokens.items()}
+
+    def _added(self):
+        """The :class:`~.added_tokens.AddedTokens` splitter (model ids), built on first use."""
+        state = self.__dict__.get("_added_state")
+        if state is None:
+            from .added_tokens import AddedTokens
+
+            state = self._added_state = AddedTokens(
+                {t: (self._model_id(i), n) for t, (i, n) in self._added_tokens.items()})
+        return state
+
+    @property
     def id_map(self) -> Optional[np.ndarray]:
         """``uint32`` model id of each internal id, or ``None`` when they are equal."""
         return None if self._id_map is None else self._id_map.copy()
@@ -408,8 +436,9 @@ class Tokenizer:
         a special token gives its text."""
         from ..substrate import symbol_string
 
-        for text, sid in self.special_tokens.items():
-            if sid == token_id:
+        internal = self._internal_id(token_id)
+        for text, sid in self._special_internal.items():   # special and added tokens: their text
+            if sid == internal:
                 return text
         return symbol_string(self.token_expansion(token_id), self.substrate)
 
@@ -549,6 +578,7 @@ class Tokenizer:
         state.pop("_kernel_state", None)  # compiled tables are rebuilt in the receiving process
         state.pop("_stage2_state", None)
         state.pop("_decode_state", None)  # its DecodeTables is a kernel object (no pickling)
+        state.pop("_added_state", None)
         return state
 
     def _chunk_bounds(self, data: np.ndarray, offsets: np.ndarray, first_doc: int):
@@ -661,9 +691,16 @@ class Tokenizer:
             base += part_ids.shape[0]
         return ids, token_offsets
 
+    def _special_names(self) -> Dict[str, int]:
+        """Every name of a special token (aliases too; not the added tokens): its internal id."""
+        names = {**self._special_internal, **self._special_aliases}
+        for text in self._added_tokens:
+            names.pop(text, None)
+        return names
+
     def _allowed_specials(self, allowed_special) -> Dict[str, int]:
         """Internal ids of the allowed special tokens."""
-        names = {**self._special_internal, **self._special_aliases}
+        names = self._special_names()
         if allowed_special == "all":
             return names
         if isinstance(allowed_special, str):
@@ -677,10 +714,10 @@ class Tokenizer:
             allowed[tok] = names[tok]
         return allowed
 
-    def _split_special(self, text: str, allowed_special) -> List[Tuple[str, Optional[int]]]:
+    def _split_special(self, text: str, allowed: Mapping[str, int]) -> List[Tuple[str, Optional[int]]]:
         """Pieces of ``text``: ``(text, None)`` for ordinary text, ``(tok, internal id)``
-        for an allowed special token occurrence (leftmost, longest first)."""
-        allowed = self._allowed_specials(allowed_special)
+        for an occurrence of a token of ``allowed`` (the allowed special tokens, and the
+        added tokens HF finds in the text as written; leftmost, longest first)."""
         if not allowed:
             return [(text, None)]
         pattern = self._special_pattern(list(allowed))
@@ -699,16 +736,15 @@ class Tokenizer:
         """The special tokens whose text in the input raises (tiktoken's rule)."""
         if disallowed_special == "all":
             allowed = self._allowed_specials(allowed_special)
-            return tuple(t for t in itertools.chain(self._special_internal, self._special_aliases)
-                         if t not in allowed)
+            return tuple(t for t in self._special_names() if t not in allowed)
         if isinstance(disallowed_special, str):
             raise TypeError(f"disallowed_special must be 'all' or a collection of special tokens, got "
                             f"{disallowed_special!r} (write ({disallowed_special!r},) for one token)")
         found = tuple(disallowed_special)
+        names = self._special_names()
         for tok in found:
-            if tok not in self._special_internal and tok not in self._special_aliases:
-                raise ValueError(f"{tok!r} is not a special token of this tokenizer "
-                                 f"(it has {list(self._special_internal) + list(self._special_aliases)})")
+            if tok not in names:
+                raise ValueError(f"{tok!r} is not a special token of this tokenizer (it has {list(names)})")
         return found
 
     def _special_pattern(self, tokens: Sequence[str]):
@@ -717,10 +753,9 @@ class Tokenizer:
         cache = self.__dict__.setdefault("_special_patterns", {})
         pattern = cache.get(key)
         if pattern is None:
-            import re
+            from .added_tokens import literal_pattern
 
-            pattern = cache[key] = re.compile(
-                "|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True)))
+            pattern = cache[key] = literal_pattern(tokens)
         return pattern
 
     def _check_disallowed(self, texts: Sequence[str], disallowed: Tuple[str, ...]) -> None:
@@ -774,6 +809,8 @@ class Tokenizer:
         if not isinstance(text, str):
             raise TypeError(f"encode_ordinary expects a str, got {type(text).__name__}; "
                             "for UTF-8 bytes use encode_utf8_batch")
+        if self._added_tokens:   # cut out of the text first (HF's order)
+            return self.encode_batch([text], disallowed_special=())[0]
         data = utf8_of(self.normalize(text))
         ids, _ = self._encode_range(np.frombuffer(data, np.uint8), np.array([0, len(data)], dtype=np.int64))
         return ids
@@ -797,8 +834,11 @@ class Tokenizer:
         if self._special_internal:
             self._check_disallowed(texts, self._disallowed_specials(allowed_special, disallowed_special))
         pieces: Optional[List[List[Tuple[str, Optional[int]]]]]
-        if allowed_special:
-            pieces = [self._split_special(t, allowed_special) for t in texts]
+        # HF's first pass: special tokens and the added tokens found in the text as written
+        cut = {**(self._allowed_specials(allowed_special) if allowed_special else {}),
+               **{t: i for t, (i, normalized) in self._added_tokens.items() if not normalized}}
+        if cut:
+            pieces = [self._split_special(t, cut) for t in texts]
             docs = [p for text_pieces in pieces for p, special in text_pieces if special is None]
         else:
             pieces, docs = None, texts
@@ -807,8 +847,10 @@ class Tokenizer:
         from ..pretokenizer import encoder_split
 
         # the kernel reads each str's UTF-8 in place when it splits the text itself (no
-        # joined copy: a batch's copy faulted in fresh pages on every call)
-        in_place = self.superbpe is None and encoder_split(self.pattern) is not None
+        # joined copy: a batch's copy faulted in fresh pages on every call); not when the
+        # added tokens' second pass cuts the UTF-8
+        second_pass = bool(self._added_tokens) and bool(self._added().normalized)
+        in_place = self.superbpe is None and encoder_split(self.pattern) is not None and not second_pass
         try:
             if in_place:
                 data, offsets = None, _encode.utf8_offsets(docs)
@@ -820,7 +862,12 @@ class Tokenizer:
                     raise TypeError(f"document {d} is a {type(text).__name__}, not a str") from None
                 utf8_of(text, document=d)
             raise
-        ids, token_offsets = self._encode_docs(data, offsets, num_threads, texts=docs if in_place else None)
+        if second_pass:
+            assert data is not None
+            ids, token_offsets = self._added().encode(
+                data, offsets, lambda d, o: self._encode_docs(d, o, num_threads), normalize=None, raw_pass=False)
+        else:
+            ids, token_offsets = self._encode_docs(data, offsets, num_threads, texts=docs if in_place else None)
         bounds = token_offsets.tolist()
         if pieces is None:
             return [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
@@ -861,6 +908,10 @@ class Tokenizer:
                 marks.append(int(value))
             else:
                 raise ValueError(f"{name} must be a token id in [0, {self.vocab_size}) or None, got {value!r}")
+        if self._added_tokens:   # cut out before pre-tokenization, each stretch normalised (HF's order)
+            return self._added().encode(
+                data, offsets, lambda d, o: self._encode_docs(d, o, num_threads),
+                normalize=lambda d, o: normalize_utf8(self.normalization, d, o), bos=marks[0], eos=marks[1])
         data, offsets = normalize_utf8(self.normalization, data, offsets)
         return self._encode_docs(data, offsets, num_threads, bos=marks[0], eos=marks[1])
 
@@ -1056,6 +1107,24 @@ class Tokenizer:
     def __repr__(self) -> str:
         return (f"Tokenizer(substrate={self.substrate!r}, vocab_size={self.vocab_size}, "
                 f"merges={len(self.merges)}, special_tokens={list(self.special_tokens)}, pattern={self.pattern_name!r})")
+
+
+def _check_added(added: Iterable[Mapping[str, Any]], n_tokens: int,
+                 specials: Mapping[str, int]) -> Dict[str, Tuple[int, bool]]:
+    """``added_tokens`` as text -> (internal id, normalized): each a non-empty text, once, whose
+    id is a base or merged token, or the id of the special-token entry of that text."""
+    out: Dict[str, Tuple[int, bool]] = {}
+    for k, entry in enumerate(added):
+        text, token_id, normalized = entry.get("text"), entry.get("id"), entry.get("normalized")
+        if not isinstance(text, str) or not text or text in out or type(token_id) is not int \
+                or not isinstance(normalized, bool):
+            raise ValueError(f"added_tokens[{k}] must be {{'text': a new non-empty str, 'id': int, 'normalized': "
+                             f"bool}}, got {dict(entry)!r}")
+        if not (0 <= token_id < n_tokens or specials.get(text) == token_id):
+            raise ValueError(f"added_tokens[{k}] ({text!r}) has id {token_id}: expected a base or merged token "
+                             f"(0..{n_tokens - 1}) or the id of the special_tokens entry of the same text")
+        out[text] = (token_id, normalized)
+    return out
 
 
 def _is_tiktoken_text(head: bytes) -> bool:

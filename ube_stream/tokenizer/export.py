@@ -46,6 +46,12 @@ class _Exportable(Protocol):
     @property
     def special_tokens(self) -> Dict[str, int]: ...
     @property
+    def special_aliases(self) -> Dict[str, int]: ...
+    @property
+    def added_tokens(self) -> Dict[str, int]: ...
+    @property
+    def _added_tokens(self) -> Dict[str, Tuple[int, bool]]: ...
+    @property
     def _expansions(self) -> Sequence[Tuple[int, ...]]: ...
     @property
     def superbpe(self) -> Optional[Dict[str, Any]]: ...
@@ -56,10 +62,20 @@ class _Exportable(Protocol):
 
 
 def vocab(tok: _Exportable) -> Dict[str, int]:
-    """Symbol string -> id for every token, special tokens as their text."""
+    """Symbol string -> id for every token, special tokens (and added tokens that are not
+    BPE tokens) as their text."""
     table = {symbol_string(e, tok.substrate): tok._model_id(i) for i, e in enumerate(tok._expansions)}
-    table.update(tok.special_tokens)
+    table.update(_text_tokens(tok))
     return table
+
+
+def _text_tokens(tok: _Exportable) -> Dict[str, int]:
+    """The tokens after the merged ones, by model id: special tokens and the added tokens
+    that are not BPE tokens (text -> id)."""
+    n_tokens = len(tok._expansions)
+    out = dict(tok.special_tokens)
+    out.update({t: tok._model_id(i) for t, (i, _) in tok._added_tokens.items() if i >= n_tokens})
+    return dict(sorted(out.items(), key=lambda kv: kv[1]))
 
 
 def export_vocab_merges(tok: _Exportable, directory: str | os.PathLike) -> Tuple[str, str]:
@@ -90,6 +106,22 @@ def export_vocab_merges(tok: _Exportable, directory: str | os.PathLike) -> Tuple
 
 
 _INTERVAL = re.compile(r"\{\d+(?:,\d*)?\}")
+
+#: cl100k as transformers' converters write it and gigatoken (0.10) recognises it (its regexes
+#: are known by their text): Llama 3's regex, which gives cl100k's chunks except at the end of a
+#: text, where a whitespace run holding a line break is cut after its last one ("\n  " ->
+#: "\n", "  "); no other spelling of cl100k loads in gigatoken and runs as cl100k in HF
+CL100K_PORTABLE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                   r"|\s*[\r\n]|\s+(?!\S)|\s+")
+_AFTER_LAST_BREAK = re.compile(rb"[\r\n][ \t\x0b\x0c\x80-\xff]+\Z")
+
+
+def crosses_last_line_break(tokens) -> bool:
+    """Whether a token (bytes) can hold the cut :data:`CL100K_PORTABLE` makes and cl100k does not
+    (a line break, then only other whitespace, possibly part of a character, to the token's
+    end).  When none can, BPE never merges across that cut, and both regexes give the same
+    ids (true of cl100k's and o200k's own ranks)."""
+    return any(_AFTER_LAST_BREAK.search(t) for t in tokens)
 
 
 def hf_regex(pattern: str) -> str:
@@ -185,21 +217,17 @@ def hf_dict(tok: _Exportable) -> Dict[str, Any]:
     # "a b" strings (GPT-2's layout; byte-level symbols hold no space): every tokenizers release reads them
     merges = [f"{symbol_string(tok._expansions[a], 'utf8')} {symbol_string(tok._expansions[b], 'utf8')}"
               for a, b in tok.merges]
-    special_ids = sorted(tok.special_tokens.values())
-    if special_ids != list(range(len(table), len(table) + len(special_ids))):
+    text_tokens = _text_tokens(tok)
+    if list(text_tokens.values()) != list(range(len(table), len(table) + len(text_tokens))):
         # ids with gaps (an existing model's numbering): HF tokenizers renumbers added tokens that
         # are not in the model's vocab, so they go in it too (no merge ever makes them)
-        table.update(tok.special_tokens)
+        table.update(text_tokens)
     return {
         "version": "1.0",
         "truncation": None,
         "padding": None,
-        "added_tokens": [
-            {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": False, "special": True}
-            for t, i in tok.special_tokens.items()
-        ],
-        "normalizer": {"type": "NFC"} if tok.normalization == "nfc" else None,
+        "added_tokens": _hf_added_tokens(tok, text_tokens),
+        "normalizer": _hf_normalizer(tok),
         "pre_tokenizer": _hf_pre_tokenizer(tok),
         "post_processor": None,
         "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
@@ -211,16 +239,47 @@ def hf_dict(tok: _Exportable) -> Dict[str, Any]:
     }
 
 
+def _hf_added_tokens(tok: _Exportable, text_tokens: Dict[str, int]) -> List[Dict[str, Any]]:
+    """HF's ``added_tokens``: the special tokens, and the non-special added tokens with their
+    ``normalized`` flag, by id.  A special token with aliases is ``normalized``: HF finds it
+    after the normalizer's ``Replace`` steps turned every alias into it (HF gives every
+    added token its own id, so an alias cannot be an added token of its own)."""
+    aliased = set(tok.special_aliases.values())
+    added = {t: n for t, (_, n) in tok._added_tokens.items()}
+    entries = [(i, t) for t, i in text_tokens.items()]
+    entries += [(i, t) for t, i in tok.added_tokens.items() if t not in text_tokens]
+    return [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": added[t] if t in added else i in aliased, "special": t not in added}
+            for i, t in sorted(entries)]
+
+
+def _hf_normalizer(tok: _Exportable) -> Optional[Dict[str, Any]]:
+    """``NFC`` for ``nfc``; before it, one ``Replace`` per special-token alias (the alias's text
+    by its token's: HF then finds the token, ``normalized``, in the replaced text)."""
+    name_of = {i: t for t, i in tok.special_tokens.items()}
+    steps: List[Dict[str, Any]] = [{"type": "Replace", "pattern": {"String": alias}, "content": name_of[i]}
+                                   for alias, i in tok.special_aliases.items()]
+    if tok.normalization == "nfc":
+        steps.append({"type": "NFC"})
+    if len(steps) == 1 and not tok.special_aliases:
+        return steps[0]
+    return {"type": "Sequence", "normalizers": steps} if steps else None
+
+
 def _hf_pre_tokenizer(tok: _Exportable) -> Dict[str, Any]:
     """GPT-2's own pre-tokenizer for the ``gpt2`` pattern (``ByteLevel`` with its regex: the
     layout every reader of GPT-2's file knows, gigatoken included), else a ``Split`` on the
-    pattern (Oniguruma spelling) then ``ByteLevel`` without regex."""
+    pattern (Oniguruma spelling; for ``cl100k`` :data:`CL100K_PORTABLE` when no token crosses
+    its one cut, which gigatoken reads too) then ``ByteLevel`` without regex."""
     if tok.pattern_name == "gpt2":
         return {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    regex = hf_regex(tok.pattern)
+    if tok.pattern_name == "cl100k" and not crosses_last_line_break(bytes(e) for e in tok._expansions[256:]):
+        regex = CL100K_PORTABLE
     return {
         "type": "Sequence",
         "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": hf_regex(tok.pattern)}, "behavior": "Isolated", "invert": False},
+            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
         ],
     }
@@ -257,9 +316,8 @@ def export_hf(tok: _Exportable, path: str | os.PathLike, **roles: Optional[str])
         "tokenizer_class": "PreTrainedTokenizerFast",
         "clean_up_tokenization_spaces": False,
         "model_max_length": 1 << 62,
-        "added_tokens_decoder": {str(i): {"content": t, "lstrip": False, "normalized": False, "rstrip": False,
-                                          "single_word": False, "special": True}
-                                 for t, i in tok.special_tokens.items()},
+        "added_tokens_decoder": {str(entry["id"]): {k: v for k, v in entry.items() if k != "id"}
+                                 for entry in doc["added_tokens"]},
     }
     config.update({role: chosen[role] for role in ROLE_NAMES})
     atomic_write_json(os.path.join(path, "tokenizer_config.json"), config)

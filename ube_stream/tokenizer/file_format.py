@@ -18,6 +18,7 @@ File layout (``format`` = ``"ube-stream-tokenizer"``, ``version`` = 1 or 2)::
       "char_integrity": true,                 # version 2, only when set: the encoder keeps characters whole
                                               # (true: the "pieces" rule; "prefix": SCRIPT's rule)
       "superbpe": {"stage1_merges": 28000, "max_words": 4},   # version 2, only when set
+      "added_tokens": [{"text": "  ", "id": 50290, "normalized": true}],   # version 2, only when set
       "training": {...},                      # options and corpus totals (provenance only)
       "fingerprint": "sha256:..."             # of the canonical encoding-relevant content
     }
@@ -52,6 +53,11 @@ fingerprint), and version-1 files still load:
 - aliases: ``special_tokens`` entries whose id an earlier entry already has
   (tiktoken's ``o200k_harmony``): other names of that special token, recognised
   in text like it; ``decode`` writes the first entry's text.
+- ``added_tokens``: HF's added tokens that are not special (GPT-NeoX's runs of
+  spaces, OLMo's ``|||EMAIL_ADDRESS|||``), by internal id: cut out of every text
+  before pre-tokenization (``normalized``: found after normalization, else in the
+  text as written; ``tokenizer/added_tokens.py``).  An id after the merged tokens
+  is that of the ``special_tokens`` entry of the same text.
 - ``superbpe``: a SuperBPE tokenizer.  ``stage1_merges`` = k: ``merges[:k]``
   are applied inside pre-tokens (chunks), ``merges[k:]`` afterwards across the
   chunks of a span (docs/training.md, SuperBPE); ``max_words``: at most that many chunks
@@ -82,14 +88,15 @@ READ_VERSIONS = (1, 2)
 def canonical(*, substrate: str, pattern_name: str, pattern: str, normalization: str, base_size: int,
               merges: Sequence[Tuple[int, int]], special_tokens: Mapping[str, int],
               id_map: Optional[Sequence[int]], char_integrity: Optional[str] = None,
-              superbpe: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+               superbpe: Optional[Mapping[str, Any]] = None,
+               added_tokens: Sequence[Mapping[str, Any]] = ()) -> Dict[str, Any]:
     """The encoding-relevant content, in file order (``special_tokens``: text -> internal id;
     ``char_integrity``: None, ``"pieces"`` or ``"prefix"``)."""
     from ..pretokenizer import RULE_PATTERNS
 
     content: Dict[str, Any] = {
         "format": FORMAT_NAME,
-        "version": 2 if (char_integrity or superbpe is not None or normalization != "none"
+        "version": 2 if (char_integrity or superbpe is not None or normalization != "none" or added_tokens
                          or len(set(special_tokens.values())) < len(special_tokens)) else 1,
         "substrate": substrate,
         "pattern": {"name": pattern_name} if pattern_name in RULE_PATTERNS else {"name": pattern_name, "regex": pattern},
@@ -105,6 +112,9 @@ def canonical(*, substrate: str, pattern_name: str, pattern: str, normalization:
                                "max_words": int(superbpe["max_words"])}
         if superbpe.get("spans", "v1") != "v1":
             content["superbpe"]["spans"] = str(superbpe["spans"])
+    if added_tokens:
+        content["added_tokens"] = [{"text": a["text"], "id": int(a["id"]), "normalized": bool(a["normalized"])}
+                                   for a in added_tokens]
     if id_map is not None:
         content["id_map"] = [int(i) for i in id_map]
     return content
@@ -171,7 +181,7 @@ def parse_doc(doc: Any, *, source: str = "<string>") -> Tuple[Dict[str, Any], Di
                   pattern=_pattern_argument(pattern, source),
                   normalization=doc.get("normalization", "none"), training=doc.get("training"),
                   id_map=doc.get("id_map"), char_integrity=doc.get("char_integrity", False),
-                  superbpe=doc.get("superbpe"))
+                  superbpe=doc.get("superbpe"), added_tokens=doc.get("added_tokens"))
     return doc, kwargs
 
 
@@ -253,7 +263,12 @@ def check_fields(doc: Mapping[str, Any], source: str) -> None:
     if id_map is not None and not (isinstance(id_map, list) and set(map(type, id_map)) <= {int}
                                    and (not id_map or (min(id_map) >= 0 and max(id_map) <= _MAX_ID))):
         raise bad("id_map", f"a list of integer model ids in 0..{_MAX_ID}", id_map)
-    v2_fields = [k for k in ("char_integrity", "superbpe") if k in doc]
+    added = doc.get("added_tokens")
+    if added is not None and not (isinstance(added, list) and all(
+            isinstance(a, dict) and set(a) == {"text", "id", "normalized"} and isinstance(a["text"], str)
+            and _is_int(a["id"]) and 0 <= a["id"] <= _MAX_ID and isinstance(a["normalized"], bool) for a in added)):
+        raise bad("added_tokens", '[{"text": str, "id": int, "normalized": bool}, ...]', added)
+    v2_fields = [k for k in ("char_integrity", "superbpe", "added_tokens") if k in doc]
     if doc.get("normalization", "none") != "none":
         v2_fields.append("normalization")
     if len({special["id"] for special in specials}) < len(specials):

@@ -13,10 +13,16 @@ so ``encode`` returns and ``decode`` accepts the model's own ids.
   the pattern: ``ByteLevel(use_regex=True)`` is GPT-2's; a ``Split`` regex
   followed by ``ByteLevel(use_regex=False)`` is that regex (run under the time
   budget); StarCoder's ``Digits`` + ``ByteLevel`` and DeepSeek-V3's three
-  ``Split``s are one regex each that splits the same way.  Added tokens become
-  special tokens (recognised only when allowed).  A ``NFC`` normalizer (Qwen2,
-  GPT-NeoX) becomes ``normalization="nfc"``.  What the engine cannot run (other
-  models, other normalizers, byte fallback) is refused in one line naming it.
+  ``Split``s are one regex each that splits the same way.  Added tokens marked
+  special become special tokens (recognised only when allowed); the others
+  (GPT-NeoX's runs of spaces, OLMo's ``|||EMAIL_ADDRESS|||``) become the
+  tokenizer's ``added_tokens``, cut out of every text as HF does.  A ``NFC``
+  normalizer (Qwen2, GPT-NeoX) becomes ``normalization="nfc"``; ``Replace``
+  steps that map a text to a special token (what :func:`~.export.hf_dict`
+  writes for aliases) become aliases.  A vocabulary may lack the 13 bytes that
+  never occur in UTF-8 (GPT-NeoX's does): they get ids after the file's.  What
+  the engine cannot run (other models, other normalizers, byte fallback) is
+  refused in one line naming it.
 * :func:`tokenizer_from_tiktoken`: tiktoken's ``{token bytes: rank}``.  The
   merge list comes from the ranks the way tiktoken's own BPE works: the token of
   rank ``r`` is the merge of the two parts that BPE-encoding its bytes with the
@@ -62,6 +68,10 @@ def check_ids(ids: Mapping[str, int], n_tokens: int, source: str, field: str) ->
 
 
 _MISSING = object()
+
+#: the bytes that never occur in UTF-8 (0xC0, 0xC1, 0xF5-0xFF): a HF vocabulary trained on text
+#: may lack their tokens (GPT-NeoX's does); encoding valid text never needs them
+NEVER_IN_UTF8 = frozenset([0xC0, 0xC1, *range(0xF5, 0x100)])
 
 
 def _kinds(kind: Any) -> tuple:
@@ -198,13 +208,28 @@ def _hf_pattern(hf: _HFDoc, pre: Any) -> str:
     return REGEX_PREFIX + known.get(regex_text, regex_text)
 
 
+def _portable_cl100k(pattern: str, vocab: Mapping[bytes, int]) -> str:
+    """``cl100k`` for a file whose Split is :data:`~.export.CL100K_PORTABLE` (what export_hf
+    writes for cl100k, and converters write) when no token crosses the one cut it makes and
+    cl100k does not: the same ids; else Llama 3's regex, which splits as that spelling does."""
+    from ..pretokenizer import LLAMA3_PATTERN
+    from .export import CL100K_PORTABLE, crosses_last_line_break
+
+    if pattern != REGEX_PREFIX + CL100K_PORTABLE:
+        return pattern
+    return REGEX_PREFIX + LLAMA3_PATTERN if crosses_last_line_break(vocab) else "cl100k"
+
+
 def _split_regex(hf: _HFDoc, split: dict, field: str) -> str:
-    """The regex of an Isolated, non-inverted ``Split``."""
-    if hf.get(split, "invert", f"{field}.invert", bool, "true or false", False):
-        hf.refuse("Split(invert=true)", "ube-stream keeps the regex matches as the pieces")
+    """The regex of a ``Split`` whose pieces are the regex matches: ``Isolated`` and not
+    inverted, or ``Removed`` and inverted (OLMo-2's: the text between matches is dropped,
+    and there is none for regexes that match every character, as cl100k's)."""
+    invert = hf.get(split, "invert", f"{field}.invert", bool, "true or false", False)
     behavior = hf.get(split, "behavior", f"{field}.behavior", str, "a Split behavior", "Isolated")
-    if behavior != "Isolated":
-        hf.refuse(f"Split(behavior={behavior})", "ube-stream splits as behavior=Isolated")
+    if (behavior, invert) not in (("Isolated", False), ("Removed", True)):
+        hf.refuse(f"Split(behavior={behavior}, invert={str(invert).lower()})",
+                  "ube-stream keeps the regex matches as the pieces (behavior=Isolated, or Removed with "
+                  "invert=true)")
     pattern = hf.get(split, "pattern", f"{field}.pattern", dict, 'an object {"Regex": ...}')
     regex_text = hf.get(pattern, "Regex", f"{field}.pattern.Regex", str,
                         "a regular expression (a String pattern is not supported)")
@@ -232,12 +257,15 @@ def _check_model(hf: _HFDoc) -> dict:
     return model
 
 
-def _hf_normalization(hf: _HFDoc) -> str:
+def _hf_normalization(hf: _HFDoc, specials: Mapping[str, int]) -> Tuple[str, Dict[str, str]]:
     """Our normalization of the ``normalizer``: none, or ``NFC`` (Qwen2/2.5/3, GPT-NeoX /
-    Pythia; also as the one step of a ``Sequence``); any other is refused in one line."""
+    Pythia; also as the last step of a ``Sequence``), and the aliases ``{alias: special
+    token}`` of the ``Replace`` steps before it that replace a text by a special token of
+    ``specials`` (as :func:`~.export.hf_dict` writes aliases); any other normalizer is
+    refused in one line."""
     normalizer = hf.doc.get("normalizer")
     if normalizer is None:
-        return "none"
+        return "none", {}
     if not isinstance(normalizer, dict) or not isinstance(normalizer.get("type"), str):
         hf.fail("normalizer", "null or an object with a type", normalizer)
     kind = normalizer["type"]
@@ -247,12 +275,28 @@ def _hf_normalization(hf: _HFDoc) -> str:
             if not isinstance(step, dict) or not isinstance(step.get("type"), str):
                 hf.fail(f"normalizer.normalizers[{k}]", "an object with a type", step)
         kinds = [step["type"] for step in steps]
-        if kinds in ([], ["NFC"]):
-            return "nfc" if kinds else "none"
-        kind = f"Sequence[{', '.join(kinds)}]"
+        aliases: Dict[str, str] = {}
+        first = 0   # the steps before it are aliases
+        while first < len(steps) and kinds[first] == "Replace" and _alias_step(steps[first], specials, aliases):
+            first += 1
+        if kinds[first:] in ([], ["NFC"]):
+            return ("nfc" if kinds[first:] else "none"), aliases
+        kind = f"Sequence[{', '.join(step['type'] for step in steps)}]"
     elif kind == "NFC":
-        return "nfc"
-    hf.refuse(f"normalizer {kind}", "ube-stream normalises text with NFC (Qwen2, GPT-NeoX) or not at all")
+        return "nfc", {}
+    hf.refuse(f"normalizer {kind}", "ube-stream normalises text with NFC (Qwen2, GPT-NeoX) or not at all (a "
+              "Replace is read only when it replaces a text by a special token: an alias)")
+
+
+def _alias_step(step: dict, specials: Mapping[str, int], aliases: Dict[str, str]) -> bool:
+    """Whether ``step`` is ``Replace(String alias -> special token text)``; adds it to ``aliases``."""
+    pattern, content = step.get("pattern"), step.get("content")
+    if not (isinstance(pattern, dict) and set(pattern) == {"String"} and isinstance(pattern["String"], str)
+            and pattern["String"] and content in specials and pattern["String"] not in specials
+            and pattern["String"] not in aliases):
+        return False
+    aliases[pattern["String"]] = str(content)
+    return True
 
 
 def _hf_vocab(hf: _HFDoc, model: dict, added_ids: set) -> Dict[bytes, int]:
@@ -280,9 +324,9 @@ def _hf_vocab(hf: _HFDoc, model: dict, added_ids: set) -> Dict[bytes, int]:
         owner[token_id] = token
         vocab[token_bytes] = token_id
     for b in range(256):
-        if bytes([b]) not in vocab:
+        if bytes([b]) not in vocab and b not in NEVER_IN_UTF8:
             raise TokenizerFormatError(f"{hf.source}: model.vocab: byte {b} has no token; a byte-level BPE "
-                                       "needs all 256")
+                                       "needs all 256 (all but the 13 that never occur in UTF-8)")
     return vocab
 
 
@@ -353,10 +397,14 @@ def _rank_order(hf: _HFDoc, merges: List[Tuple[bytes, bytes]], vocab: Dict[bytes
     return rank
 
 
-def _hf_added(hf: _HFDoc, n_tokens: int) -> Dict[str, int]:
-    """``added_tokens`` as text -> id (the first entry of a text wins), ids bounded."""
+def _hf_added(hf: _HFDoc, n_tokens: int) -> Dict[str, Tuple[int, bool, bool]]:
+    """``added_tokens`` as text -> (id, special, normalized) (the first entry of a text wins),
+    ids bounded.  A non-special token with ``lstrip``, ``rstrip`` or ``single_word`` is
+    refused (HF moves its match over the spaces around it; ube-stream cuts the text at
+    the token only).  Special tokens are found by tiktoken's rules (``allowed_special``),
+    whatever their flags."""
     added = hf.get(hf.doc, "added_tokens", "added_tokens", list, "a list of added tokens", [])
-    out: Dict[str, int] = {}
+    out: Dict[str, Tuple[int, bool, bool]] = {}
     for k, entry in enumerate(added):
         field = f"added_tokens[{k}]"
         if not isinstance(entry, dict):
@@ -366,18 +414,51 @@ def _hf_added(hf: _HFDoc, n_tokens: int) -> Dict[str, int]:
         if not content:
             hf.fail(f"{field}.content", "a non-empty text", content)
         check_ids({repr(content): token_id}, n_tokens, hf.source, field)
-        out.setdefault(content, token_id)
+        special = hf.get(entry, "special", f"{field}.special", bool, "true or false", False)
+        normalized = hf.get(entry, "normalized", f"{field}.normalized", bool, "true or false", not special)
+        for flag in ("lstrip", "rstrip", "single_word"):
+            if hf.get(entry, flag, f"{field}.{flag}", bool, "true or false", False) and not special:
+                hf.refuse(f"{field} ({content!r}) with {flag}=true",
+                          "ube-stream cuts a non-special added token out of the text as written, without "
+                          "the spaces HF's lstrip/rstrip take with it or the word test of single_word")
+        out.setdefault(content, (token_id, special, normalized))
     return out
 
 
-def _hf_specials(added: Dict[str, int], used: set) -> Dict[str, int]:
-    """The added tokens whose ids no BPE token has (one text per id): the special tokens, by id."""
-    specials: Dict[str, int] = {}
-    for content, token_id in sorted(added.items(), key=lambda kv: kv[1]):
-        if token_id not in used:
-            specials[content] = token_id
-            used.add(token_id)
-    return specials
+def _hf_extra_tokens(added: Mapping[str, Tuple[int, bool, bool]], aliases: Mapping[str, str],
+                     id_map: List[int]) -> Tuple[Dict[str, int], List[Dict[str, Any]]]:
+    """The tokens after the merged ones and the non-special added tokens; ``id_map`` (the
+    model ids of the bytes and merged tokens) gets theirs.
+
+    Returns ``({text: internal id}`` of the added tokens whose ids no BPE token has (the
+    special tokens, one text per id, then ``aliases``, and the non-special ones), and the
+    non-special ones as the tokenizer's ``added_tokens`` (internal ids)``)``.  A special
+    token whose id a BPE token has is not recognised (as before); a non-special one is
+    cut out of the text with that token's id."""
+    internal_of = {model_id: k for k, model_id in enumerate(id_map)}
+    by_id = sorted(added.items(), key=lambda kv: kv[1][0])
+    after = sorted({token_id for _, (token_id, _, _) in by_id if token_id not in internal_of})
+    n_tokens = len(id_map)
+    internal_of.update({token_id: n_tokens + k for k, token_id in enumerate(after)})
+    id_map.extend(after)
+    extra: Dict[str, int] = {}
+    named: set = set()
+    added_tokens: List[Dict[str, Any]] = []
+    for special_pass in (True, False):   # the special tokens name their ids first
+        for content, (token_id, special, normalized) in by_id:
+            if special != special_pass:
+                continue
+            internal = internal_of[token_id]
+            if not special:
+                added_tokens.append({"text": content, "id": internal, "normalized": normalized})
+            if internal >= n_tokens and internal not in named:
+                extra[content] = internal
+                named.add(internal)
+    extra = dict(sorted(extra.items(), key=lambda kv: kv[1]))
+    for alias, name in aliases.items():
+        if name in extra:
+            extra[alias] = extra[name]
+    return extra, [a for a in added_tokens if a["id"] < n_tokens or extra.get(a["text"]) == a["id"]]
 
 
 def _load_hf_json(path: str) -> Any:
@@ -402,15 +483,21 @@ def tokenizer_from_hf(cls: Callable[..., T], path) -> T:
         path = os.path.join(path, "tokenizer.json")
     hf = _HFDoc(_load_hf_json(path), path)
     model = _check_model(hf)
-    normalization = _hf_normalization(hf)
     pattern = _hf_pattern(hf, hf.doc.get("pre_tokenizer"))
     table = hf.get(model, "vocab", "model.vocab", dict, "an object {token: id}")
     added = _hf_added(hf, len(table))
-    vocab = _hf_vocab(hf, model, set(added.values()))
+    normalization, aliases = _hf_normalization(hf, {t: a[0] for t, a in added.items() if a[1]})
+    vocab = _hf_vocab(hf, model, {a[0] for a in added.values()})
     merges = _hf_merges(hf, model, vocab)
+    pattern = _portable_cl100k(pattern, vocab)
     ignore_merges = hf.get(model, "ignore_merges", "model.ignore_merges", bool, "true or false", False)
     order = None if ignore_merges else _creation_order(merges)
-    id_map = [vocab[bytes([b])] for b in range(256)]
+    # a byte the vocabulary lacks (one never in UTF-8) gets an id after every id of the file
+    next_free = max([*vocab.values(), *(a[0] for a in added.values())]) + 1
+    id_map = []
+    for b in range(256):
+        id_map.append(vocab.get(bytes([b]), next_free))
+        next_free += bytes([b]) not in vocab
     if order is not None:
         internal = {bytes([b]): b for b in range(256)}
         for token in order:
@@ -422,11 +509,11 @@ def tokenizer_from_hf(cls: Callable[..., T], path) -> T:
         ranks.update({bytes([b]): -1 for b in range(256)})
         pairs = _merges_of(ranks, path)
         id_map.extend(vocab[token] for token, _ in sorted(ranks.items(), key=lambda kv: kv[1]) if len(token) > 1)
-    specials = _hf_specials(added, set(id_map))
-    id_map.extend(specials.values())
+    extra, added_tokens = _hf_extra_tokens(added, aliases, id_map)
     try:
-        tok = cls(substrate="utf8", merges=pairs, special_tokens=list(specials), pattern=pattern,
-                  normalization=normalization, id_map=id_map, training={"source": {"hf": os.path.abspath(path)}})
+        tok = cls(substrate="utf8", merges=pairs, special_tokens=extra, pattern=pattern,
+                  normalization=normalization, id_map=id_map, training={"source": {"hf": os.path.abspath(path)}},
+                  added_tokens=added_tokens)
     except TokenizerFormatError as exc:
         raise TokenizerFormatError(f"{path}: {exc}") from None
     except ValueError as exc:   # the pattern does not compile
