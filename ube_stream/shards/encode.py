@@ -356,7 +356,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                     "column": corpus.column, "text_mode": corpus.text_mode, "on_error": corpus.on_error,
                     "format": corpus.format, "split": corpus.split,
                     # recorded when set, so plans of runs without it stay the same
-                    **({"max_document_bytes": corpus.max_document_bytes} if corpus.max_document_bytes else {})},
+                    **({"max_document_bytes": corpus.max_document_bytes} if corpus.max_document_bytes else {}),
+                    **({"arrow_units": "batches"} if any(s.format in readers.ARROW_FORMATS for s in sources) else {})},
         "sources": [{"source_id": s.source_id, "path": labels.get(s.path, s.path), "size": s.size,
                      "format": s.format} for s in sources],
         "skipped_files": summary.skipped_files,
