@@ -7,6 +7,7 @@ finds the unit boundaries of an uncompressed line file in one pass, and
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
@@ -15,6 +16,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from ..progress import note_input
 from ..storage import is_url, open_input
 from .batch import Reporter
 
@@ -375,13 +377,16 @@ def line_blocks(unit, reporter: Reporter) -> Iterator[tuple[bytes, int, int, int
     read = stream.read1 if source.compression is not None else stream.read
     carry: list[bytes] = []   # the start of a line the blocks read so far do not end
     carried = 0               # dropping: inside a line over the limit, its bytes are read and dropped
-    with stream:
+    on_disk = _disk_position(stream, source.compression)
+    first = on_disk()
+    with stream, _noting_input(unit.unit_id):
         while unit.row_stop is None or row < unit.row_stop:
             try:
                 block = read(BLOCK_BYTES)   # read at call time: tests shrink it
             except broken as exc:
                 report_broken(reporter, exc, source.compression, row, pos + carried)
                 return
+            note_input(unit.unit_id, on_disk() - first)
             final = not block
             if dropping:
                 end = block.find(b"\n")
@@ -414,6 +419,26 @@ def line_blocks(unit, reporter: Reporter) -> Iterator[tuple[bytes, int, int, int
                 pos += cut
             if final:
                 return
+
+
+def _disk_position(stream, compression: str | None):
+    """A function giving the offset in the file on disk that ``stream`` (from
+    :func:`open_bytes` / :func:`open_at`) has read to: the compressed offset
+    for gzip and zstd (the progress of a running unit, :func:`note_input`)."""
+    if compression == "zstd":
+        raw = stream.raw
+        return lambda: raw._offset
+    if compression == "gzip":
+        return stream.fileobj.tell
+    return stream.tell
+
+
+@contextlib.contextmanager
+def _noting_input(unit_id: str):
+    try:
+        yield
+    finally:
+        note_input(unit_id, None)
 
 
 def open_at(unit, compression):
