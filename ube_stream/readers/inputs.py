@@ -46,12 +46,14 @@ JSONL line is skipped and counted as ``"blank_line"``.
 **Work units.** ``plan_units`` cuts every file into ranges of ``unit_rows``
 rows, uncompressed JSONL/text files also at ``unit_bytes`` bytes (never by worker count), ``unit_id = f"{source_id:05d}-{row_start:012d}"``.
 Columnar files know their row count from metadata; a Parquet file is cut at
-row-group boundaries only (whole groups, up to ``unit_rows`` rows a unit, a
-bigger group alone), so no group is decoded twice.  Uncompressed JSONL/text
+row-group boundaries only and an Arrow IPC file or stream at record batches
+(whole groups or batches, up to ``unit_rows`` rows a unit, a bigger one
+alone), so no group or batch is decoded twice.  Uncompressed JSONL/text
 files are scanned once at plan time (a newline count) and each unit records
 the byte offset of its first row, so its worker seeks straight there.
 Compressed JSONL/text files cannot be entered in the middle, so each is one
-unit (``row_stop=None``); a run with more workers than units gives each unit
+unit (``row_stop=None``), but for multi-frame zstd files, cut at frame
+boundaries; a run with more workers than units gives each unit
 several encoder threads fed by its one reader (``threads`` of the unit
 functions, :class:`~ube_stream.shards.overlap.OrderedMap`).
 
