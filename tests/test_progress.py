@@ -178,3 +178,19 @@ def test_running_units_in_worker_processes_report_to_the_driver(tmp_path, capsys
     assert lines[-1].startswith(f"encoding: {progress._count(sum(sizes), True)} doc (100%)")
     tokens = re.search(r"^tokens\s+([\d,]+)", err, re.M).group(1)
     assert f"{tokens} tokens" in lines[-1]
+
+
+def test_a_terminal_bar_shows_a_running_units_share_of_the_input(monkeypatch):
+    """On a terminal (tqdm) a running unit's report moves the bar: its documents,
+    and the input share and ETA in the postfix when the rows are unknown."""
+    screen = io.StringIO()
+    monkeypatch.setattr(progress, "_is_terminal", lambda stream: True)
+    monkeypatch.setattr(progress.sys, "stderr", screen)
+    p = DocumentProgress(desc="encoding", expected_rows=None, expected_input_bytes=1000)
+    progress.deliver({"unit_id": "u", "documents": 10, "utf8_bytes": 10, "tokens": 4, "input_bytes": 250})
+    p.bar.start_t -= 5    # five seconds in
+    progress.deliver({"unit_id": "u", "documents": 20, "utf8_bytes": 20, "tokens": 9, "input_bytes": 500})
+    assert p.bar.n == 20 and p.bar.postfix.split(", ")[-2:] == ["input=50%", "ETA=00:05"]
+    p.add(documents=40, skipped=0, utf8_bytes=40, tokens=15, input_bytes=1000, unit_id="u")
+    assert p.bar.n == 40 and "input=100%" in p.bar.postfix and "tokens=15" in p.bar.postfix
+    p.close()

@@ -234,13 +234,15 @@ class DocumentProgress:
 
     def running_unit(self, report: Dict[str, Any]) -> None:
         """A running unit's counts so far (:class:`UnitProgress`); its input
-        bytes are capped at its share of the file (:func:`unit_input_bytes`)."""
+        bytes are capped at its share of the file when the plan's units are
+        known (:func:`unit_input_bytes`)."""
         unit_id = report.get("unit_id")
         if not isinstance(unit_id, str):
             return
         counts = {k: int(report.get(k) or 0) for k in ("documents", "utf8_bytes", "tokens", "input_bytes")}
         share = self.unit_bytes.get(unit_id)
-        counts["input_bytes"] = min(counts["input_bytes"], share) if share is not None else 0
+        if share is not None:
+            counts["input_bytes"] = min(counts["input_bytes"], share)
         self.counts_tokens = self.counts_tokens or report.get("tokens") is not None
         self.running[unit_id] = counts
         self._show()
