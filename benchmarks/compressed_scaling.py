@@ -5,6 +5,17 @@ the outputs are the same bytes for both worker counts (issue 24 item 2).
     python benchmarks/compressed_scaling.py [--mb 500] [--kinds jsonl.zst,jsonl.gz,txt.zst,jsonl.zst-frames]
         [--workers 1,2] [--rounds 1]
 
+    python benchmarks/compressed_scaling.py --plan [--mb 500] [--rounds 5]
+
+``--plan`` measures planning alone on a ``jsonl.zst-frames`` file (4 MB
+frames): ``plan_units`` (the frame headers walked, then every frame
+decompressed on up to 16 threads to count its lines), the header walk alone
+(``zstd_frame_layout``), and, interleaved with them in one process, one
+single-threaded decompression of the whole file and the serial frame walk planning did
+before (each block through the package's decoder, newlines counted).  Record ``compressed_plan``: medians of
+``--rounds`` rounds, wall and CPU seconds, and the ratio to the serial
+decompression.
+
 The file is built from real text: the running text of ``docs.jsonl.zst`` and
 the short items of ``parallel.jsonl.zst`` (``/work/shared/data``, or
 ``--data DIR``), repeated until it holds ``--mb`` MB of JSON Lines, then
@@ -117,6 +128,68 @@ def digest_tree(directory: str) -> str:
     return h.hexdigest()
 
 
+def plan_times(args, argv) -> None:
+    """``--plan``: the plan of one multi-frame zstd file, against a serial decompression of it."""
+    import zstandard
+
+    sys.path.insert(0, ROOT)   # this checkout's package, as the commands' subprocesses run it
+    from ube_stream import readers
+    from ube_stream.readers.compression import zstd_frame_layout
+
+    def serial(path):
+        with open(path, "rb") as f:
+            reader = zstandard.ZstdDecompressor().stream_reader(f)
+            while reader.read(1 << 20):
+                pass
+
+    def before(path):   # the counting loop planning ran before: every block through the decoder, serially
+        from ube_stream.readers.compression import _ZstdRaw
+
+        newlines = 0
+        with _ZstdRaw(path) as raw:
+            while not raw._eof:
+                piece = raw._step()
+                newlines += piece.count(b"\n")
+        return newlines
+
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = os.path.join(tmp, "corpus.jsonl.zst")
+        size = build_corpus(args.data, int(args.mb * 1e6), "jsonl.zst-frames", corpus)
+        (source,) = readers.resolve_inputs([corpus])
+        cases = {"plan_units (headers, then frames decompressed on threads)":
+                 lambda: readers.plan_units([source]),
+                 "zstd_frame_layout (headers only)": lambda: zstd_frame_layout(corpus),
+                 "the plan's serial frame walk before this change": lambda: before(corpus),
+                 "serial decompression (zstandard stream_reader)": lambda: serial(corpus)}
+        times: dict = {name: [] for name in cases}
+        units = len(readers.plan_units([source]))
+        frames = len(zstd_frame_layout(corpus) or [])
+        packed = os.path.getsize(corpus)
+        for _ in range(args.rounds):   # interleaved: each round runs every case once
+            for name, fn in cases.items():
+                r0, t = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+                fn()
+                wall, r1 = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF)
+                times[name].append((wall, r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime))
+    base = statistics.median(w for w, _ in times["serial decompression (zstandard stream_reader)"])
+    walk = statistics.median(w for w, _ in times["the plan's serial frame walk before this change"])
+    rows = []
+    for name, runs in times.items():
+        wall = statistics.median(w for w, _ in runs)
+        rows.append([name, round(wall, 3), round(statistics.median(c for _, c in runs), 3), round(wall / base, 3),
+                     round(wall / walk, 3)])
+        print(json.dumps(rows[-1]), flush=True)
+    write_record("compressed_plan", title="Planning one multi-frame .jsonl.zst: frame headers, then lines counted",
+                 columns=["case", "wall (s)", "CPU (s)", "wall / serial decompression (x)",
+                          "wall / the walk before (x)"], rows=rows,
+                 headline=f"plan of {args.mb:g} MB in {frames} frames: {rows[0][1]} s wall "
+                          f"({rows[0][4]}x the serial walk before), headers alone {rows[1][1]} s",
+                 notes=[f"{size / 1e6:,.0f} MB of real JSON Lines in {frames} zstd frames of 4 MB "
+                        f"({packed / 1e6:,.0f} MB compressed), {units} units; "
+                        f"{os.cpu_count()} cores; medians of {args.rounds} interleaved rounds; the file is in the "
+                        f"page cache after the first round"], argv=argv)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=500)
@@ -125,7 +198,11 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--data", default="/work/shared/data")
+    parser.add_argument("--plan", action="store_true", help="measure the plan of a multi-frame .zst only")
     args = parser.parse_args(argv)
+    if args.plan:
+        plan_times(args, argv)
+        return
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
     workers_list = [int(w) for w in args.workers.split(",")]
     result: dict = {"mb": args.mb, "rows": []}

@@ -104,3 +104,93 @@ def test_train_encode_verify_count_documents_and_end_on_the_summary(tmp_path, ca
     err = capsys.readouterr().err
     assert [line for line in err.splitlines() if line.startswith("verify shards:")][-1].startswith(
         "verify shards: 120 doc of 120 (100%)")
+
+
+def _big_zst(path, n, seed=0):
+    """``n`` JSON lines (about 100 bytes each: many 1 MiB read blocks, so many batches) as one zstd frame."""
+    lines = "".join(json.dumps({"text": f"doc {seed}-{i}: the quick brown fox {i % 97} jumps over " * 2})
+                    + "\n" for i in range(n)).encode()
+    path.write_bytes(zstandard.ZstdCompressor().compress(lines))
+    return str(path)
+
+
+def _progress_lines(err, prefix):
+    return [line for line in err.splitlines() if line.startswith(prefix)]
+
+
+def _docs(line):
+    """The document count of a progress line (``1.02k`` read as 1020)."""
+    text = re.match(r"[^:]+: ([\d,.]+[kMG]?) doc", line).group(1).replace(",", "")
+    scale = {"k": 1e3, "M": 1e6, "G": 1e9}.get(text[-1], 1)
+    return round(float(text.rstrip("kMG")) * scale)
+
+
+def test_one_large_compressed_unit_reports_while_it_runs(tmp_path, capsys, monkeypatch):
+    """Issue 28 item 6: one big .jsonl.zst (one unit, rows unknown) used to show
+    nothing until it ended.  Now lines appear while it runs, with the documents
+    so far and a percentage and ETA from the compressed bytes consumed; the
+    last line equals the summary.  In train's counting and in encode, in process."""
+    from ube_stream.cli.main import main
+
+    n = 30_000
+    corpus = _big_zst(tmp_path / "big.jsonl.zst", n)
+    monkeypatch.setenv("UBE_PROGRESS_SECONDS", "0")
+    assert main(["train", corpus, "--vocab-size", "600", "--workers", "1", "-o", str(tmp_path / "t.json")]) == 0
+    err = capsys.readouterr().err
+    lines = _progress_lines(err, "counting chunks:")
+    running = [line for line in lines if 0 < _docs(line) < n]
+    assert len(running) >= 3                                      # reported before the unit ended
+    assert [_docs(line) for line in lines] == sorted(_docs(line) for line in lines)
+    shares = [int(m.group(1)) for line in running for m in [re.search(r"\((\d+)%, ETA ", line)] if m]
+    assert shares and 0 < shares[0] < 100 and shares == sorted(shares)   # compressed bytes read / on disk
+    summary_bytes = int(re.search(r"^bytes\s+([\d,]+)", err, re.M).group(1).replace(",", ""))
+    assert lines[-1].startswith(f"counting chunks: {progress._count(n, True)} doc (100%), "
+                                f"{summary_bytes / 1e6:,.1f} MB")
+
+    assert main(["encode", corpus, "--tokenizer", str(tmp_path / "t.json"), "-o", str(tmp_path / "sh"),
+                 "--workers", "1"]) == 0
+    err = capsys.readouterr().err
+    lines = _progress_lines(err, "encoding:")
+    running = [line for line in lines if 0 < _docs(line) < n]
+    assert len(running) >= 3 and all("tokens" in line for line in running)
+    tokens = re.search(r"^tokens\s+([\d,]+)", err, re.M).group(1)
+    assert lines[-1].startswith(f"encoding: {progress._count(n, True)} doc (100%)")
+    assert f"{tokens} tokens" in lines[-1]
+
+
+def test_running_units_in_worker_processes_report_to_the_driver(tmp_path, capsys, monkeypatch):
+    """Two large compressed files on two worker processes: the driver's lines show
+    counts no set of finished units adds up to (the running units' reports came
+    over the pool's pipes), and the last line is the summary's."""
+    from ube_stream.cli.main import main
+
+    sizes = (24_000, 17_000)
+    corpora = [_big_zst(tmp_path / f"c{i}.jsonl.zst", n, seed=i) for i, n in enumerate(sizes)]
+    tok = tmp_path / "t.json"
+    assert main(["train", corpora[1], "--vocab-size", "600", "--workers", "1", "-o", str(tok)]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("UBE_PROGRESS_SECONDS", "0")
+    assert main(["encode", *corpora, "--tokenizer", str(tok), "-o", str(tmp_path / "sh"), "--workers", "2"]) == 0
+    err = capsys.readouterr().err
+    lines = _progress_lines(err, "encoding:")
+    finished_sums = {progress._count(n, True) for n in (0, sizes[0], sizes[1], sum(sizes))}
+    assert [line for line in lines if line.split(": ")[1].split(" doc")[0] not in finished_sums]
+    assert lines[-1].startswith(f"encoding: {progress._count(sum(sizes), True)} doc (100%)")
+    tokens = re.search(r"^tokens\s+([\d,]+)", err, re.M).group(1)
+    assert f"{tokens} tokens" in lines[-1]
+
+
+def test_a_terminal_bar_shows_a_running_units_share_of_the_input(monkeypatch):
+    """On a terminal (tqdm) a running unit's report moves the bar: its documents,
+    and the input share and ETA in the postfix when the rows are unknown."""
+    screen = io.StringIO()
+    monkeypatch.setattr(progress, "_is_terminal", lambda stream: True)
+    monkeypatch.setattr(progress.sys, "stderr", screen)
+    p = DocumentProgress(desc="encoding", expected_rows=None, expected_input_bytes=1000)
+    progress.deliver({"unit_id": "u", "documents": 10, "utf8_bytes": 10, "tokens": 4, "input_bytes": 250})
+    p.bar.start_t -= 5    # five seconds in
+    progress.deliver({"unit_id": "u", "documents": 20, "utf8_bytes": 20, "tokens": 9, "input_bytes": 500})
+    assert p.bar.n == 20 and p.bar.postfix.split(", ")[-2:] == ["input=50%", "ETA=00:05"]
+    p.add(documents=40, skipped=0, utf8_bytes=40, tokens=15, input_bytes=1000, unit_id="u")
+    assert p.bar.n == 40 and "input=100%" in p.bar.postfix and "tokens=15" in p.bar.postfix
+    p.close()

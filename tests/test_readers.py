@@ -90,6 +90,19 @@ def corpus(docs, tmp_path_factory):
     return {name: str(p) for name, p in paths.items()}
 
 
+def _group_sizes(source):
+    """Rows of each Parquet row group or Arrow record batch of ``source``, as pyarrow reads them."""
+    if source.format == "parquet":
+        meta = pq.ParquetFile(source.path).metadata
+        return {meta.row_group(g).num_rows for g in range(meta.num_row_groups)}
+    if source.format in ("arrow_file", "feather"):
+        reader = ipc.open_file(source.path)
+        return {reader.get_batch(i).num_rows for i in range(reader.num_record_batches)}
+    if source.format == "arrow_stream":
+        return {b.num_rows for b in ipc.open_stream(source.path)}
+    return set()
+
+
 def _read_all(units, **kwargs):
     texts, provenance = [], []
     for unit in units:
@@ -154,7 +167,9 @@ def test_every_format_gives_the_same_documents(corpus, docs, name, unit_rows, mo
     splittable = name not in ("jsonl.zst", "jsonl.gz", "txt.zst", "txt.gz")
     if unit_rows and splittable:
         assert len(units) >= len(docs) // unit_rows
-        assert all(u.row_stop - u.row_start <= unit_rows for u in units)
+        # at most unit_rows rows, or one row group / record batch alone (units are whole groups and batches)
+        assert all(u.row_stop - u.row_start <= unit_rows or u.row_stop - u.row_start in _group_sizes(u.source)
+                   for u in units)
     elif unit_rows and name.endswith(".zst"):   # two zstd frames (_write_text_like): a unit each
         assert len(units) == 2 and units[1].zstd_frames is not None
     else:
@@ -554,6 +569,10 @@ def test_dataset_dict_directory_and_picklable_units(tmp_path, docs):
     assert list(iter_texts(str(root / "train"))) == docs[:40]
     assert list(iter_texts(str(root / "test"))) == docs[40:50]
     units = plan_units(sources, unit_rows=16)
+    # save_to_disk wrote the 40 rows as one record batch: one unit (units are whole batches)
+    assert [b.num_rows for b in ipc.open_stream(sources[0].path)] == [40]
+    assert [(u.unit_id, u.row_stop) for u in units] == [("00000-000000000000", 40)]
+    units = plan_units(sources, unit_rows=16, arrow_batches=False)   # the row cuts of older directories
     assert [u.unit_id for u in units] == ["00000-000000000000", "00000-000000000016", "00000-000000000032"]
     assert pickle.loads(pickle.dumps(units)) == units
 

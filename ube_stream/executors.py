@@ -43,6 +43,7 @@ import os
 import sys
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Type
 
+from . import progress
 from .errors import UbeError
 
 __all__ = ["Executor", "LocalExecutor", "WorkerDiedError", "RayExecutor", "EXECUTORS", "executor_class", "get_executor", "worker_state",
@@ -271,6 +272,8 @@ class _Pool:
                     kind, payload = message
                     if kind == "ready":
                         worker[3] = True
+                    elif kind == "progress":
+                        progress.deliver(payload)
                     elif kind == "ok":
                         worker[2] = None
                         results[index] = payload
@@ -333,6 +336,7 @@ def _worker_main(conn: Any, inherited: Sequence[Any] = ()) -> None:
     for other in inherited:
         other.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the driver decides; Ctrl-C reaches it
+    progress.set_sink(lambda report: conn.send(("progress", report)))   # a running unit's counts, to the driver
     conn.send(("ready", None))
     while True:
         try:

@@ -16,16 +16,30 @@ When stderr is not a terminal (a log file, a CI job, a pipe) no frames are
 written: one line every ``UBE_PROGRESS_SECONDS`` seconds (default 30), and a
 last line when the pass ends, which holds the final counts (the numbers of the
 summary that follows).
+
+**Inside a unit.**  A large unit (one big ``.jsonl.zst`` is one unit) reports
+while it runs: its unit function feeds a :class:`UnitProgress` its batches
+(documents, UTF-8 bytes, tokens), and the line-file reader records the bytes
+on disk it has consumed (:func:`note_input`; compressed bytes for a
+compressed file).  At most once a second (or every ``UBE_PROGRESS_SECONDS``,
+when shorter) the unit sends its running counts to :func:`deliver`: in the
+driver's process directly, from a local pool's worker over the pipe the pool
+already has (:mod:`ube_stream.executors` sets :func:`set_sink` in each
+worker).  The running :class:`DocumentProgress` shows finished units plus the
+running ones' counts, and the percentage and ETA from the bytes consumed when
+the rows are unknown; a finished unit's record replaces its running counts,
+so the last line is still the summary's numbers.  Under Ray the reports of a
+running unit are not sent (its record still counts when it finishes).
 """
 from __future__ import annotations
 
 import os
 import sys
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 __all__ = ["progress_bar", "DocumentProgress", "planned_rows", "planned_input_bytes", "unit_input_bytes",
-           "LineProgress"]
+           "LineProgress", "UnitProgress", "note_input", "set_sink", "deliver"]
 
 
 class _NullBar:
@@ -159,57 +173,167 @@ def _is_terminal(stream) -> bool:
 
 
 class DocumentProgress:
-    """Documents and UTF-8 MB of a corpus pass, as units finish.
+    """Documents and UTF-8 MB of a corpus pass, as units finish (and while they run).
 
     ``expected_rows``: rows the plan knows of (``None``: unknown).
     ``expected_input_bytes``: the input's bytes on disk (compressed), for the
     percentage and ETA when the rows are unknown.  Call :meth:`add` once per
     finished unit with its documents, skipped rows and UTF-8 bytes (and tokens,
     when encoding; ``input_bytes``: its bytes on disk, or ``unit_id`` to look
-    them up among the ``units`` of the plan, :func:`unit_input_bytes`)."""
+    them up among the ``units`` of the plan, :func:`unit_input_bytes`).
+    Running units' reports (:class:`UnitProgress`) reach the one open
+    ``DocumentProgress`` of the process through :func:`deliver`.  The bar is
+    made at the first report, so none exists while a local pool forks its workers."""
 
     def __init__(self, *, desc: str, expected_rows: int | None, enabled: bool = True,
                  expected_input_bytes: int | None = None, units=None):
+        global _receiver
         self.documents = 0
         self.skipped = 0
         self.utf8_bytes = 0
         self.tokens = 0
         self.input_bytes = 0
+        self.counts_tokens = False
         self.total = expected_rows
+        self.desc, self.enabled = desc, enabled
         self.unit_bytes = unit_input_bytes(units) if units is not None else {}
         self.expected_input_bytes = expected_input_bytes or sum(self.unit_bytes.values()) or None
-        self.bar = progress_bar(total=expected_rows, desc=desc, unit="doc", unit_scale=True, enabled=enabled)
-        if expected_rows is None and self.expected_input_bytes and isinstance(self.bar, LineProgress):
-            self.bar.fraction = lambda: self.input_bytes / self.expected_input_bytes
+        self.running: Dict[str, Dict[str, int]] = {}   # unit id -> its last report while it runs
+        self._bar: Any = None
+        _receiver = self
+
+    @property
+    def bar(self) -> Any:
+        if self._bar is None:
+            self._bar = progress_bar(total=self.total, desc=self.desc, unit="doc", unit_scale=True,
+                                     enabled=self.enabled)
+            if self.total is None and self.expected_input_bytes and isinstance(self._bar, LineProgress):
+                self._bar.fraction = lambda: self._shown("input_bytes") / self.expected_input_bytes
+        return self._bar
+
+    def _shown(self, key: str) -> int:
+        return getattr(self, key) + sum(r.get(key, 0) for r in self.running.values())
 
     def add(self, *, documents: int, skipped: int, utf8_bytes: int, tokens: int | None = None,
             input_bytes: int | None = None, unit_id: str | None = None) -> None:
         if input_bytes is None and unit_id is not None:
             input_bytes = self.unit_bytes.get(unit_id)
+        self.running.pop(unit_id or "", None)
         self.documents += documents
         self.skipped += skipped
         self.utf8_bytes += utf8_bytes
         if self.total is not None and skipped:
             self.total = max(self.total - skipped, self.documents)
             self.bar.total = self.total
-        postfix = {"MB": f"{self.utf8_bytes / 1e6:,.1f}"}
         if tokens is not None:
             self.tokens += tokens
-            postfix["tokens"] = f"{self.tokens:,}"
-        if self.skipped:
-            postfix["skipped"] = f"{self.skipped:,}"
+            self.counts_tokens = True
         if input_bytes is not None:
             self.input_bytes += input_bytes
-            if self.total is None and self.expected_input_bytes and not isinstance(self.bar, LineProgress):
-                postfix["input"] = f"{100 * min(self.input_bytes / self.expected_input_bytes, 1.0):.0f}%"
-        self.bar.set_postfix(postfix, refresh=False)
-        self.bar.update(documents)
+        self._show()
+
+    def running_unit(self, report: Dict[str, Any]) -> None:
+        """A running unit's counts so far (:class:`UnitProgress`); its input
+        bytes are capped at its share of the file when the plan's units are
+        known (:func:`unit_input_bytes`)."""
+        unit_id = report.get("unit_id")
+        if not isinstance(unit_id, str):
+            return
+        counts = {k: int(report.get(k) or 0) for k in ("documents", "utf8_bytes", "tokens", "input_bytes")}
+        share = self.unit_bytes.get(unit_id)
+        if share is not None:
+            counts["input_bytes"] = min(counts["input_bytes"], share)
+        self.counts_tokens = self.counts_tokens or report.get("tokens") is not None
+        self.running[unit_id] = counts
+        self._show()
+
+    def _show(self) -> None:
+        bar = self.bar
+        postfix = {"MB": f"{self._shown('utf8_bytes') / 1e6:,.1f}"}
+        if self.counts_tokens:
+            postfix["tokens"] = f"{self._shown('tokens'):,}"
+        if self.skipped:
+            postfix["skipped"] = f"{self.skipped:,}"
+        if self.total is None and self.expected_input_bytes and not isinstance(bar, LineProgress):
+            fraction = min(self._shown("input_bytes") / self.expected_input_bytes, 1.0)
+            postfix["input"] = f"{100 * fraction:.0f}%"
+            elapsed = bar.format_dict.get("elapsed", 0) if hasattr(bar, "format_dict") else 0
+            if 0 < fraction < 1 and elapsed:
+                postfix["ETA"] = _duration(elapsed * (1 - fraction) / fraction)
+        bar.set_postfix(postfix, refresh=False)
+        bar.update(self._shown("documents") - bar.n)
 
     def close(self) -> None:
+        global _receiver
+        if _receiver is self:
+            _receiver = None
+        if self._bar is None:
+            return
+        if self.running:   # a unit that did not finish (an error): the last line holds the finished ones only
+            self.running.clear()
+            self._show()
         refresh = getattr(self.bar, "refresh", None)   # any bar-like object with update/set_postfix/close
         if refresh is not None:
             refresh()   # the last frame shows the final counts (the summary's)
         self.bar.close()
+
+
+# --------------------------------------------------------------------------- reports from running units
+
+_receiver: Optional[DocumentProgress] = None   # the open DocumentProgress of this process
+_sink: Optional[Callable[[Dict[str, Any]], None]] = None   # set in a pool's worker: the pipe to the driver
+_input_read: Dict[str, int] = {}   # unit id -> bytes on disk its reader consumed so far (see note_input)
+
+
+def deliver(report: Dict[str, Any]) -> None:
+    """A running unit's report, to the open :class:`DocumentProgress` of this
+    process (the driver); dropped when there is none."""
+    if _receiver is not None:
+        _receiver.running_unit(report)
+
+
+def set_sink(sink: Optional[Callable[[Dict[str, Any]], None]]) -> None:
+    """Where this process's running units send their reports (``None``: :func:`deliver`)."""
+    global _sink
+    _sink = sink
+
+
+def note_input(unit_id: str, consumed: Optional[int]) -> None:
+    """The reader of ``unit_id`` consumed ``consumed`` bytes of its file on
+    disk so far (``None``: it is done).  Called from the reading thread."""
+    if consumed is None:
+        _input_read.pop(unit_id, None)
+    else:
+        _input_read[unit_id] = consumed
+
+
+class UnitProgress:
+    """A unit function's running counts: call :meth:`add` per batch (in the
+    unit's own thread); a report goes out at most once a second (or every
+    ``UBE_PROGRESS_SECONDS`` when shorter), with the bytes on disk its reader
+    has consumed (:func:`note_input`)."""
+
+    def __init__(self, unit_id: str):
+        self.unit_id = unit_id
+        self.counts = {"documents": 0, "utf8_bytes": 0, "tokens": 0}
+        self.tokens = False
+        self.every = min(1.0, _interval())
+        self.last = time.monotonic()
+
+    def add(self, documents: int, utf8_bytes: int, tokens: Optional[int] = None) -> None:
+        self.counts["documents"] += documents
+        self.counts["utf8_bytes"] += utf8_bytes
+        if tokens is not None:
+            self.counts["tokens"] += tokens
+            self.tokens = True
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            report: Dict[str, Any] = dict(self.counts, unit_id=self.unit_id,
+                                          input_bytes=_input_read.get(self.unit_id, 0))
+            if not self.tokens:
+                report["tokens"] = None
+            (_sink or deliver)(report)
 
 
 def planned_rows(units) -> int | None:

@@ -9,6 +9,7 @@ See :mod:`ube_stream.readers.inputs` for the rules (documents, units, errors).
 """
 from .batch import Reporter, SkipCounter, SkipExample, TextBatch, drop_bad_documents
 from .inputs import (
+                     ARROW_FORMATS,
                      DEFAULT_BATCH_ROWS,
                      DEFAULT_MAX_DOCUMENT_BYTES,
                      DEFAULT_UNIT_BYTES,
@@ -34,6 +35,6 @@ __all__ = [
     "Source", "WorkUnit", "TextBatch", "SkipCounter", "SkipExample", "Reporter", "drop_bad_documents",
     "SkippedFile", "is_paths", "resolve_inputs", "spill_to_arrow", "memory_name", "plan_units", "read_unit",
     "iter_batches", "iter_texts", "DEFAULT_UNIT_ROWS", "DEFAULT_UNIT_BYTES", "DEFAULT_BATCH_ROWS", "DEFAULT_MAX_DOCUMENT_BYTES",
-    "FORMATS", "TEXT_MODES",
+    "FORMATS", "ARROW_FORMATS", "TEXT_MODES",
     "MEMORY_PREFIX", "skipped_files_lines",
 ]

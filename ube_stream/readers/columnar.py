@@ -232,6 +232,25 @@ def parquet_row_groups(path: str) -> list[int] | None:
         return None
 
 
+def arrow_batch_rows(path: str, fmt: str) -> list[int] | None:
+    """Rows of each record batch of an Arrow IPC file or stream (Feather v2
+    too), memory-mapped: the batches' data are not read where they are
+    uncompressed (an IPC-compressed file is decompressed once here).  ``None``
+    when the file cannot be read (the reader reports the damage)."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    try:
+        with _mapped(path) as mapped:
+            if fmt in ("arrow_file", "feather"):
+                reader = ipc.open_file(mapped, options=ipc.IpcReadOptions(included_fields=[]))
+                return [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
+            return [batch.num_rows for batch in ipc.open_stream(mapped, options=ipc.IpcReadOptions(
+                included_fields=[]))]
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+
+
 def columnar_num_rows(path: str, fmt: str, column: str) -> int:
     """Row count of a columnar file from its metadata (Arrow streams: one
     memory-mapped pass over the batches of the text column); also checks the
@@ -273,7 +292,7 @@ def read_columnar(unit, column: str, reporter: Reporter, batch_rows: int) -> Ite
         return
     row = start
     try:
-        for array, first in _columnar_arrays(source, column, batch_rows, start, stop):
+        for array, first in _columnar_arrays(source, column, start, stop, unit.batch_start):
             row = first
             lo = max(start, first)
             hi = first + len(array) if stop is None else min(stop, first + len(array))
@@ -426,9 +445,14 @@ def _damaged_row_group(reporter: Reporter, path: str, group: int, first: int, en
                                f"re-write the file")
 
 
-def _columnar_arrays(source, column: str, batch_rows: int, start: int, stop: int | None):
-    """``(text array, row of its first element)`` for the batches of an Arrow
-    IPC or Feather file that may overlap ``[start, stop)``, in row order."""
+def _columnar_arrays(source, column: str, start: int, stop: int | None, batch_start: int | None):
+    """``(text array, row of its first element)`` for the record batches of an
+    Arrow IPC or Feather file that may overlap ``[start, stop)``, in row order.
+    ``batch_start``: the index of the batch whose first row is ``start`` (a
+    unit cut at record batches, :func:`arrow_batch_rows`): an IPC file goes
+    straight to it, a stream reads past the batches before it (memory-mapped:
+    zero-copy, but an IPC-compressed stream decompresses their text column);
+    ``None``: counted from the first batch."""
     import pyarrow.ipc as ipc
 
     path, fmt = source.path, source.format
@@ -440,12 +464,14 @@ def _columnar_arrays(source, column: str, batch_rows: int, start: int, stop: int
     index = text_field_index(schema, column, path)
     options = ipc.IpcReadOptions(included_fields=[index])
     with _mapped(path) as mapped:
+        first, skip = (0, 0) if batch_start is None else (start, batch_start)
         if fmt in ("arrow_file", "feather"):
             reader = ipc.open_file(mapped, options=options)
-            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+            batches = (reader.get_batch(i) for i in range(skip, reader.num_record_batches))
         else:
             batches = ipc.open_stream(mapped, options=options)
-        first = 0
+            for _ in range(skip):
+                batches.read_next_batch()
         for batch in batches:
             yield batch.column(0), first
             first += batch.num_rows

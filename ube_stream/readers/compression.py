@@ -7,6 +7,7 @@ finds the unit boundaries of an uncompressed line file in one pass, and
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
@@ -15,6 +16,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from ..progress import note_input
 from ..storage import is_url, open_input
 from .batch import Reporter
 
@@ -164,36 +166,99 @@ class _RemoteGzip(gzip.GzipFile):
             self._raw.close()
 
 
-def _data_frames(path: str, enough: int) -> int:
-    """The number of zstd data frames of ``path``, counted up to ``enough``
-    from the frame and block headers alone (block bodies are seeked over)."""
-    frames = 0
+def zstd_frame_layout(path: str) -> list[tuple[int, int, int | None]] | None:
+    """The data frames of a zstd file from its frame and block headers alone
+    (block bodies are seeked over, nothing is decompressed): ``[(compressed
+    start, compressed stop, content size or None), ...]``; skippable frames
+    are left out.  ``None`` when the bytes are not whole zstd frames (not
+    zstd, truncated: the reader reports the damage where it is)."""
+    frames: list[tuple[int, int, int | None]] = []
     with open_input(path) as f:
-        while frames < enough:
+        size = f.seek(0, io.SEEK_END)
+        f.seek(0)
+        while True:
+            start = f.tell()
+            if start > size:   # a frame's blocks run past the end: truncated
+                return None
             magic = f.read(4)
-            if len(magic) < 4:
+            if not magic:
                 return frames
             if magic[1:] == _SKIPPABLE_MAGIC_BYTES and magic[0] & 0xF0 == 0x50:
                 f.seek(int.from_bytes(f.read(4), "little"), io.SEEK_CUR)
                 continue
-            if magic != ZSTD_FRAME_MAGIC:
-                return frames
             descriptor = f.read(1)
-            if not descriptor:
-                return frames
-            f.seek(frame_header_rest(descriptor[0]), io.SEEK_CUR)
+            if magic != ZSTD_FRAME_MAGIC or not descriptor:
+                return None
+            header = f.read(frame_header_rest(descriptor[0]))
+            content = _content_size(descriptor[0], header)
             while True:
                 head = f.read(3)
                 if len(head) < 3:
-                    return frames
+                    return None
                 value = int.from_bytes(head, "little")
                 f.seek(1 if (value >> 1) & 3 == 1 else value >> 3, io.SEEK_CUR)
                 if value & 1:
                     break
             if descriptor[0] & 0x04:
                 f.seek(4, io.SEEK_CUR)
-            frames += 1
-    return frames
+            if f.tell() > size:
+                return None
+            frames.append((start, f.tell(), content))
+
+
+def _content_size(descriptor: int, header: bytes) -> int | None:
+    """A frame's Frame_Content_Size (RFC 8878 3.1.1.1.4), ``None`` when absent."""
+    size = (1 if descriptor & 0x20 else 0, 2, 4, 8)[descriptor >> 6]
+    if not size or len(header) < size:
+        return None
+    value = int.from_bytes(header[-size:], "little")
+    return value + 256 if size == 2 else value
+
+
+class _Span(io.RawIOBase):
+    """The next ``length`` bytes of the binary file ``f``, as a file."""
+
+    def __init__(self, f, length: int):
+        self.f, self.left = f, length
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self.f.read(min(len(buffer), self.left))
+        buffer[:len(data)] = data
+        self.left -= len(data)
+        return len(data)
+
+
+def _frame_lines(path: str, frames: list[tuple[int, int, int | None]]) -> list[tuple[int, int, int]]:
+    """``(text bytes, newlines, last byte or -1)`` of each data frame, the
+    frames decompressed in parallel on threads (zstd and the newline count
+    release the GIL), each in pieces of at most one block read (bounded
+    memory whatever a frame's size); the threads end here, before any worker
+    is forked.  Raises ``zstandard.ZstdError`` on damage."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import zstandard
+
+    def count(frame: tuple[int, int, int | None]) -> tuple[int, int, int]:
+        text = newlines = 0
+        last = -1
+        with open_input(path) as f:
+            f.seek(frame[0])
+            # the frame's compressed bytes only: the decoder must not run on into the next frame
+            compressed = io.BufferedReader(_Span(f, frame[1] - frame[0]), buffer_size=1 << 17)
+            reader = zstandard.ZstdDecompressor().stream_reader(compressed, read_size=1 << 17)
+            while True:
+                piece = reader.read(BLOCK_BYTES)
+                if not piece:
+                    return text, newlines, last
+                text += len(piece)
+                newlines += int(np.count_nonzero(np.frombuffer(piece, np.uint8) == 10))
+                last = piece[-1]
+
+    with ThreadPoolExecutor(max_workers=min(len(frames), os.cpu_count() or 1, 16)) as pool:
+        return list(pool.map(count, frames))
 
 
 def zstd_frame_units(path: str, unit_rows: int, unit_bytes: int | None) -> list[tuple[int, tuple]] | None:
@@ -205,32 +270,29 @@ def zstd_frame_units(path: str, unit_rows: int, unit_bytes: int | None) -> list[
     starting inside a line skips to the next line start, and the last line
     may run on into the next unit's frames.  A unit ends at the first frame
     start at or past ``unit_rows`` rows or ``unit_bytes`` decompressed bytes
-    from its start.  Row numbers come from one decompression of the file here
-    (newlines counted per frame), so rows number as in a whole-file read.
-    ``None`` (one unit for the file, as for any compressed file) when the file
-    is remote, has one data frame, or does not decode whole (the reader then
-    reports the damage where it is)."""
+    from its start.  The frames are found from their headers
+    (:func:`zstd_frame_layout`); row numbers come from one decompression of
+    the frames here, on threads (:func:`_frame_lines`: newlines counted per
+    frame), so rows number as in a whole-file read.  ``None`` (one unit for
+    the file, as for any compressed file) when the file is remote, has one
+    data frame, or does not decode whole (the reader then reports the damage
+    where it is)."""
     import zstandard
 
-    if is_url(path) or _data_frames(path, 2) < 2:
+    frames = None if is_url(path) else zstd_frame_layout(path)
+    if frames is None or len(frames) < 2:
+        return None
+    try:
+        lines = _frame_lines(path, frames)
+    except (EOFError, zstandard.ZstdError):
         return None
     starts = []   # per data frame: (compressed start, text offset, newlines before it, inside a line)
     text = newlines = 0
     last = 10
-    raw = _ZstdRaw(path)
-    try:
-        with raw:
-            while not raw._eof:
-                between, at = raw._dobj is None, raw._offset
-                piece = raw._step()
-                if between and raw._dobj is not None:
-                    starts.append((at, text, newlines, text > 0 and last != 10))
-                if piece:
-                    newlines += piece.count(b"\n")
-                    text += len(piece)
-                    last = piece[-1]
-    except (EOFError, zstandard.ZstdError):
-        return None
+    for (at, _, _), (size, count, end) in zip(frames, lines):
+        starts.append((at, text, newlines, text > 0 and last != 10))
+        if size:
+            text, newlines, last = text + size, newlines + count, end
     num_rows = newlines + (text > 0 and last != 10)
     units: list[tuple[int, int, int, bool]] = []   # (row_start, compressed start, text offset, inside a line)
     for at, offset, before, inside in starts:
@@ -375,13 +437,16 @@ def line_blocks(unit, reporter: Reporter) -> Iterator[tuple[bytes, int, int, int
     read = stream.read1 if source.compression is not None else stream.read
     carry: list[bytes] = []   # the start of a line the blocks read so far do not end
     carried = 0               # dropping: inside a line over the limit, its bytes are read and dropped
-    with stream:
+    on_disk = _disk_position(stream, source.compression)
+    first = on_disk()
+    with stream, _noting_input(unit.unit_id):
         while unit.row_stop is None or row < unit.row_stop:
             try:
                 block = read(BLOCK_BYTES)   # read at call time: tests shrink it
             except broken as exc:
                 report_broken(reporter, exc, source.compression, row, pos + carried)
                 return
+            note_input(unit.unit_id, on_disk() - first)
             final = not block
             if dropping:
                 end = block.find(b"\n")
@@ -414,6 +479,26 @@ def line_blocks(unit, reporter: Reporter) -> Iterator[tuple[bytes, int, int, int
                 pos += cut
             if final:
                 return
+
+
+def _disk_position(stream, compression: str | None):
+    """A function giving the offset in the file on disk that ``stream`` (from
+    :func:`open_bytes` / :func:`open_at`) has read to: the compressed offset
+    for gzip and zstd (the progress of a running unit, :func:`note_input`)."""
+    if compression == "zstd":
+        raw = stream.raw
+        return lambda: raw._offset
+    if compression == "gzip":
+        return stream.fileobj.tell
+    return stream.tell
+
+
+@contextlib.contextmanager
+def _noting_input(unit_id: str):
+    try:
+        yield
+    finally:
+        note_input(unit_id, None)
 
 
 def open_at(unit, compression):

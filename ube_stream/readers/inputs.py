@@ -46,12 +46,14 @@ JSONL line is skipped and counted as ``"blank_line"``.
 **Work units.** ``plan_units`` cuts every file into ranges of ``unit_rows``
 rows, uncompressed JSONL/text files also at ``unit_bytes`` bytes (never by worker count), ``unit_id = f"{source_id:05d}-{row_start:012d}"``.
 Columnar files know their row count from metadata; a Parquet file is cut at
-row-group boundaries only (whole groups, up to ``unit_rows`` rows a unit, a
-bigger group alone), so no group is decoded twice.  Uncompressed JSONL/text
+row-group boundaries only and an Arrow IPC file or stream at record batches
+(whole groups or batches, up to ``unit_rows`` rows a unit, a bigger one
+alone), so no group or batch is decoded twice.  Uncompressed JSONL/text
 files are scanned once at plan time (a newline count) and each unit records
 the byte offset of its first row, so its worker seeks straight there.
 Compressed JSONL/text files cannot be entered in the middle, so each is one
-unit (``row_stop=None``); a run with more workers than units gives each unit
+unit (``row_stop=None``), but for multi-frame zstd files, cut at frame
+boundaries; a run with more workers than units gives each unit
 several encoder threads fed by its one reader (``threads`` of the unit
 functions, :class:`~ube_stream.shards.overlap.OrderedMap`).
 
@@ -107,13 +109,14 @@ from .text import read_text_file, read_text_lines
 __all__ = [
     "Source", "WorkUnit", "TextBatch", "SkipCounter", "SkipExample", "SkippedFile",
     "resolve_inputs", "spill_to_arrow", "memory_name", "plan_units", "read_unit", "iter_batches", "iter_texts",
-    "DEFAULT_UNIT_ROWS", "DEFAULT_UNIT_BYTES", "DEFAULT_BATCH_ROWS", "DEFAULT_MAX_DOCUMENT_BYTES", "FORMATS", "TEXT_MODES", "MEMORY_PREFIX",
+    "DEFAULT_UNIT_ROWS", "DEFAULT_UNIT_BYTES", "DEFAULT_BATCH_ROWS", "DEFAULT_MAX_DOCUMENT_BYTES", "FORMATS", "ARROW_FORMATS", "TEXT_MODES", "MEMORY_PREFIX",
 ]
 
 DEFAULT_UNIT_ROWS = 100_000
 DEFAULT_UNIT_BYTES = 1 << 24     # 16 MiB: uncompressed JSONL/text units end at this size too
 DEFAULT_BATCH_ROWS = 1024
 FORMATS = formats.FORMATS
+ARROW_FORMATS = tuple(f for f in formats.COLUMNAR_FORMATS if f != "parquet")   # units of whole record batches
 _GLOB_CHARS = ("*", "?", "[")
 
 
@@ -141,13 +144,16 @@ class WorkUnit:
     JSONL/text file (a seek hint set by :func:`plan_units`), else ``None``.
     ``zstd_frames``: for a unit of a multi-frame zstd file, ``(compressed
     start, compressed stop, text offset, starts inside a line)`` of its frames
-    (:func:`~.compression.zstd_frame_units`), else ``None``."""
+    (:func:`~.compression.zstd_frame_units`), else ``None``.  ``batch_start``:
+    for a unit of whole record batches of an Arrow IPC file or stream, the
+    index of its first batch (a seek hint), else ``None``."""
 
     source: Source
     row_start: int
     row_stop: int | None
     byte_start: int | None = None
     zstd_frames: tuple | None = None
+    batch_start: int | None = None
 
     @property
     def unit_id(self) -> str:
@@ -437,7 +443,8 @@ def resolve_inputs(inputs, *, column: str = "text", text_mode: str = "line", for
 # --------------------------------------------------------------------------- planning
 
 def plan_units(sources: Iterable[Source], *, unit_rows: int | None = DEFAULT_UNIT_ROWS,
-               unit_bytes: int | None = DEFAULT_UNIT_BYTES, even_bytes: bool = False) -> list[WorkUnit]:
+               unit_bytes: int | None = DEFAULT_UNIT_BYTES, even_bytes: bool = False,
+               arrow_batches: bool = True) -> list[WorkUnit]:
     """Cut sources into :class:`WorkUnit` s of ``unit_rows`` rows (``None``:
     one unit per file), in ``(source_id, row_start)`` order.  Every file gives
     at least one unit, and the units of a file cover each of its rows once.
@@ -450,7 +457,14 @@ def plan_units(sources: Iterable[Source], *, unit_rows: int | None = DEFAULT_UNI
     ``ceil(size / ceil(size / unit_bytes))``, so that its units are about the
     same size (a 50 MB file: four units of 12.5 MB, not three of 16 MiB and a
     small fourth, which would leave one of two workers idle for a quarter of
-    the run).  The cuts still depend on the file alone."""
+    the run).  The cuts still depend on the file alone.
+
+    Parquet files are cut at row groups and Arrow IPC / Feather files at
+    record batches (whole groups or batches, up to ``unit_rows`` rows a unit,
+    a bigger one alone), so no group or batch is decoded by two units.
+    ``arrow_batches=False`` cuts Arrow files by rows alone, as the plans of
+    shard directories written before did (``verify --shards`` of such a
+    directory; MANIFEST options without ``"arrow_units": "batches"``)."""
     for name, value in (("unit_rows", unit_rows), ("unit_bytes", unit_bytes)):
         if value is not None and (not isinstance(value, (int, np.integer)) or value <= 0):
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
@@ -460,9 +474,15 @@ def plan_units(sources: Iterable[Source], *, unit_rows: int | None = DEFAULT_UNI
             units.append(WorkUnit(source, 0, source.num_rows))
         elif source.num_rows is not None:
             n = source.num_rows
-            groups = columnar.parquet_row_groups(source.path) if source.format == "parquet" else None
+            groups = None
+            if source.format == "parquet":
+                groups = columnar.parquet_row_groups(source.path)
+            elif source.format in ARROW_FORMATS and arrow_batches:
+                groups = columnar.arrow_batch_rows(source.path, source.format)
             if groups and sum(groups) == n:
-                units.extend(WorkUnit(source, start, stop) for start, stop in _whole_groups(groups, int(unit_rows)))
+                seek = source.format != "parquet"   # Arrow units name their first batch
+                units.extend(WorkUnit(source, start, stop, batch_start=first if seek else None)
+                             for start, stop, first in _whole_groups(groups, int(unit_rows)))
             else:
                 units.extend(WorkUnit(source, start, min(start + unit_rows, n))
                              for start in range(0, max(n, 1), unit_rows))
@@ -485,22 +505,23 @@ def plan_units(sources: Iterable[Source], *, unit_rows: int | None = DEFAULT_UNI
     return units
 
 
-def _whole_groups(groups: list[int], unit_rows: int) -> list[tuple[int, int]]:
-    """Row ranges of units made of whole Parquet row groups: consecutive groups
-    while they total at most ``unit_rows`` rows (a bigger group is a unit of
-    its own), so no row group is decoded by two units.
+def _whole_groups(groups: list[int], unit_rows: int) -> list[tuple[int, int, int]]:
+    """Units made of whole Parquet row groups or Arrow record batches:
+    consecutive groups while they total at most ``unit_rows`` rows (a bigger
+    group is a unit of its own), so no group is decoded by two units.
+    Returns ``(row_start, row_stop, index of the first group)`` per unit.
 
     >>> _whole_groups([700, 700, 300, 2000, 100], 1000)
-    [(0, 700), (700, 1700), (1700, 3700), (3700, 3800)]
+    [(0, 700, 0), (700, 1700, 1), (1700, 3700, 3), (3700, 3800, 4)]
     """
-    ranges: list[tuple[int, int]] = []
-    start = rows = 0
-    for size in groups:
+    ranges: list[tuple[int, int, int]] = []
+    start = rows = first = 0
+    for index, size in enumerate(groups):
         if rows and rows + size > unit_rows:
-            ranges.append((start, start + rows))
-            start, rows = start + rows, 0
+            ranges.append((start, start + rows, first))
+            start, rows, first = start + rows, 0, index
         rows += size
-    ranges.append((start, start + rows))
+    ranges.append((start, start + rows, first))
     return ranges
 
 

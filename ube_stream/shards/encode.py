@@ -312,7 +312,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                     "column": corpus.column, "text_mode": corpus.text_mode, "on_error": corpus.on_error,
                     "format": corpus.format, "split": corpus.split,
                     # recorded when set, so plans of runs without it stay the same
-                    **({"max_document_bytes": corpus.max_document_bytes} if corpus.max_document_bytes else {})},
+                    **({"max_document_bytes": corpus.max_document_bytes} if corpus.max_document_bytes else {}),
+                    **({"arrow_units": "batches"} if any(s.format in readers.ARROW_FORMATS for s in sources) else {})},
         "sources": [{"source_id": s.source_id, "path": labels.get(s.path, s.path), "size": s.size,
                      "format": s.format} for s in sources],
         "skipped_files": summary.skipped_files,
@@ -461,13 +462,12 @@ def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], s
 
     if not tasks:
         return
-    bars: List[Any] = []   # the bar starts with the first result: tqdm's monitor thread would stop a fork
+    # (its bar starts with the first report: none exists while the pool forks)
+    bar = DocumentProgress(desc="encoding", expected_rows=planned_rows([t["unit"] for t in tasks]),
+                           enabled=show_progress, units=[t["unit"] for t in tasks])
 
     def on_result(record: Dict[str, Any]) -> None:
-        if not bars:
-            bars.append(DocumentProgress(desc="encoding", expected_rows=planned_rows([t["unit"] for t in tasks]),
-                                         enabled=show_progress, units=[t["unit"] for t in tasks]))
-        bars[0].add(documents=record["documents"], skipped=record["rows_read"] - record["documents"],
+        bar.add(documents=record["documents"], skipped=record["rows_read"] - record["documents"],
                     utf8_bytes=record["bytes"], tokens=record["tokens"], unit_id=record.get("unit_id"))
         add(record)
 
@@ -477,8 +477,7 @@ def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], s
     try:
         run_units(fn, tasks, executor=executor, workers=workers, ray_address=ray_address, on_result=on_result)
     finally:
-        if bars:
-            bars[0].close()
+        bar.close()
 
 
 def _finalize(out: str, plan: Dict[str, Any], units, world_size: Optional[int]) -> Dict[str, Any]:

@@ -34,6 +34,7 @@ from .. import _encode
 from .._faults import kill_point
 from ..errors import InvalidTextError, LockError
 from ..executors import worker_state
+from ..progress import UnitProgress
 from ..runs.corpus import Corpus
 from ..runs.engine import worker_tokenizer
 from ..runs.lock import HOST, FileLock, lock_holder
@@ -273,6 +274,7 @@ def encode_unit(unit, *, out_dir: str, corpus: Corpus, shard_tokens: int,
             kill_point(out_dir, unit_id)
 
         batches = corpus.batches(unit, skips=skips)
+        running = UnitProgress(unit_id)   # the progress of a long unit while it runs
         try:   # reading runs a batch ahead of the encoder(s) and writing a batch behind them (see .overlap)
             with ReadAhead(batches, prepare=lambda b: (b, *b.utf8()), threaded=overlap) as ahead, \
                     OrderedMap(ahead, encode_batch, threads) as encoded, WriteBehind(threaded=overlap) as behind:
@@ -285,6 +287,7 @@ def encode_unit(unit, *, out_dir: str, corpus: Corpus, shard_tokens: int,
                     documents += len(token_offsets) - 1
                     tokens += int(token_offsets[-1])
                     nbytes += int(offsets[-1] - offsets[0])
+                    running.add(len(token_offsets) - 1, int(offsets[-1] - offsets[0]), int(token_offsets[-1]))
                 behind.wait()
             shard_records = shards.finish()
         except OSError as exc:   # disk full, quota, read-only output: say where and what to do

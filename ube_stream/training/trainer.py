@@ -176,6 +176,7 @@ def count_unit(unit, *, pattern: str, corpus: Corpus, byte_budget: Optional[int]
 
     from .. import readers
     from ..pretokenizer import chunk_bounds_batch, span_ends, span_keys
+    from ..progress import UnitProgress
     from ..readers.batch import drop_bad_documents
     from ..shards.overlap import OrderedMap
     from .chunk_table import merge_tables, save_table
@@ -228,9 +229,11 @@ def count_unit(unit, *, pattern: str, corpus: Corpus, byte_budget: Optional[int]
 
     documents = nbytes = nchunks = 0
     invalid = readers.SkipCounter()   # the chunker's skips; the reader (in any thread) counts in `skips`
+    running = UnitProgress(unit.unit_id)   # the progress of a long unit while it runs
     with OrderedMap(budgeted(), count_batch, threads) as counted:
         for docs, size, chunks, dropped in counted:
             documents, nbytes, nchunks = documents + docs, nbytes + size, nchunks + chunks
+            running.add(docs, size)
             if dropped is not None:
                 invalid.merge(dropped)
     skips.merge(invalid)

@@ -456,7 +456,8 @@ def _plan(directory: str, manifest: Dict[str, Any], sources, sample: Optional[in
     unit_bytes = options.get("unit_bytes")   # absent: a directory written before units were cut by bytes too
     even = options.get("unit_split") == "even"   # absent: written before units of a file were made even
     units = {u.unit_id: u for u in readers.plan_units(list(sources.values()), unit_rows=unit_rows,
-                                                      unit_bytes=unit_bytes, even_bytes=even)}
+                                                      unit_bytes=unit_bytes, even_bytes=even,
+                                                      arrow_batches=options.get("arrow_units") == "batches")}
     by_unit: Dict[str, List[Dict[str, Any]]] = {}
     for record in manifest.get("shards", []):
         by_unit.setdefault(record.get("unit_id", ""), []).append(record)
