@@ -590,7 +590,8 @@ def memory_name(data: Any) -> str:
 
 
 def spill_to_arrow(data: Any, path: str, *, column: str = "text", on_error: str = "raise",
-                   skips: SkipCounter | None = None, split: str | None = None) -> int:
+                   skips: SkipCounter | None = None, split: str | None = None,
+                   unit_rows: int | None = None) -> int:
     """Write the documents of in-memory ``data`` (anything :func:`iter_batches`
     takes that is not a path) to an Arrow IPC stream file at ``path`` (local
     or a URL; written atomically) with one ``large_string`` column ``text``,
@@ -600,7 +601,10 @@ def spill_to_arrow(data: Any, path: str, *, column: str = "text", on_error: str 
     source, cut into work units of ``unit_rows`` rows like any other, so the
     result does not depend on the number of workers.  Its rows number the
     documents written (0-based); items skipped here (nulls, and bad items
-    with ``on_error="skip"``) are counted in ``skips`` and not numbered."""
+    with ``on_error="skip"``) are counted in ``skips`` and not numbered.
+    Its record batches (at most ``DEFAULT_BATCH_ROWS`` rows) never cross a
+    multiple of ``unit_rows`` (None: ``DEFAULT_UNIT_ROWS``), so the units cut from it at batch boundaries
+    are the same rows as a file of the same documents gives."""
     import pyarrow as pa
 
     from ..storage import atomic_open
@@ -608,10 +612,24 @@ def spill_to_arrow(data: Any, path: str, *, column: str = "text", on_error: str 
     schema = pa.schema([pa.field("text", pa.large_string())])
     written = 0
     with atomic_open(path, "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+        pending: list = []
+        per_unit = unit_rows or DEFAULT_UNIT_ROWS
+
+        def flush(final: bool) -> None:
+            nonlocal written
+            while pending:
+                room = min(DEFAULT_BATCH_ROWS, per_unit - written % per_unit)
+                if len(pending) < room and not final:
+                    return
+                texts = pending[:room]
+                del pending[:room]
+                writer.write_batch(pa.record_batch([pa.array(texts, type=pa.large_string())], schema=schema))
+                written += len(texts)
+
         for batch in iter_batches(data, column=column, on_error=on_error, skips=skips, split=split):
-            texts = batch.texts if isinstance(batch.texts, list) else batch.texts.to_pylist()
-            writer.write_batch(pa.record_batch([pa.array(texts, type=pa.large_string())], schema=schema))
-            written += len(texts)
+            pending.extend(batch.texts if isinstance(batch.texts, list) else batch.texts.to_pylist())
+            flush(final=False)
+        flush(final=True)
     return written
 
 

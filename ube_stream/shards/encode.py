@@ -296,7 +296,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
             _check_output_dir(out)
             os.makedirs(os.path.join(out, fmt.UNITS_DIR), exist_ok=True)
         labels[spill] = readers.memory_name(inputs)
-        readers.spill_to_arrow(inputs, spill, column=column, on_error=on_error, skips=memory_skips, split=split)
+        readers.spill_to_arrow(inputs, spill, column=column, on_error=on_error, skips=memory_skips, split=split,
+                               unit_rows=corpus.unit_rows)
         corpus = dataclasses.replace(corpus, inputs=[spill], column="text", split=None)
     skipped_files: List[Any] = []
     sources = corpus.sources(skipped_files)

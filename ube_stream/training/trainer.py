@@ -405,7 +405,8 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     with work:
         if memory_label is not None:
             spill = os.path.join(work.tmp, "in-memory.arrows")
-            readers.spill_to_arrow(inputs, spill, column=column, on_error=on_error, skips=memory_skips, split=split)
+            readers.spill_to_arrow(inputs, spill, column=column, on_error=on_error, skips=memory_skips, split=split,
+                                   unit_rows=corpus.unit_rows)
             column = "text"
             corpus = dataclasses.replace(corpus, inputs=[spill], column=column, format=None, split=None)
             sources, units, budgets = plan(corpus)
