@@ -167,3 +167,52 @@ def assert_split_matches_regex(texts, name):
             data = b"".join(encoded)
             got = [data[a:b].decode() for a, b in zip([start] + ours[:-1].tolist(), ours)]
             pytest.fail(f"{name} {text!r}: kernel {got!r} != regex {compiled.findall(text)!r}")
+
+
+_VERIFY_CHILD = """
+import json, sys
+from ube_stream.cli import main
+from ube_stream.verification import shards as vs
+real = vs.run_tasks
+def dispatched(fn, tasks, *args, **kwargs):   # the units this run sends to its executor
+    print("DISPATCHED " + json.dumps([t.unit_id for t in tasks]), flush=True)
+    return real(fn, tasks, *args, **kwargs)
+vs.run_tasks = dispatched
+sys.exit(main(json.loads(sys.argv[1])))
+"""
+
+
+def verify_killed_then_resumed(directory, tmp, kill_unit, argv):
+    """``ube verify --shards directory --json FILE -q *argv`` in a child (its own session,
+    ``TMPDIR=tmp``) whose driver SIGKILLs its process group right after committing the
+    result of unit ``kill_unit`` (``$UBE_TEST_KILL_UNIT``), then the same command again
+    with the same kill point armed afresh, so a rerun that checked ``kill_unit`` again
+    would die.  Returns ``(records the killed run left, the units each run dispatched,
+    whether the rerun reached the kill point, the rerun's exit status and stderr, its
+    --json bytes)``."""
+    import glob
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.makedirs(tmp, exist_ok=True)
+    report = os.path.join(tmp, "..", "resumed.json")
+    runs = []
+    for attempt in ("killed", "rerun"):
+        marker = os.path.join(tmp, "..", f"kill-marker-{attempt}")
+        env = dict(os.environ, TMPDIR=tmp, UBE_TEST_KILL_UNIT=f"{directory}|{kill_unit}|{marker}|group")
+        command = ["verify", "--shards", directory, "--json", report, "-q"] + list(argv)
+        proc = subprocess.run([sys.executable, "-c", _VERIFY_CHILD, json.dumps(command)], cwd=root, env=env,
+                              capture_output=True, text=True, start_new_session=True, timeout=300)
+        units = [json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines()
+                 if line.startswith("DISPATCHED ")]
+        runs.append((proc, units, os.path.exists(marker)))
+        if attempt == "killed":
+            assert proc.returncode == -9 and runs[0][2], (proc.returncode, proc.stderr[-2000:])
+            records = len(glob.glob(os.path.join(tmp, "ube-verify-*", "run-*", "units", "*.pickle")))
+    (_, first, _), (rerun, second, killed_again) = runs
+    data = b""
+    if os.path.exists(report):
+        with open(report, "rb") as f:
+            data = f.read()
+    return records, first, second, killed_again, (rerun.returncode, rerun.stderr[-2000:]), data

@@ -275,3 +275,26 @@ def test_verify_on_ray_reports_as_locally(ray_cluster, corpus, tokenizers, refer
     assert on_ray.checked["decoded documents"] > 10 * UNIT_ROWS
     report = verify_corpus(corpus, tokenizers[0], executor="ray", ray_address=ray_cluster, show_progress=False)
     assert report.ok and report.checked["documents"] == on_ray.checked["decoded documents"]
+
+
+@pytest.mark.slow
+def test_killed_verification_on_ray_resumes_with_the_same_json(ray_cluster, reference, tmp_path):
+    """verify --shards --executor ray, its driver SIGKILLed right after committing one unit's
+    result: the same command again dispatches to Ray only the units without a record (never
+    the killed one, whose kill point would fire again), and its --json report is byte-identical
+    to an uninterrupted local run's."""
+    from _helpers import verify_killed_then_resumed
+
+    from ube_stream.cli import main
+
+    clean = str(tmp_path / "clean.json")
+    assert main(["verify", "--shards", reference[0], "--json", clean, "-q", "--workers", "1"]) == 0
+    with open(os.path.join(reference[0], "MANIFEST.json"), encoding="utf-8") as f:
+        units = sorted({r["unit_id"] for r in json.load(f)["shards"]})
+    records, first, second, killed_again, (code, err), resumed = verify_killed_then_resumed(
+        reference[0], str(tmp_path / "tmp"), units[1], ["--executor", "ray", "--ray-address", ray_cluster])
+    assert sorted(first[0]) == units and 0 < records < len(units)
+    assert code == 0 and not killed_again, err
+    assert len(second) == 1 and units[1] not in second[0] and len(second[0]) == len(units) - records
+    with open(clean, "rb") as f:
+        assert resumed == f.read()

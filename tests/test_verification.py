@@ -472,3 +472,34 @@ def test_failed_verification_resumes_from_its_finished_units(encoded, monkeypatc
     assert verify_shards(encoded, workers=1, show_progress=False).to_dict() == clean.to_dict()
     assert sorted(first + checked) == sorted(units) and not set(first) & set(checked)
     assert os.listdir(tmp_path / "tmp") == []
+
+
+def verify_json(directory, path, argv=()):
+    """The bytes ``ube verify --shards directory --json path`` writes (run here, uninterrupted)."""
+    from ube_stream.cli import main
+
+    assert main(["verify", "--shards", directory, "--json", path, "-q", *argv]) == 0
+    with open(path, "rb") as f:
+        return f.read()
+
+
+@pytest.mark.slow
+def test_killed_verification_resumes_with_the_same_json(encoded, tmp_path):
+    """The whole verification (driver and 2 pool workers) SIGKILLed right after the driver
+    committed one unit's result: the same command again dispatches only the units without a
+    record (never the killed one, whose kill point would fire again), and writes a --json
+    report byte-identical to an uninterrupted run's; its run directory is then gone."""
+    from _helpers import verify_killed_then_resumed
+
+    clean = verify_json(encoded, str(tmp_path / "clean.json"))
+    units = sorted({r["unit_id"] for r in manifest_of(encoded)["shards"]})
+    assert len(units) >= 4
+    tmp = str(tmp_path / "tmp")
+    records, first, second, killed_again, (code, err), resumed = verify_killed_then_resumed(
+        encoded, tmp, units[1], ["--workers", "2"])
+    assert sorted(first[0]) == units and 0 < records <= len(units)
+    assert code == 0 and not killed_again, err
+    assert len(second) == 1 and units[1] not in second[0] and len(second[0]) == len(units) - records
+    assert resumed == clean
+    assert not [n for n in os.listdir(tmp) if n.startswith("ube-verify-") and
+                os.path.isdir(os.path.join(tmp, n)) and any(x.startswith("run-") for x in os.listdir(os.path.join(tmp, n)))]

@@ -177,14 +177,17 @@ def default_workers(workers: Optional[int], tasks: int) -> int:
 def run_tasks(function: Callable[..., T], tasks: Sequence[Any], args: Tuple = (), *, workers: int,
               desc: str, show_progress: bool, weights: Optional[Sequence[int]] = None,
               unit: str = "task", progress: Optional[Any] = None, executor: Any = "local",
-              ray_address: Optional[str] = None) -> List[T]:
+              ray_address: Optional[str] = None, on_result: Optional[Callable[[int, T], None]] = None) -> List[T]:
     """``function(task, *args)`` for every task on the run engine
     (:func:`ube_stream.runs.engine.run_units`: the local pool of ``workers``, or
     ``executor="ray"``); results in task order.  ``args`` travel with every
     task: keep them small (a tokenizer goes by file, see
     :func:`~ube_stream.runs.engine.worker_tokenizer`).  Progress: a bar advanced
     by each task's weight, or ``progress(result)`` called as each task finishes
-    (e.g. a :class:`~ube_stream.progress.DocumentProgress` fed by the caller)."""
+    (e.g. a :class:`~ube_stream.progress.DocumentProgress` fed by the caller).
+    ``on_result(index, result)`` is called in this process as each task finishes
+    (in any order), before the progress is advanced: where a caller commits a
+    finished task's result (see :func:`ube_stream.verification.shards.verify_shards`)."""
     from ..progress import progress_bar
     from ..runs.engine import run_units
 
@@ -192,14 +195,16 @@ def run_tasks(function: Callable[..., T], tasks: Sequence[Any], args: Tuple = ()
     bar = progress_bar(total=sum(weights), desc=desc, unit=unit, unit_scale=True,
                        enabled=show_progress and progress is None)
 
-    def on_result(result: Tuple[int, T]) -> None:
+    def finished(result: Tuple[int, T]) -> None:
+        if on_result is not None:
+            on_result(*result)
         if progress is not None:
             progress(result[1])
         bar.update(weights[result[0]])
 
     try:
         indexed = run_units(functools.partial(_indexed_task, function, args), list(enumerate(tasks)),
-                            executor=executor, workers=workers, ray_address=ray_address, on_result=on_result)
+                            executor=executor, workers=workers, ray_address=ray_address, on_result=finished)
         return [report for _, report in indexed]
     finally:
         bar.close()

@@ -23,6 +23,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
+from .._faults import kill_point
 from .._version import __version__
 from ..errors import LockError, TokenizerFormatError
 from ..executors import worker_state
@@ -58,20 +59,13 @@ class UnitResult:
 
 
 def shard_unit(task: UnitTask, directory: str, manifest: Dict[str, Any], tokenizer: Optional[Tuple[str, str]],
-               max_examples: int, records: Optional[str] = None) -> UnitResult:
+               max_examples: int) -> UnitResult:
     """The unit function: :func:`unit_task` with the tokenizer ``(file, fingerprint)``
-    loaded once per worker process (never sent with the task).  ``records``: the
-    run's directory of finished units (see :func:`_resumable`): a unit found
-    there is not checked again, a unit checked here is recorded there."""
-    store = None if records is None else _results(records)
-    done = {} if store is None else store.committed([task.unit_id])
-    if task.unit_id in done:
-        return done[task.unit_id]
+    loaded once per worker process (never sent with the task).  It writes
+    nothing: the driver commits each result it returns (:func:`_verify_shards`),
+    so resuming works the same on any executor."""
     tok = None if tokenizer is None else worker_state(worker_tokenizer, *tokenizer)
-    result = unit_task(task, directory, manifest, tok, max_examples)
-    if store is not None:
-        store.commit(task.unit_id, result, unique=True)   # the unit's commit point
-    return result
+    return unit_task(task, directory, manifest, tok, max_examples)
 
 
 def _results(records: str) -> UnitRecords:
@@ -82,10 +76,11 @@ def _results(records: str) -> UnitRecords:
 
 @contextlib.contextmanager
 def _resumable(parts: Dict[str, Any]) -> Iterator[str]:
-    """A run directory for one verification (``$TMPDIR/ube-verify-<uid>/run-<key>/``,
-    ``<key>`` hashing ``parts``: the MANIFEST's bytes, the tokenizer, the options and
-    every source's size and modification time): yields its ``units/`` folder, where
-    each finished unit's result is recorded.  Removed when the verification
+    """A run directory for one verification (``$TMPDIR/ube-verify-<uid>/run-<key>/``
+    on the driver's machine, ``<key>`` hashing ``parts``: the MANIFEST's bytes, the
+    tokenizer, the options and every source's size and modification time, not the
+    executor): yields its ``units/`` folder, where the driver records each
+    finished unit's result.  Removed when the verification
     finishes; kept when it fails or is killed, so the same call again checks only
     the units without a record.  Born locked and removed only when dead
     (:mod:`ube_stream.runs.run_dir`); a second live run of the same key works apart."""
@@ -491,6 +486,28 @@ def _plan(directory: str, manifest: Dict[str, Any], sources, sample: Optional[in
     return tasks
 
 
+def _run_resumable(tasks: List[UnitTask], weights: List[int], args: Tuple, store: UnitRecords, directory: str, *,
+                   workers: Optional[int], show_progress: bool, executor, ray_address: Optional[str]
+                   ) -> List[UnitResult]:
+    """:func:`shard_unit` over the tasks whose result ``store`` does not hold
+    (those of an earlier, interrupted run are taken from it), the driver
+    committing each result as its unit finishes, on any executor; the results in task order."""
+    results: Dict[str, UnitResult] = store.committed([t.unit_id for t in tasks])
+    todo = [t for t in tasks if t.unit_id not in results]
+    todo_weights = [w for t, w in zip(tasks, weights) if t.unit_id not in results]
+
+    def commit(index: int, result: UnitResult) -> None:
+        unit_id = todo[index].unit_id
+        store.commit(unit_id, result)      # the unit's commit point
+        kill_point(directory, unit_id)
+        results[unit_id] = result
+
+    run_tasks(shard_unit, todo, args, workers=default_workers(workers, len(todo)), desc="verify shards",
+              show_progress=show_progress, weights=todo_weights,
+              unit="doc", executor=executor, ray_address=ray_address, on_result=commit)
+    return [results[t.unit_id] for t in tasks]
+
+
 def _check_accounting(manifest: Dict[str, Any], results: List[UnitResult], tasks: List[UnitTask],
                       report: VerifyReport) -> None:
     in_index: Dict[int, int] = {}
@@ -619,11 +636,10 @@ def _verify_shards(directory: str, tokenizer, *, workers: Optional[int], sample:
     parts = {"ube_stream_version": __version__, "directory": os.path.abspath(directory), "manifest": manifest_sha,
              "tokenizer": None if tok is None else tok.fingerprint, "sample": sample, "max_examples": max_examples,
              "sources": [source_fingerprint(s.path) for _, s in sorted(sources.items())]}
-    with _resumable(parts) if executor == "local" else contextlib.nullcontext(None) as records:
-        results = run_tasks(shard_unit, tasks, (directory, slim, worker_tok, max_examples, records),
-                            workers=default_workers(workers, len(tasks)), desc="verify shards",
-                            show_progress=show_progress, weights=weights, unit="doc", executor=executor,
-                            ray_address=ray_address)
+    with _resumable(parts) as records:
+        results = _run_resumable(tasks, weights, (directory, slim, worker_tok, max_examples), _results(records),
+                                 directory, workers=workers, show_progress=show_progress, executor=executor,
+                                 ray_address=ray_address)
     for result in results:
         report.merge(result.report)
     _check_accounting(manifest, results, tasks, report)
