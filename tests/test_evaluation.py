@@ -511,6 +511,45 @@ def test_cli_compare_superbpe_configurations(tmp_path, capsys, monkeypatch):
             run_cli(["compare", corpus, "--superbpe-transition", bad, "-q"])
 
 
+@pytest.mark.slow   # four trainings
+def test_cli_compare_superbpe_span_rule_liu(tmp_path, capsys):
+    """--superbpe-spans liu reaches every SuperBPE training (its tokenizers record the rule, and equal
+    a standalone train(superbpe_spans="liu")), is recorded in compare.json and shown in the labels and
+    the table; the plain configuration is untouched; without --superbpe-transition it is an error."""
+    from ube_stream.errors import OptionError
+
+    docs = ([{"lang": "en", "text": "Note: the total is 42.\nthe quick brown fox jumps over the lazy dog"}] * 30
+            + [{"lang": "hi", "text": "नमस्ते दुनिया, यह एक परीक्षण है"}] * 10)
+    corpus = write_lines(tmp_path / "train.jsonl", [json.dumps(d, ensure_ascii=False) for d in docs])
+    out_dir = tmp_path / "out"
+    code = run_cli(["compare", corpus, "--parallel", sample_paths()["parallel"], "--vocab-size", "600",
+                    "--superbpe-transition", "560", "--superbpe-spans", "liu", "--substrates", "ube", "utf8",
+                    "--workers", "1", "--eval-langs", "hi", "zh", "-q", "--out", str(out_dir), "--max-rows", "0"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "SuperBPE transition 560, span rule liu ==" in out
+    lines = out[out.index("configurations (the paper's table)"):].splitlines()
+    rows = [line.split() for line in lines[2:] if line.strip() and not line.startswith(("(", "wrote "))]
+    assert [(r[1], r[2], r[3]) for r in rows] == [("600", t, s) for t in ("-", "560-liu") for s in ("ube", "utf8")]
+    result = json.loads((out_dir / "compare.json").read_text(encoding="utf-8"))
+    assert result["superbpe_spans"] == "liu"
+    assert sorted(result["configurations"]) == ["gpt2/600", "gpt2/600+superbpe560-liu"]
+    assert result["configurations"]["gpt2/600+superbpe560-liu"]["superbpe"] == {
+        "transition": 560, "max_words": 4, "spans": "liu"}
+    for substrate in ("ube", "utf8"):
+        tok = Tokenizer.load(out_dir / f"{substrate}-600+superbpe560-liu.json")
+        assert tok.superbpe["spans"] == "liu" and tok.superbpe_spans == "liu"
+        assert Tokenizer.load(out_dir / f"{substrate}-600.json").superbpe is None
+    alone = train([corpus], vocab_size=600, substrate="utf8", superbpe_transition=560, superbpe_spans="liu",
+                  workers=1, show_progress=False, work_dir=str(tmp_path / "alone"))
+    alone.save(tmp_path / "alone.json")
+    assert (tmp_path / "alone.json").read_bytes() == (out_dir / "utf8-600+superbpe560-liu.json").read_bytes()
+    with pytest.raises(OptionError, match="--superbpe-spans liu needs --superbpe-transition"):
+        run_cli(["compare", corpus, "--superbpe-spans", "liu", "-q"])
+    with pytest.raises(SystemExit):
+        run_cli(["compare", corpus, "--superbpe-transition", "560", "--superbpe-spans", "gpt", "-q"])
+
+
 # ---------------------------------------------------------------- issue 28: scripts, plots, both regimes
 def test_scripts_inferred_agree_with_the_sample_labels(tmp_path):
     """Without a script field each language's main script comes from the Unicode

@@ -13,7 +13,9 @@
     ``--superbpe-transition T [T ...]`` adds SuperBPE configurations beside the
     plain ones: each T is a vocabulary size (an integer >= 1) or, below 1, a
     fraction of each vocabulary size (``0.8`` -> T = 0.8 * vocab, rounded);
-    ``--superbpe-max-words W`` (default 4).
+    ``--superbpe-max-words W`` (default 4); ``--superbpe-spans {v1,liu}`` the
+    span rule of every SuperBPE configuration (default v1; ``liu``: Liu et al.'s
+    stage-2 boundaries, labelled ``+superbpe24000-liu``).
 
 ``--parallel`` defaults to the bundled sample (:func:`ube_stream.sample.sample_paths`).
 """
@@ -97,6 +99,9 @@ def register(subparsers) -> None:
                                      "or, below 1, a fraction of each --vocab-size (e.g. 0.75)")
     p.add_argument("--superbpe-max-words", type=positive_int, default=4, metavar="W",
                    help="SuperBPE: at most W chunks (words) per token (default 4)")
+    p.add_argument("--superbpe-spans", choices=("v1", "liu"), default=None,
+                   help="SuperBPE span rule of every SuperBPE configuration (default v1): 'liu' is Liu et al.'s "
+                        "stage-2 rule, for the paper's comparison with the original (docs/training.md)")
     add_format_options(p)
     p.add_argument("--lang-field", default="lang",
                    help="corpus field naming each document's language, for the seen/unseen split "
@@ -228,11 +233,15 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _configuration(pattern: str, vocab: int, multi_pattern: bool, transition: Optional[int] = None) -> str:
+def _configuration(pattern: str, vocab: int, multi_pattern: bool, transition: Optional[int] = None,
+                   spans: str = "v1") -> str:
     """The label of one configuration: ``32000``, or ``script/32000`` when patterns
-    vary; ``+superbpe24000`` appended for a SuperBPE one."""
+    vary; ``+superbpe24000`` appended for a SuperBPE one (``+superbpe24000-liu``
+    with span rule ``liu``)."""
     label = f"{pattern}/{vocab}" if multi_pattern else str(vocab)
-    return label if transition is None else f"{label}+superbpe{transition}"
+    if transition is None:
+        return label
+    return f"{label}+superbpe{transition}" + ("" if spans == "v1" else f"-{spans}")
 
 
 def _wlt(pair: Optional[dict], name: str, group: Optional[str] = None) -> str:
@@ -246,7 +255,7 @@ def _wlt(pair: Optional[dict], name: str, group: Optional[str] = None) -> str:
     return f"{won}/{lost}/{counts['tied']}"
 
 
-def _paper_lines(results: dict) -> List[str]:
+def _paper_lines(results: dict, spans: str = "v1") -> List[str]:
     """The paper's table: per configuration and substrate, Gini (all, seen, unseen),
     mean tokens per item (all, seen, unseen), English tokens, and wins/losses/ties
     against BBPE (utf8) of the same configuration (all, seen, unseen)."""
@@ -258,7 +267,7 @@ def _paper_lines(results: dict) -> List[str]:
             s = table["summary"][name]
             group = _group_value(s["groups"])
             pair = next((p for p in table["pairs"] if {p["a"], p["b"]} == {name, "utf8"} and name != "utf8"), None)
-            sbpe = "-" if transition is None else str(transition)
+            sbpe = "-" if transition is None else str(transition) + ("" if spans == "v1" else f"-{spans}")
             lines.append(f"{pattern:<10} {vocab:>7} {sbpe:>8} {name:<10} {s['gini']:>7.4f} "
                          f"{group('seen', 'gini', 4):>9} {group('unseen', 'gini', 4):>11} "
                          f"{s['mean_tokens']:>8.2f} {group('seen', 'mean_tokens', 2):>8} "
@@ -327,6 +336,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     if _plot_missing(args, "compare"):
         return 1
+    if args.superbpe_spans is not None and not args.superbpe_transition:
+        from ..errors import OptionError
+
+        raise OptionError(f"--superbpe-spans {args.superbpe_spans} needs --superbpe-transition T [T ...]: the span "
+                          "rule applies only to SuperBPE configurations (add e.g. --superbpe-transition 0.8, or "
+                          "drop --superbpe-spans)", option="superbpe_spans")
+    args.superbpe_spans = args.superbpe_spans or "v1"
     substrates = [s.strip() for item in (args.substrates or _SUBSTRATES) for s in item.split(",") if s.strip()]
     for s in substrates:
         if s not in _SUBSTRATES:
@@ -389,9 +405,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     finally:
         shutil.rmtree(work_root, ignore_errors=True)
     print("== configurations (the paper's table) ==")
-    print("\n".join(_paper_lines(results)))
+    print("\n".join(_paper_lines(results, args.superbpe_spans)))
     print("(seen: languages trained on; unseen: withheld or absent; each group's Gini includes the reference. "
-          "W/L/T: languages where the tokenizer needs fewer / more / the same tokens as utf8)")
+          "W/L/T: languages where the tokenizer needs fewer / more / the same tokens as utf8"
+          + (f"; superbpe T-{args.superbpe_spans}: transition T, span rule {args.superbpe_spans}"
+             if args.superbpe_spans != "v1" else "") + ")")
     _print_written(_write_compare_outputs(args, results, multi_pattern, regime))
     return 0
 
@@ -404,11 +422,12 @@ def _compare_all(args, inputs, column, fmt, patterns, transitions, vocab_sizes, 
     for pattern in patterns:
         for vocab, transition in ((v, t) for v in vocab_sizes
                                   for t in [None] + [transition_size(x, v) for x in transitions]):
-            label = _configuration(pattern, vocab, multi_pattern, transition)
+            label = _configuration(pattern, vocab, multi_pattern, transition, args.superbpe_spans)
             tokenizers = []
             for substrate in substrates:
                 superbpe = {} if transition is None else dict(superbpe_transition=transition,
-                                                             superbpe_max_words=args.superbpe_max_words)
+                                                             superbpe_max_words=args.superbpe_max_words,
+                                                             superbpe_spans=args.superbpe_spans)
                 work_dir = os.path.join(work_root, f"p{patterns.index(pattern)}-{'spans' if superbpe else 'chunks'}")
                 tok = train(inputs, vocab_size=vocab, substrate=substrate, pattern=pattern,
                             column=column, format=fmt, split=args.split if fmt == args.format else None,
@@ -422,10 +441,12 @@ def _compare_all(args, inputs, column, fmt, patterns, transitions, vocab_sizes, 
             table["vocab_size"] = vocab
             table["pattern"] = tokenizers[0].pattern_name if tokenizers else pattern
             if transition is not None:
-                table["superbpe"] = {"transition": transition, "max_words": args.superbpe_max_words}
+                table["superbpe"] = {"transition": transition, "max_words": args.superbpe_max_words,
+                                     **({"spans": args.superbpe_spans} if args.superbpe_spans != "v1" else {})}
             results[pattern, vocab, transition] = table
             print(f"== {'pattern ' + pattern + ', ' if multi_pattern else ''}vocab size {vocab}"
-                  f"{'' if transition is None else f', SuperBPE transition {transition}'} ==")
+                  f"{'' if transition is None else f', SuperBPE transition {transition}'}"
+                  f"{'' if transition is None or args.superbpe_spans == 'v1' else f', span rule {args.superbpe_spans}'} ==")
             sys.stdout.write(format_table(table, max_rows=args.max_rows))
             print()
 
@@ -438,7 +459,7 @@ def _write_compare_outputs(args, results: dict, multi_pattern: bool, regime: dic
     written: List[str] = []
     single = len(results) == 1
     for (pattern, vocab, transition), table in results.items():
-        label = _configuration(pattern, vocab, multi_pattern, transition).replace("/", "-")
+        label = _configuration(pattern, vocab, multi_pattern, transition, args.superbpe_spans).replace("/", "-")
         suffix = "" if single else f"-{label}"
         title = f"Token premium per language, vocab {vocab}"
         plot = plot_paths(args.plot, None if single else label) if args.plot else None
@@ -451,8 +472,9 @@ def _write_compare_outputs(args, results: dict, multi_pattern: bool, regime: dic
                                           plot=plot_paths(os.path.join(args.out, "compare"), label), title=title)
             except ImportError:
                 pass  # the plot in --out is a bonus; --plot asks for it explicitly
-    combined = {"regime": regime,
-                "configurations": {_configuration(p, v, True, t): table for (p, v, t), table in results.items()}}
+    combined = {"regime": regime, "superbpe_spans": args.superbpe_spans,
+                "configurations": {_configuration(p, v, True, t, args.superbpe_spans): table
+                                   for (p, v, t), table in results.items()}}
     for path in (args.json, args.out and os.path.join(args.out, "compare.json")):
         if path:
             write_json(combined, path)
