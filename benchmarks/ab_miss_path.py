@@ -7,8 +7,9 @@ rebuilding); the new one is this checkout's.  Both are loaded into this process
 and each ``Tokenizer`` gets its kernel from one of them, so both encode the same
 text objects with the same Python around them.  Per vocabulary (cl100k, o200k:
 bpe-openai's rank files) and text set (English rows of ``docs``, Indic-script
-rows of ``parallel`` under ``--data``: ``tests/data``'s samples or
-``/work/shared/data``), each round times, alternating which build goes first:
+rows of ``parallel``, Chinese, Japanese and Korean rows of ``docs``, all under
+``--data``: ``tests/data``'s samples or ``/work/shared/data``; ``--sets`` picks
+some), each round times, alternating which build goes first:
 
 * ``miss``: the chunk cache off (``set_cache(bytes=0)``), so every chunk takes the
   miss path (routing + merge), one thread, CPU time;
@@ -36,7 +37,7 @@ INDIC = ("Deva", "Beng", "Taml", "Telu", "Knda", "Mlym", "Gujr", "Guru", "Orya",
 
 
 def texts(data, kb):
-    """English and Indic text sets of about ``kb`` KB each from ``data``."""
+    """English, Indic and CJK text sets of about ``kb`` KB each from ``data``."""
     import zstandard
 
     sample = os.path.isfile(os.path.join(data, "docs_sample.jsonl.zst"))
@@ -55,7 +56,8 @@ def texts(data, kb):
                 break
         return out
     return {"english": take((r["text"] for r in rows("docs") if r["lang"].split("-")[0] == "en"), kb * 1000),
-            "indic": take((r["text"] for r in rows("parallel") if r.get("script") in INDIC), kb * 1000)}
+            "indic": take((r["text"] for r in rows("parallel") if r.get("script") in INDIC), kb * 1000),
+            "cjk": take((r["text"] for r in rows("docs") if r["lang"].split("-")[0] in ("zh", "ja", "ko")), kb * 1000)}
 
 
 def load_kernel(path):
@@ -64,6 +66,8 @@ def load_kernel(path):
     module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(
         "ube_stream._encode", path, loader=loader))
     loader.exec_module(module)
+    if not hasattr(module.Encoder, "seed_caches"):   # a build from before cache seeding: no seeds
+        module.Encoder = type("Encoder", (module.Encoder,), {"seed_caches": lambda self, *tables: 0})
     return module
 
 
@@ -89,13 +93,14 @@ def main():
     p.add_argument("--data", default=os.path.join(HERE, "..", "tests", "data"))
     p.add_argument("--kb", type=int, default=300, help="KB of text per set")
     p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--sets", default="english,indic,cjk", help="comma-separated: english, indic, cjk")
     args = p.parse_args()
     sys.path.insert(0, os.path.dirname(HERE))
     import bpe_openai
 
     from ube_stream import _encode
     kernels = {"before": load_kernel(args.before_so), "after": _encode}
-    sets = texts(args.data, args.kb)
+    sets = {name: tx for name, tx in texts(args.data, args.kb).items() if name in args.sets.split(",")}
     runs = {}
     for vocab in ("cl100k", "o200k"):
         path = os.path.join(os.path.dirname(bpe_openai.__file__), "data", f"{vocab}_base.tiktoken.gz")

@@ -32,7 +32,9 @@ result, repeat until no adjacent pair has a rank.
   *sweep* keeps the most-hit entries (at most half of each bound, their counts
   halved: frequency with ageing) and drops the rest, so the Zipfian few percent
   of chunks that carry most occurrences stay cached on a corpus of any size
-  (cache_sweep).  One cache per *slot*: a caller that encodes from several
+  (cache_sweep).  A new cache starts *seeded* with the vocabulary's one-token
+  chunks (Encoder.seed_caches, cache_seed: each one the entry its miss would
+  make), so a chunk that is one token is found on its first occurrence.  One cache per *slot*: a caller that encodes from several
   threads uses one slot per thread (a slot in use by another thread is refused
   with RuntimeError rather than corrupted).
 
@@ -904,25 +906,26 @@ cdef Py_ssize_t merge_ci(const Tables* t, Work* w, Py_ssize_t n, int32_t_vec& nx
     return merge_long(t, w.ids, w.flags, n, nxt, prv, node_rank, heap, batch)
 
 
-cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const uint8_t* chunk,
-                     const Key* k, int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
-                     vector[uint64_t]& heap, vector[uint32_t]& batch,
-                     Py_ssize_t* bad_byte) noexcept nogil:
-    """Route and merge a chunk the cache does not hold, append its ids, cache them;
-    STATUS_OK, STATUS_NO_MEMORY, or STATUS_INVALID_UTF8 (``bad_byte``: offset in the chunk)."""
-    cdef Py_ssize_t nsym, i, m, n = k.n
+cdef Py_ssize_t merge_chunk(const Tables* t, Work* w, const uint8_t* chunk, Py_ssize_t n,
+                            int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
+                            vector[uint64_t]& heap, vector[uint32_t]& batch,
+                            Py_ssize_t* bad_byte) noexcept nogil:
+    """Route chunk ``chunk[0:n]`` and merge it: its ids (model ids) in ``w.ids``, their
+    number returned; -1 out of memory, -2 invalid UTF-8 (``bad_byte``: offset in the
+    chunk)."""
+    cdef Py_ssize_t nsym, i, m
     if work_reserve(w, n) < 0:
-        return STATUS_NO_MEMORY
+        return -1
     nsym = route_utf8(chunk, n, t.substrate, w.symbols)
     if nsym < 0:
         bad_byte[0] = -nsym - 1
-        return STATUS_INVALID_UTF8
+        return -2
     for i in range(nsym):
         w.ids[i] = w.symbols[i]
     if t.char_integrity:
         m = merge_ci(t, w, nsym, nxt, prv, node_rank, heap, batch)
         if m < 0:
-            return STATUS_NO_MEMORY
+            return -1
     elif nsym <= SHORT_CHUNK:
         m = merge_short(t, w.ids, w.ranks, nsym)
     else:
@@ -930,6 +933,20 @@ cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const
     if t.model_ids != NULL:
         for i in range(m):
             w.ids[i] = t.model_ids[w.ids[i]]
+    return m
+
+
+cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const uint8_t* chunk,
+                     const Key* k, int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
+                     vector[uint64_t]& heap, vector[uint32_t]& batch,
+                     Py_ssize_t* bad_byte) noexcept nogil:
+    """Route and merge a chunk the cache does not hold, append its ids, cache them;
+    STATUS_OK, STATUS_NO_MEMORY, or STATUS_INVALID_UTF8 (``bad_byte``: offset in the chunk)."""
+    cdef Py_ssize_t m = merge_chunk(t, w, chunk, k.n, nxt, prv, node_rank, heap, batch, bad_byte)
+    if m == -2:
+        return STATUS_INVALID_UTF8
+    if m < 0:
+        return STATUS_NO_MEMORY
     if out_reserve(w, m + INLINE_IDS * BLOCK) < 0:  # and encode_span's room for the rest of the block
         return STATUS_NO_MEMORY
     copy_ids(w.out + w.out_size, w.ids, m)
@@ -937,6 +954,27 @@ cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const
     cache.misses += 1
     cache_insert(cache, s, chunk, k, w.ids, m)
     return STATUS_OK
+
+
+cdef void cache_seed(ChunkCache* c, const Key* seeds, const uint32_t* ids, Py_ssize_t n) noexcept nogil:
+    """Put the ``n`` seed chunks (one-token chunks of up to INLINE_KEY bytes, ids below
+    2^24: inline slots) in a new cache, when they take at most half of its entries:
+    the slot table is sized for them at once (at most half full), then each goes in
+    as a miss would have put it (hit count 0: a sweep keeps only those hit since)."""
+    cdef uint64_t size = c.mask + 1
+    cdef Py_ssize_t i
+    cdef Slot* s
+    cdef uint8_t unused = 0
+    if n == 0 or 2 * n > c.max_entries:
+        return
+    while size < 2 * <uint64_t>(n + 1) and size < c.max_slots:
+        size *= 2
+    if size > c.mask + 1 and not cache_grow(c, size):
+        return
+    for i in range(n):
+        s = cache_find(c, &unused, &seeds[i])
+        if s.k1 == 0:
+            cache_insert(c, s, &unused, &seeds[i], &ids[i], 1)
 
 
 cdef inline void store_lanes(uint32_t* o, uint64_t v0, uint64_t v1) noexcept nogil:
@@ -1274,6 +1312,9 @@ cdef class Encoder:
     cdef readonly Py_ssize_t cache_entries
     cdef readonly Py_ssize_t cache_bytes
     cdef readonly Py_ssize_t slice_bytes   # inline split: a document is split this many bytes at a time
+    cdef Key* seeds             # seed_caches: the one-token chunks every new cache starts with
+    cdef uint32_t* seed_ids
+    cdef readonly Py_ssize_t num_seeds
 
     def __cinit__(self, merges, results, int base, int substrate, classes, *, int num_slots=1,
                   Py_ssize_t cache_entries=-1, Py_ssize_t cache_bytes=DEFAULT_CACHE_BYTES, int split=SPLIT_GPT2,
@@ -1282,6 +1323,9 @@ cdef class Encoder:
         self.caches = NULL
         self.scratch = NULL
         self._pairs = NULL
+        self.seeds = NULL
+        self.seed_ids = NULL
+        self.num_seeds = 0
         self._num_slots = 0
         if substrate not in (SUBSTRATE_UBE, SUBSTRATE_UTF8, SUBSTRATE_UTF16):
             raise ValueError(f"substrate code must be 0 (ube), 1 (utf8) or 2 (utf16), got {substrate}")
@@ -1418,6 +1462,10 @@ cdef class Encoder:
         cdef int s
         free(self._pairs)
         self._pairs = NULL
+        free(self.seeds)
+        free(self.seed_ids)
+        self.seeds = NULL
+        self.seed_ids = NULL
         if self.caches != NULL:
             for s in range(self._num_slots):
                 free(self.caches[s].slots)
@@ -1498,8 +1546,56 @@ cdef class Encoder:
                 c.vals = NULL
                 raise MemoryError(f"cannot allocate chunk cache {slot} ({self.cache_bytes} bytes); pass a "
                                   "smaller cache (Tokenizer.set_cache(bytes=...))")
+            cache_seed(c, self.seeds, self.seed_ids, self.num_seeds)
         c.busy = True
         return c
+
+    def seed_caches(self, const uint8_t[::1] token_bytes, const uint64_t[::1] entries):
+        """Seed every cache created from now on with the vocabulary's one-token chunks
+        (gigatoken's idea): a chunk that is a single token is then found on its first
+        occurrence instead of being merged.  ``token_bytes``, ``entries``: the decode
+        tables (``_decode.DecodeTables``: offset, length << 32 and kind << 56 per id);
+        each token whose bytes are well-formed UTF-8 (kind 0) of 1..INLINE_KEY bytes is
+        merged as a chunk would be, and kept when that gives one id (below 2^24): the
+        entry a miss of that chunk would make, so ids stay the same with or without
+        seeds.  Returns the number of seeds."""
+        cdef Py_ssize_t n = entries.shape[0], i, m, kept = 0, length, bad = 0
+        cdef uint64_t e
+        cdef Work w
+        cdef vector[int32_t] nxt, prv
+        cdef vector[uint32_t] node_rank, batch
+        cdef vector[uint64_t] heap
+        cdef Key* keys
+        cdef uint32_t* ids
+        cdef const uint8_t* data = &token_bytes[0] if token_bytes.shape[0] else NULL
+        cdef const uint8_t* limit = data + token_bytes.shape[0]
+        for i in range(self._num_slots):
+            if self.caches[i].slots != NULL:
+                raise RuntimeError("seed_caches must come before the first encode (a cache exists)")
+        keys = <Key*>malloc((n if n else 1) * sizeof(Key))
+        ids = <uint32_t*>malloc((n if n else 1) * sizeof(uint32_t))
+        memset(&w, 0, sizeof(Work))
+        if keys == NULL or ids == NULL:
+            free(keys)
+            free(ids)
+            raise MemoryError(f"cannot allocate the seeds of {n} tokens")
+        with nogil:
+            for i in range(n):
+                e = entries[i]
+                length = <Py_ssize_t>((e >> 32) & 0xFFFFFF)
+                if (e >> 56) != 0 or length == 0 or length > INLINE_KEY or (e & 0xFFFFFFFFu) + length > <uint64_t>(limit - data):
+                    continue
+                m = merge_chunk(&self.tables, &w, data + (e & 0xFFFFFFFFu), length, nxt, prv, node_rank, heap,
+                                batch, &bad)
+                if m == 1 and w.ids[0] <= ID24:
+                    key_of(data + (e & 0xFFFFFFFFu), length, limit, &keys[kept])
+                    ids[kept] = w.ids[0]
+                    kept += 1
+        work_free(&w)
+        free(self.seeds)
+        free(self.seed_ids)
+        self.seeds, self.seed_ids, self.num_seeds = keys, ids, kept
+        return kept
 
     def encode_chunk_symbols(self, const uint16_t[::1] symbols):
         """Merge one chunk given as base symbol ids (no cache); for tests and tools."""
