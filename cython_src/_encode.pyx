@@ -32,9 +32,10 @@ result, repeat until no adjacent pair has a rank.
   *sweep* keeps the most-hit entries (at most half of each bound, their counts
   halved: frequency with ageing) and drops the rest, so the Zipfian few percent
   of chunks that carry most occurrences stay cached on a corpus of any size
-  (cache_sweep).  A new cache starts *seeded* with the vocabulary's one-token
-  chunks (Encoder.seed_caches, cache_seed: each one the entry its miss would
-  make), so a chunk that is one token is found on its first occurrence.  One cache per *slot*: a caller that encodes from several
+  (cache_sweep).  Behind the caches, one read-only table of *seeds*, the
+  vocabulary's one-token chunks (Encoder.seed_caches: each one the entry its
+  miss would make), answers a miss before any merge, so a chunk that is one
+  token is never merged.  One cache per *slot*: a caller that encodes from several
   threads uses one slot per thread (a slot in use by another thread is refused
   with RuntimeError rather than corrupted).
 
@@ -150,6 +151,9 @@ cdef struct Tables:
     int char_integrity           # 0, CHAR_PIECES or CHAR_PREFIX: merge only where characters stay whole
                                  # (merge_short_ci, merge_long with flags)
     bint check_utf8              # char integrity: also check chunks of UTF-8 symbols only
+    const void* seeds            # Encoder.seed_caches: a read-only slot table (Slot) of one-token chunks
+    uint64_t seed_mask
+    Py_ssize_t num_seeds
 
 
 cdef inline uint64_t pair_hash(uint64_t key) noexcept nogil:
@@ -956,25 +960,19 @@ cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const
     return STATUS_OK
 
 
-cdef void cache_seed(ChunkCache* c, const Key* seeds, const uint32_t* ids, Py_ssize_t n) noexcept nogil:
-    """Put the ``n`` seed chunks (one-token chunks of up to INLINE_KEY bytes, ids below
-    2^24: inline slots) in a new cache, when they take at most half of its entries:
-    the slot table is sized for them at once (at most half full), then each goes in
-    as a miss would have put it (hit count 0: a sweep keeps only those hit since)."""
-    cdef uint64_t size = c.mask + 1
-    cdef Py_ssize_t i
-    cdef Slot* s
-    cdef uint8_t unused = 0
-    if n == 0 or 2 * n > c.max_entries:
-        return
-    while size < 2 * <uint64_t>(n + 1) and size < c.max_slots:
-        size *= 2
-    if size > c.mask + 1 and not cache_grow(c, size):
-        return
-    for i in range(n):
-        s = cache_find(c, &unused, &seeds[i])
+cdef inline const Slot* seed_find(const Tables* t, const Key* k) noexcept nogil:
+    """The seed slot of chunk ``k`` (up to INLINE_KEY bytes), or NULL: the seeds are a
+    slot table of their own, read-only and shared by every cache slot (thread)."""
+    cdef const Slot* table = <const Slot*>t.seeds
+    cdef uint64_t i = k.h & t.seed_mask & PAIR
+    cdef const Slot* s
+    while True:
+        s = &table[i]
         if s.k1 == 0:
-            cache_insert(c, s, &unused, &seeds[i], &ids[i], 1)
+            return NULL
+        if s.k1 == k.k1 and s.k0 == k.k0:
+            return s
+        i = (i + 1) & t.seed_mask
 
 
 cdef inline void store_lanes(uint32_t* o, uint64_t v0, uint64_t v1) noexcept nogil:
@@ -1105,8 +1103,19 @@ cdef int chunk_slow(const Tables* t, ChunkCache* cache, Work* w, const uint8_t* 
     the block from this one on): a slot past the home pair, ids spilled to ``vals``
     (more than INLINE_IDS, or a long key), or a miss (encode_miss)."""
     cdef Slot* s = cache_find(cache, chunk, k)
+    cdef const Slot* seed
+    cdef uint32_t id0
     cdef Py_ssize_t m
     if s.k1 == 0:
+        if t.num_seeds and k.n <= INLINE_KEY and 2 * t.num_seeds <= cache.max_entries:
+            seed = seed_find(t, k)
+            if seed != NULL:   # one token: no merge, and cached for its next occurrences
+                cache.hits += 1
+                store_lanes(w.out + w.out_size, seed.v0, seed.v1)
+                w.out_size += 1
+                id0 = <uint32_t>((seed.v0 >> 8) & ID24)
+                cache_insert(cache, s, chunk, k, &id0, 1)
+                return STATUS_OK
         return encode_miss(t, cache, w, s, chunk, k, nxt, prv, node_rank, heap, batch, bad_byte)
     cache.hits += 1
     s.v0 = bumped(s.v0)
@@ -1312,9 +1321,6 @@ cdef class Encoder:
     cdef readonly Py_ssize_t cache_entries
     cdef readonly Py_ssize_t cache_bytes
     cdef readonly Py_ssize_t slice_bytes   # inline split: a document is split this many bytes at a time
-    cdef Key* seeds             # seed_caches: the one-token chunks every new cache starts with
-    cdef uint32_t* seed_ids
-    cdef readonly Py_ssize_t num_seeds
 
     def __cinit__(self, merges, results, int base, int substrate, classes, *, int num_slots=1,
                   Py_ssize_t cache_entries=-1, Py_ssize_t cache_bytes=DEFAULT_CACHE_BYTES, int split=SPLIT_GPT2,
@@ -1323,9 +1329,6 @@ cdef class Encoder:
         self.caches = NULL
         self.scratch = NULL
         self._pairs = NULL
-        self.seeds = NULL
-        self.seed_ids = NULL
-        self.num_seeds = 0
         self._num_slots = 0
         if substrate not in (SUBSTRATE_UBE, SUBSTRATE_UTF8, SUBSTRATE_UTF16):
             raise ValueError(f"substrate code must be 0 (ube), 1 (utf8) or 2 (utf16), got {substrate}")
@@ -1462,10 +1465,8 @@ cdef class Encoder:
         cdef int s
         free(self._pairs)
         self._pairs = NULL
-        free(self.seeds)
-        free(self.seed_ids)
-        self.seeds = NULL
-        self.seed_ids = NULL
+        free(<void*>self.tables.seeds)
+        self.tables.seeds = NULL
         if self.caches != NULL:
             for s in range(self._num_slots):
                 free(self.caches[s].slots)
@@ -1546,39 +1547,40 @@ cdef class Encoder:
                 c.vals = NULL
                 raise MemoryError(f"cannot allocate chunk cache {slot} ({self.cache_bytes} bytes); pass a "
                                   "smaller cache (Tokenizer.set_cache(bytes=...))")
-            cache_seed(c, self.seeds, self.seed_ids, self.num_seeds)
         c.busy = True
         return c
 
     def seed_caches(self, const uint8_t[::1] token_bytes, const uint64_t[::1] entries):
-        """Seed every cache created from now on with the vocabulary's one-token chunks
-        (gigatoken's idea): a chunk that is a single token is then found on its first
-        occurrence instead of being merged.  ``token_bytes``, ``entries``: the decode
-        tables (``_decode.DecodeTables``: offset, length << 32 and kind << 56 per id);
-        each token whose bytes are well-formed UTF-8 (kind 0) of 1..INLINE_KEY bytes is
+        """Give the caches the vocabulary's one-token chunks (gigatoken's seeding): a
+        chunk that is a single token is then found on its first occurrence instead of
+        being merged.  ``token_bytes``, ``entries``: the decode tables
+        (``_decode.DecodeTables``: offset, length << 32 and kind << 56 per id); each
+        token whose bytes are well-formed UTF-8 (kind 0) of 1..INLINE_KEY bytes is
         merged as a chunk would be, and kept when that gives one id (below 2^24): the
         entry a miss of that chunk would make, so ids stay the same with or without
-        seeds.  Returns the number of seeds."""
+        seeds.  The seeds form one read-only slot table (at most half full) that every
+        cache slot probes when it misses a chunk (chunk_slow), unless its entry bound
+        is under twice their number; a chunk found there is cached as a miss would
+        be.  Returns the number of seeds."""
         cdef Py_ssize_t n = entries.shape[0], i, m, kept = 0, length, bad = 0
-        cdef uint64_t e
+        cdef uint64_t e, size = MIN_SLOTS, j
         cdef Work w
         cdef vector[int32_t] nxt, prv
         cdef vector[uint32_t] node_rank, batch
         cdef vector[uint64_t] heap
-        cdef Key* keys
-        cdef uint32_t* ids
+        cdef Key k
+        cdef Slot* table
         cdef const uint8_t* data = &token_bytes[0] if token_bytes.shape[0] else NULL
         cdef const uint8_t* limit = data + token_bytes.shape[0]
         for i in range(self._num_slots):
             if self.caches[i].slots != NULL:
                 raise RuntimeError("seed_caches must come before the first encode (a cache exists)")
-        keys = <Key*>malloc((n if n else 1) * sizeof(Key))
-        ids = <uint32_t*>malloc((n if n else 1) * sizeof(uint32_t))
+        while size < 2 * <uint64_t>n:
+            size *= 2
+        table = <Slot*>table_alloc(size * sizeof(Slot))
+        if table == NULL:
+            raise MemoryError(f"cannot allocate the seed table of {n} tokens ({size * sizeof(Slot)} bytes)")
         memset(&w, 0, sizeof(Work))
-        if keys == NULL or ids == NULL:
-            free(keys)
-            free(ids)
-            raise MemoryError(f"cannot allocate the seeds of {n} tokens")
         with nogil:
             for i in range(n):
                 e = entries[i]
@@ -1587,15 +1589,27 @@ cdef class Encoder:
                     continue
                 m = merge_chunk(&self.tables, &w, data + (e & 0xFFFFFFFFu), length, nxt, prv, node_rank, heap,
                                 batch, &bad)
-                if m == 1 and w.ids[0] <= ID24:
-                    key_of(data + (e & 0xFFFFFFFFu), length, limit, &keys[kept])
-                    ids[kept] = w.ids[0]
+                if m != 1 or w.ids[0] > ID24:
+                    continue
+                key_of(data + (e & 0xFFFFFFFFu), length, limit, &k)
+                j = k.h & (size - 1) & PAIR
+                while table[j].k1 != 0 and not (table[j].k1 == k.k1 and table[j].k0 == k.k0):
+                    j = (j + 1) & (size - 1)
+                if table[j].k1 == 0:
+                    table[j].k0 = k.k0
+                    table[j].k1 = k.k1
+                    table[j].v0 = 1 | (<uint64_t>w.ids[0] << 8)
                     kept += 1
         work_free(&w)
-        free(self.seeds)
-        free(self.seed_ids)
-        self.seeds, self.seed_ids, self.num_seeds = keys, ids, kept
+        free(<void*>self.tables.seeds)
+        self.tables.seeds = table
+        self.tables.seed_mask = size - 1
+        self.tables.num_seeds = kept
         return kept
+
+    @property
+    def num_seeds(self):
+        return self.tables.num_seeds
 
     def encode_chunk_symbols(self, const uint16_t[::1] symbols):
         """Merge one chunk given as base symbol ids (no cache); for tests and tools."""

@@ -370,10 +370,10 @@ def test_superbpe_ids_identical_for_every_cache_size(toks, real_sample, docs_row
 
 
 def test_one_token_chunks_hit_on_first_sight():
-    """Every cache starts with the vocabulary's one-token chunks (gigatoken's seeding):
-    a fresh cl100k tokenizer given the text of each token (up to 15 bytes, well-formed
-    UTF-8) as a document finds every chunk that is one token in the cache, and misses
-    only the chunks that are several tokens (once each); ids: tiktoken's."""
+    """The vocabulary's one-token chunks are seeds (gigatoken's seeding): a fresh cl100k
+    tokenizer given the text of each token (up to 15 bytes, well-formed UTF-8) as a
+    document finds every chunk that is one token among the seeds (a hit, no merge),
+    and misses only the chunks that are several tokens (once each); ids: tiktoken's."""
     import regex
     import tiktoken
 
@@ -402,8 +402,8 @@ def test_one_token_chunks_hit_on_first_sight():
 @pytest.mark.parametrize("substrate", SUBSTRATES)
 def test_seeds_give_the_twins_ids(toks, substrate):
     """Seeds are what a miss of their chunk would cache, under every substrate and
-    character integrity: each token's text (as one document, seeded cache) encodes to
-    the readable twin's ids, and is found in the cache when it is one chunk of one token."""
+    character integrity: each token's text (as one document, seeds on) encodes to the
+    readable twin's ids, and is found among the seeds when it is one chunk of one token."""
     tok = _bounded(toks[substrate], {})
     texts = [t for t in (tok.decode([i], errors="replace") for i in range(tok.vocab_size))
              if "\ufffd" not in t and 1 <= len(t.encode()) <= 15]
