@@ -985,7 +985,8 @@ cdef inline void store_lanes(uint32_t* o, uint64_t v0, uint64_t v1) noexcept nog
 
 
 cdef inline void hash_block(const uint8_t* p, const uint8_t* limit, Py_ssize_t start, const int64_t* ends,
-                            Py_ssize_t cnt, const Slot* slots, uint64_t mask, Key* keys) noexcept nogil:
+                            Py_ssize_t cnt, const Slot* slots, uint64_t mask, Key* keys,
+                            const Slot* seeds, uint64_t seed_mask) noexcept nogil:
     """Keys of the ``cnt`` chunks ``p[ends[j-1]:ends[j]]`` (``ends[-1]`` is ``start``),
     the cache line of each one's slot pair prefetched.  A function of its own, so
     that its few loop values stay in registers (in encode_span's frame they were
@@ -996,6 +997,8 @@ cdef inline void hash_block(const uint8_t* p, const uint8_t* limit, Py_ssize_t s
         keys[j].start = start
         key_of(p + start, end - start, limit, &keys[j])
         prefetch(&slots[keys[j].h & mask & PAIR])
+        if seeds != NULL:
+            prefetch(&seeds[keys[j].h & seed_mask & PAIR])
         start = end
 
 
@@ -1051,7 +1054,9 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
     Chunks go in blocks of BLOCK: first every chunk of the block is hashed and the
     cache line of its slot pair prefetched (hash_block), then the block is looked
     up (hit_block), so the slot loads of a block overlap instead of waiting one
-    after another.  A chunk found in its slot pair with its ids inline (most
+    after another.  While blocks bring new chunks (the block before cached one
+    or more), each chunk's seed slot is prefetched too: a new chunk is then
+    looked up among the seeds (chunk_slow) without waiting for that line.  A chunk found in its slot pair with its ids inline (most
     chunks) takes no branch of its own: both slots are compared, the four id lanes
     are stored whatever the count and the output advances by the count (the output
     keeps INLINE_IDS ids of room per chunk left in the block).  Everything else (a
@@ -1062,12 +1067,18 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
     cdef int64_t hits = 0
     cdef int64_t* ct
     cdef int status = STATUS_OK
+    cdef bint seeded = t.num_seeds != 0 and 2 * t.num_seeds <= cache.max_entries
+    cdef bint fresh = seeded
+    cdef Py_ssize_t count_before
     while b < nchunks:
         cnt = min(<Py_ssize_t>BLOCK, nchunks - b)
         if out_reserve(w, INLINE_IDS * cnt) < 0:
             status = STATUS_NO_MEMORY
             break
-        hash_block(p, limit, start, ends + b, cnt, cache.slots, cache.mask, keys)
+        # while blocks bring new chunks (the last one cached some), the seed slots are fetched too
+        hash_block(p, limit, start, ends + b, cnt, cache.slots, cache.mask, keys,
+                   <const Slot*>t.seeds if fresh else NULL, t.seed_mask)
+        count_before = cache.count
         start = ends[b + cnt - 1]
         ct = w.chunk_tokens + w.chunk_n if w.chunk_tokens != NULL else NULL
         j = 0
@@ -1091,6 +1102,7 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
             break
         if ct != NULL:
             w.chunk_n += cnt
+        fresh = seeded and cache.count != count_before
         b += cnt
     cache.hits += hits
     return status
