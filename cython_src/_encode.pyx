@@ -154,6 +154,8 @@ cdef struct Tables:
     const void* seeds            # Encoder.seed_caches: a read-only slot table (Slot) of one-token chunks
     uint64_t seed_mask
     Py_ssize_t num_seeds
+    const uint64_t* seed_bits    # one bit per SEED_BITS hash value (seed_bit): set for each seed, so most
+                                 # chunks that are no seed skip the table (128 KiB, cache resident)
 
 
 cdef inline uint64_t pair_hash(uint64_t key) noexcept nogil:
@@ -960,6 +962,16 @@ cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const
     return STATUS_OK
 
 
+cdef enum:
+    SEED_BITS = 20               # the seed filter: 2^20 bits
+
+
+cdef inline bint seed_maybe(const Tables* t, uint64_t h) noexcept nogil:
+    """Whether chunk hash ``h`` may be a seed's (its filter bit, from the hash's top bits)."""
+    cdef uint64_t bit = h >> (64 - SEED_BITS)
+    return (t.seed_bits[bit >> 6] >> (bit & 63)) & 1
+
+
 cdef inline const Slot* seed_find(const Tables* t, const Key* k) noexcept nogil:
     """The seed slot of chunk ``k`` (up to INLINE_KEY bytes), or NULL: the seeds are a
     slot table of their own, read-only and shared by every cache slot (thread)."""
@@ -986,7 +998,7 @@ cdef inline void store_lanes(uint32_t* o, uint64_t v0, uint64_t v1) noexcept nog
 
 cdef inline void hash_block(const uint8_t* p, const uint8_t* limit, Py_ssize_t start, const int64_t* ends,
                             Py_ssize_t cnt, const Slot* slots, uint64_t mask, Key* keys,
-                            const Slot* seeds, uint64_t seed_mask) noexcept nogil:
+                            const Tables* seeds) noexcept nogil:
     """Keys of the ``cnt`` chunks ``p[ends[j-1]:ends[j]]`` (``ends[-1]`` is ``start``),
     the cache line of each one's slot pair prefetched.  A function of its own, so
     that its few loop values stay in registers (in encode_span's frame they were
@@ -997,8 +1009,8 @@ cdef inline void hash_block(const uint8_t* p, const uint8_t* limit, Py_ssize_t s
         keys[j].start = start
         key_of(p + start, end - start, limit, &keys[j])
         prefetch(&slots[keys[j].h & mask & PAIR])
-        if seeds != NULL:
-            prefetch(&seeds[keys[j].h & seed_mask & PAIR])
+        if seeds != NULL and keys[j].n <= INLINE_KEY and seed_maybe(seeds, keys[j].h):
+            prefetch(&(<const Slot*>seeds.seeds)[keys[j].h & seeds.seed_mask & PAIR])
         start = end
 
 
@@ -1077,7 +1089,7 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
             break
         # while blocks bring new chunks (the last one cached some), the seed slots are fetched too
         hash_block(p, limit, start, ends + b, cnt, cache.slots, cache.mask, keys,
-                   <const Slot*>t.seeds if fresh else NULL, t.seed_mask)
+                   t if fresh else NULL)
         count_before = cache.count
         start = ends[b + cnt - 1]
         ct = w.chunk_tokens + w.chunk_n if w.chunk_tokens != NULL else NULL
@@ -1119,7 +1131,7 @@ cdef int chunk_slow(const Tables* t, ChunkCache* cache, Work* w, const uint8_t* 
     cdef uint32_t id0
     cdef Py_ssize_t m
     if s.k1 == 0:
-        if t.num_seeds and k.n <= INLINE_KEY and 2 * t.num_seeds <= cache.max_entries:
+        if t.num_seeds and k.n <= INLINE_KEY and 2 * t.num_seeds <= cache.max_entries and seed_maybe(t, k.h):
             seed = seed_find(t, k)
             if seed != NULL:   # one token: no merge, and cached for its next occurrences
                 cache.hits += 1
@@ -1478,7 +1490,9 @@ cdef class Encoder:
         free(self._pairs)
         self._pairs = NULL
         free(<void*>self.tables.seeds)
+        free(<void*>self.tables.seed_bits)
         self.tables.seeds = NULL
+        self.tables.seed_bits = NULL
         if self.caches != NULL:
             for s in range(self._num_slots):
                 free(self.caches[s].slots)
@@ -1589,8 +1603,11 @@ cdef class Encoder:
                 raise RuntimeError("seed_caches must come before the first encode (a cache exists)")
         while size < 2 * <uint64_t>n:
             size *= 2
+        cdef uint64_t* bits = <uint64_t*>table_alloc((1 << SEED_BITS) // 8)
         table = <Slot*>table_alloc(size * sizeof(Slot))
-        if table == NULL:
+        if table == NULL or bits == NULL:
+            free(table)
+            free(bits)
             raise MemoryError(f"cannot allocate the seed table of {n} tokens ({size * sizeof(Slot)} bytes)")
         memset(&w, 0, sizeof(Work))
         with nogil:
@@ -1612,9 +1629,13 @@ cdef class Encoder:
                     table[j].k1 = k.k1
                     table[j].v0 = 1 | (<uint64_t>w.ids[0] << 8)
                     kept += 1
+                    e = k.h >> (64 - SEED_BITS)
+                    bits[e >> 6] |= <uint64_t>1 << (e & 63)
         work_free(&w)
         free(<void*>self.tables.seeds)
+        free(<void*>self.tables.seed_bits)
         self.tables.seeds = table
+        self.tables.seed_bits = bits
         self.tables.seed_mask = size - 1
         self.tables.num_seeds = kept
         return kept
