@@ -34,8 +34,8 @@ result, repeat until no adjacent pair has a rank.
   of chunks that carry most occurrences stay cached on a corpus of any size
   (cache_sweep).  Behind the caches, one read-only table of *seeds*, the
   vocabulary's one-token chunks (Encoder.seed_caches: each one the entry its
-  miss would make), answers a miss before any merge, so a chunk that is one
-  token is never merged.  One cache per *slot*: a caller that encodes from several
+  miss would make; a one-bit-per-hash-value filter in front), answers a miss
+  before any merge, so a chunk that is one token is never merged.  One cache per *slot*: a caller that encodes from several
   threads uses one slot per thread (a slot in use by another thread is refused
   with RuntimeError rather than corrupted).
 
