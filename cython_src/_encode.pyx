@@ -32,7 +32,10 @@ result, repeat until no adjacent pair has a rank.
   *sweep* keeps the most-hit entries (at most half of each bound, their counts
   halved: frequency with ageing) and drops the rest, so the Zipfian few percent
   of chunks that carry most occurrences stay cached on a corpus of any size
-  (cache_sweep).  One cache per *slot*: a caller that encodes from several
+  (cache_sweep).  Behind the caches, one read-only table of *seeds*, the
+  vocabulary's one-token chunks (Encoder.seed_caches: each one the entry its
+  miss would make; a one-bit-per-hash-value filter in front), answers a miss
+  before any merge, so a chunk that is one token is never merged.  One cache per *slot*: a caller that encodes from several
   threads uses one slot per thread (a slot in use by another thread is refused
   with RuntimeError rather than corrupted).
 
@@ -148,6 +151,11 @@ cdef struct Tables:
     int char_integrity           # 0, CHAR_PIECES or CHAR_PREFIX: merge only where characters stay whole
                                  # (merge_short_ci, merge_long with flags)
     bint check_utf8              # char integrity: also check chunks of UTF-8 symbols only
+    const void* seeds            # Encoder.seed_caches: a read-only slot table (Slot) of one-token chunks
+    uint64_t seed_mask
+    Py_ssize_t num_seeds
+    const uint64_t* seed_bits    # one bit per SEED_BITS hash value (seed_bit): set for each seed, so most
+                                 # chunks that are no seed skip the table (128 KiB, cache resident)
 
 
 cdef inline uint64_t pair_hash(uint64_t key) noexcept nogil:
@@ -904,25 +912,26 @@ cdef Py_ssize_t merge_ci(const Tables* t, Work* w, Py_ssize_t n, int32_t_vec& nx
     return merge_long(t, w.ids, w.flags, n, nxt, prv, node_rank, heap, batch)
 
 
-cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const uint8_t* chunk,
-                     const Key* k, int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
-                     vector[uint64_t]& heap, vector[uint32_t]& batch,
-                     Py_ssize_t* bad_byte) noexcept nogil:
-    """Route and merge a chunk the cache does not hold, append its ids, cache them;
-    STATUS_OK, STATUS_NO_MEMORY, or STATUS_INVALID_UTF8 (``bad_byte``: offset in the chunk)."""
-    cdef Py_ssize_t nsym, i, m, n = k.n
+cdef Py_ssize_t merge_chunk(const Tables* t, Work* w, const uint8_t* chunk, Py_ssize_t n,
+                            int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
+                            vector[uint64_t]& heap, vector[uint32_t]& batch,
+                            Py_ssize_t* bad_byte) noexcept nogil:
+    """Route chunk ``chunk[0:n]`` and merge it: its ids (model ids) in ``w.ids``, their
+    number returned; -1 out of memory, -2 invalid UTF-8 (``bad_byte``: offset in the
+    chunk)."""
+    cdef Py_ssize_t nsym, i, m
     if work_reserve(w, n) < 0:
-        return STATUS_NO_MEMORY
+        return -1
     nsym = route_utf8(chunk, n, t.substrate, w.symbols)
     if nsym < 0:
         bad_byte[0] = -nsym - 1
-        return STATUS_INVALID_UTF8
+        return -2
     for i in range(nsym):
         w.ids[i] = w.symbols[i]
     if t.char_integrity:
         m = merge_ci(t, w, nsym, nxt, prv, node_rank, heap, batch)
         if m < 0:
-            return STATUS_NO_MEMORY
+            return -1
     elif nsym <= SHORT_CHUNK:
         m = merge_short(t, w.ids, w.ranks, nsym)
     else:
@@ -930,6 +939,20 @@ cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const
     if t.model_ids != NULL:
         for i in range(m):
             w.ids[i] = t.model_ids[w.ids[i]]
+    return m
+
+
+cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const uint8_t* chunk,
+                     const Key* k, int32_t_vec& nxt, int32_t_vec& prv, vector[uint32_t]& node_rank,
+                     vector[uint64_t]& heap, vector[uint32_t]& batch,
+                     Py_ssize_t* bad_byte) noexcept nogil:
+    """Route and merge a chunk the cache does not hold, append its ids, cache them;
+    STATUS_OK, STATUS_NO_MEMORY, or STATUS_INVALID_UTF8 (``bad_byte``: offset in the chunk)."""
+    cdef Py_ssize_t m = merge_chunk(t, w, chunk, k.n, nxt, prv, node_rank, heap, batch, bad_byte)
+    if m == -2:
+        return STATUS_INVALID_UTF8
+    if m < 0:
+        return STATUS_NO_MEMORY
     if out_reserve(w, m + INLINE_IDS * BLOCK) < 0:  # and encode_span's room for the rest of the block
         return STATUS_NO_MEMORY
     copy_ids(w.out + w.out_size, w.ids, m)
@@ -937,6 +960,31 @@ cdef int encode_miss(const Tables* t, ChunkCache* cache, Work* w, Slot* s, const
     cache.misses += 1
     cache_insert(cache, s, chunk, k, w.ids, m)
     return STATUS_OK
+
+
+cdef enum:
+    SEED_BITS = 20               # the seed filter: 2^20 bits
+
+
+cdef inline bint seed_maybe(const Tables* t, uint64_t h) noexcept nogil:
+    """Whether chunk hash ``h`` may be a seed's (its filter bit, from the hash's top bits)."""
+    cdef uint64_t bit = h >> (64 - SEED_BITS)
+    return (t.seed_bits[bit >> 6] >> (bit & 63)) & 1
+
+
+cdef inline const Slot* seed_find(const Tables* t, const Key* k) noexcept nogil:
+    """The seed slot of chunk ``k`` (up to INLINE_KEY bytes), or NULL: the seeds are a
+    slot table of their own, read-only and shared by every cache slot (thread)."""
+    cdef const Slot* table = <const Slot*>t.seeds
+    cdef uint64_t i = k.h & t.seed_mask & PAIR
+    cdef const Slot* s
+    while True:
+        s = &table[i]
+        if s.k1 == 0:
+            return NULL
+        if s.k1 == k.k1 and s.k0 == k.k0:
+            return s
+        i = (i + 1) & t.seed_mask
 
 
 cdef inline void store_lanes(uint32_t* o, uint64_t v0, uint64_t v1) noexcept nogil:
@@ -949,7 +997,8 @@ cdef inline void store_lanes(uint32_t* o, uint64_t v0, uint64_t v1) noexcept nog
 
 
 cdef inline void hash_block(const uint8_t* p, const uint8_t* limit, Py_ssize_t start, const int64_t* ends,
-                            Py_ssize_t cnt, const Slot* slots, uint64_t mask, Key* keys) noexcept nogil:
+                            Py_ssize_t cnt, const Slot* slots, uint64_t mask, Key* keys,
+                            const Tables* seeds) noexcept nogil:
     """Keys of the ``cnt`` chunks ``p[ends[j-1]:ends[j]]`` (``ends[-1]`` is ``start``),
     the cache line of each one's slot pair prefetched.  A function of its own, so
     that its few loop values stay in registers (in encode_span's frame they were
@@ -960,6 +1009,8 @@ cdef inline void hash_block(const uint8_t* p, const uint8_t* limit, Py_ssize_t s
         keys[j].start = start
         key_of(p + start, end - start, limit, &keys[j])
         prefetch(&slots[keys[j].h & mask & PAIR])
+        if seeds != NULL and keys[j].n <= INLINE_KEY and seed_maybe(seeds, keys[j].h):
+            prefetch(&(<const Slot*>seeds.seeds)[keys[j].h & seeds.seed_mask & PAIR])
         start = end
 
 
@@ -1015,7 +1066,9 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
     Chunks go in blocks of BLOCK: first every chunk of the block is hashed and the
     cache line of its slot pair prefetched (hash_block), then the block is looked
     up (hit_block), so the slot loads of a block overlap instead of waiting one
-    after another.  A chunk found in its slot pair with its ids inline (most
+    after another.  While blocks bring new chunks (the block before cached one
+    or more), each chunk's seed slot is prefetched too: a new chunk is then
+    looked up among the seeds (chunk_slow) without waiting for that line.  A chunk found in its slot pair with its ids inline (most
     chunks) takes no branch of its own: both slots are compared, the four id lanes
     are stored whatever the count and the output advances by the count (the output
     keeps INLINE_IDS ids of room per chunk left in the block).  Everything else (a
@@ -1026,12 +1079,18 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
     cdef int64_t hits = 0
     cdef int64_t* ct
     cdef int status = STATUS_OK
+    cdef bint seeded = t.num_seeds != 0 and 2 * t.num_seeds <= cache.max_entries
+    cdef bint fresh = seeded
+    cdef Py_ssize_t count_before
     while b < nchunks:
         cnt = min(<Py_ssize_t>BLOCK, nchunks - b)
         if out_reserve(w, INLINE_IDS * cnt) < 0:
             status = STATUS_NO_MEMORY
             break
-        hash_block(p, limit, start, ends + b, cnt, cache.slots, cache.mask, keys)
+        # while blocks bring new chunks (the last one cached some), the seed slots are fetched too
+        hash_block(p, limit, start, ends + b, cnt, cache.slots, cache.mask, keys,
+                   t if fresh else NULL)
+        count_before = cache.count
         start = ends[b + cnt - 1]
         ct = w.chunk_tokens + w.chunk_n if w.chunk_tokens != NULL else NULL
         j = 0
@@ -1055,6 +1114,7 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
             break
         if ct != NULL:
             w.chunk_n += cnt
+        fresh = seeded and cache.count != count_before
         b += cnt
     cache.hits += hits
     return status
@@ -1067,8 +1127,19 @@ cdef int chunk_slow(const Tables* t, ChunkCache* cache, Work* w, const uint8_t* 
     the block from this one on): a slot past the home pair, ids spilled to ``vals``
     (more than INLINE_IDS, or a long key), or a miss (encode_miss)."""
     cdef Slot* s = cache_find(cache, chunk, k)
+    cdef const Slot* seed
+    cdef uint32_t id0
     cdef Py_ssize_t m
     if s.k1 == 0:
+        if t.num_seeds and k.n <= INLINE_KEY and 2 * t.num_seeds <= cache.max_entries and seed_maybe(t, k.h):
+            seed = seed_find(t, k)
+            if seed != NULL:   # one token: no merge, and cached for its next occurrences
+                cache.hits += 1
+                store_lanes(w.out + w.out_size, seed.v0, seed.v1)
+                w.out_size += 1
+                id0 = <uint32_t>((seed.v0 >> 8) & ID24)
+                cache_insert(cache, s, chunk, k, &id0, 1)
+                return STATUS_OK
         return encode_miss(t, cache, w, s, chunk, k, nxt, prv, node_rank, heap, batch, bad_byte)
     cache.hits += 1
     s.v0 = bumped(s.v0)
@@ -1418,6 +1489,10 @@ cdef class Encoder:
         cdef int s
         free(self._pairs)
         self._pairs = NULL
+        free(<void*>self.tables.seeds)
+        free(<void*>self.tables.seed_bits)
+        self.tables.seeds = NULL
+        self.tables.seed_bits = NULL
         if self.caches != NULL:
             for s in range(self._num_slots):
                 free(self.caches[s].slots)
@@ -1500,6 +1575,74 @@ cdef class Encoder:
                                   "smaller cache (Tokenizer.set_cache(bytes=...))")
         c.busy = True
         return c
+
+    def seed_caches(self, const uint8_t[::1] token_bytes, const uint64_t[::1] entries):
+        """Give the caches the vocabulary's one-token chunks (gigatoken's seeding): a
+        chunk that is a single token is then found on its first occurrence instead of
+        being merged.  ``token_bytes``, ``entries``: the decode tables
+        (``_decode.DecodeTables``: offset, length << 32 and kind << 56 per id); each
+        token whose bytes are well-formed UTF-8 (kind 0) of 1..INLINE_KEY bytes is
+        merged as a chunk would be, and kept when that gives one id (below 2^24): the
+        entry a miss of that chunk would make, so ids stay the same with or without
+        seeds.  The seeds form one read-only slot table (at most half full) that every
+        cache slot probes when it misses a chunk (chunk_slow), unless its entry bound
+        is under twice their number; a chunk found there is cached as a miss would
+        be.  Returns the number of seeds."""
+        cdef Py_ssize_t n = entries.shape[0], i, m, kept = 0, length, bad = 0
+        cdef uint64_t e, size = MIN_SLOTS, j
+        cdef Work w
+        cdef vector[int32_t] nxt, prv
+        cdef vector[uint32_t] node_rank, batch
+        cdef vector[uint64_t] heap
+        cdef Key k
+        cdef Slot* table
+        cdef const uint8_t* data = &token_bytes[0] if token_bytes.shape[0] else NULL
+        cdef const uint8_t* limit = data + token_bytes.shape[0]
+        for i in range(self._num_slots):
+            if self.caches[i].slots != NULL:
+                raise RuntimeError("seed_caches must come before the first encode (a cache exists)")
+        while size < 2 * <uint64_t>n:
+            size *= 2
+        cdef uint64_t* bits = <uint64_t*>table_alloc((1 << SEED_BITS) // 8)
+        table = <Slot*>table_alloc(size * sizeof(Slot))
+        if table == NULL or bits == NULL:
+            free(table)
+            free(bits)
+            raise MemoryError(f"cannot allocate the seed table of {n} tokens ({size * sizeof(Slot)} bytes)")
+        memset(&w, 0, sizeof(Work))
+        with nogil:
+            for i in range(n):
+                e = entries[i]
+                length = <Py_ssize_t>((e >> 32) & 0xFFFFFF)
+                if (e >> 56) != 0 or length == 0 or length > INLINE_KEY or (e & 0xFFFFFFFFu) + length > <uint64_t>(limit - data):
+                    continue
+                m = merge_chunk(&self.tables, &w, data + (e & 0xFFFFFFFFu), length, nxt, prv, node_rank, heap,
+                                batch, &bad)
+                if m != 1 or w.ids[0] > ID24:
+                    continue
+                key_of(data + (e & 0xFFFFFFFFu), length, limit, &k)
+                j = k.h & (size - 1) & PAIR
+                while table[j].k1 != 0 and not (table[j].k1 == k.k1 and table[j].k0 == k.k0):
+                    j = (j + 1) & (size - 1)
+                if table[j].k1 == 0:
+                    table[j].k0 = k.k0
+                    table[j].k1 = k.k1
+                    table[j].v0 = 1 | (<uint64_t>w.ids[0] << 8)
+                    kept += 1
+                    e = k.h >> (64 - SEED_BITS)
+                    bits[e >> 6] |= <uint64_t>1 << (e & 63)
+        work_free(&w)
+        free(<void*>self.tables.seeds)
+        free(<void*>self.tables.seed_bits)
+        self.tables.seeds = table
+        self.tables.seed_bits = bits
+        self.tables.seed_mask = size - 1
+        self.tables.num_seeds = kept
+        return kept
+
+    @property
+    def num_seeds(self):
+        return self.tables.num_seeds
 
     def encode_chunk_symbols(self, const uint16_t[::1] symbols):
         """Merge one chunk given as base symbol ids (no cache); for tests and tools."""

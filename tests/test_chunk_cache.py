@@ -369,6 +369,51 @@ def test_superbpe_ids_identical_for_every_cache_size(toks, real_sample, docs_row
             assert [g.tolist() for g in tok.encode_ordinary_batch(texts)] == expected, name
 
 
+def test_one_token_chunks_hit_on_first_sight():
+    """The vocabulary's one-token chunks are seeds (gigatoken's seeding): a fresh cl100k
+    tokenizer given the text of each token (up to 15 bytes, well-formed UTF-8) as a
+    document finds every chunk that is one token among the seeds (a hit, no merge),
+    and misses only the chunks that are several tokens (once each); ids: tiktoken's."""
+    import regex
+    import tiktoken
+
+    from ube_stream.pretokenizer import resolve_pattern
+
+    ranks = openai_ranks("cl100k_base", limit=30000)
+    pattern = resolve_pattern("cl100k")[1]
+    enc = tiktoken.Encoding("cl100k", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+    texts = []
+    for token in ranks:
+        if 1 <= len(token) <= 15:
+            try:
+                texts.append(token.decode("utf-8"))
+            except UnicodeDecodeError:
+                continue
+    tok = Tokenizer.from_tiktoken(ranks, "cl100k")
+    assert [g.tolist() for g in tok.encode_ordinary_batch(texts, num_threads=1)] == [enc.encode_ordinary(t)
+                                                                                       for t in texts]
+    chunks = [c for t in texts for c in regex.findall(pattern, t)]
+    several = {c for c in chunks if len(c.encode()) > 15 or len(enc.encode_ordinary(c)) > 1}
+    (stats,) = [s for s in _slot_stats(tok) if s["hits"]]
+    assert stats["misses"] == len(several) and stats["hits"] == len(chunks) - len(several)
+    assert len(several) < len(chunks) // 100
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_seeds_give_the_twins_ids(toks, substrate):
+    """Seeds are what a miss of their chunk would cache, under every substrate and
+    character integrity: each token's text (as one document, seeds on) encodes to the
+    readable twin's ids, and is found among the seeds when it is one chunk of one token."""
+    tok = _bounded(toks[substrate], {})
+    texts = [t for t in (tok.decode([i], errors="replace") for i in range(tok.vocab_size))
+             if "\ufffd" not in t and 1 <= len(t.encode()) <= 15]
+    expected = [encode_reference(tok, t) for t in texts]
+    assert [g.tolist() for g in tok.encode_ordinary_batch(texts, num_threads=1)] == expected
+    encoder, _ = tok._kernel()
+    (stats,) = [s for s in _slot_stats(tok) if s["hits"] or s["misses"]]
+    assert encoder.num_seeds > len(texts) // 2 and stats["hits"] > len(texts) // 2
+
+
 def test_sweeps_keep_the_frequent_chunks():
     """A stream of one-off words with a few frequent ones among them, through a cache of
     64 chunks: every sweep drops the one-offs and keeps the frequent words (they are

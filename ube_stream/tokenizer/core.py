@@ -555,6 +555,9 @@ class Tokenizer:
                 char_integrity=self._encoder_char_integrity,
                 check_utf8=self.char_integrity and not self._utf8_tokens_keep_characters,
                 char_rule=self.char_rule or "pieces")
+            if self.cache_bytes:   # every cache starts with the vocabulary's one-token chunks
+                token_bytes, entries = self._decode_tables()[:2]
+                encoder.seed_caches(token_bytes, entries)
             state = self._kernel_state = (encoder, _SlotPool(encoder))
         return state
 
