@@ -34,9 +34,9 @@ text, built by `make_large_corpus.py`) and the same `utf8` tokenizer:
 With `--baseline DIR` (a folder holding another copy of the `ube_stream`
 package with its compiled kernels, e.g. main's copied to /tmp), every round
 runs the stages and the whole command of this checkout and of that package
-one after the other, each in a fresh process (stages and whole command
-interleaved, so both meet the same load), and the record gives both columns
-and their ratio.
+one after the other, each in a fresh process, in ABBA order (the side that
+runs first alternates: the first run measured slower), so both meet the same
+load, and the record gives both columns and their ratio.
 
 Records `benchmarks/records/encode_breakdown/` through `_record.py`.
 """
@@ -360,9 +360,11 @@ def ab(args):
     got = {side: {"stages": [], "whole": []} for side in sides}
     with tempfile.TemporaryDirectory() as tmp:
         for round_no in range(args.repeat):
-            for side, package_dir in sides.items():
+            # ABBA: the side that runs first alternates (the first run of a round measured slower, +0.05-0.1 s)
+            order = list(sides.items())[::-1 if round_no % 2 else 1]
+            for side, package_dir in order:
                 got[side]["stages"].append(child_stages(path, hf_tokenizer, ube_tokenizer, 1, tmp, package_dir))
-            for side, package_dir in sides.items():
+            for side, package_dir in order[::-1]:
                 got[side]["whole"].append(whole(files, hf_tokenizer, 1, tmp, round_no, package_dir))
                 print(f"round {round_no} {side}: whole {got[side]['whole'][-1][1]:.3f} CPU s, load "
                       f"{got[side]['whole'][-1][2]:.2f}", file=sys.stderr)
