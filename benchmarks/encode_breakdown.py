@@ -31,12 +31,20 @@ text, built by `make_large_corpus.py`) and the same `utf8` tokenizer:
    need idle cores: on a loaded machine only the CPU column and ratios of runs
    next to each other mean anything.
 
+With `--baseline DIR` (a folder holding another copy of the `ube_stream`
+package with its compiled kernels, e.g. main's copied to /tmp), every round
+runs the stages and the whole command of this checkout and of that package
+one after the other, each in a fresh process, in ABBA order (the side that
+runs first alternates: the first run measured slower), so both meet the same
+load, and the record gives both columns and their ratio.
+
 Records `benchmarks/records/encode_breakdown/` through `_record.py`.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import statistics
@@ -81,6 +89,13 @@ print("RESULT", time.perf_counter() - t0, s.ru_utime + s.ru_stime + c.ru_utime +
 """
 
 
+def package_env(package_dir):
+    """Environment in which `python -m ube_stream` imports the package in `package_dir`."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = package_dir + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
 def median_cpu(fn, repeat):
     times = []
     for _ in range(repeat):
@@ -111,17 +126,19 @@ def split_files(path, n, work_dir):
     return names
 
 
-def stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp):
-    """CPU seconds of each stage on `path` (see the module)."""
+def stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp, package_dir=measure.REPO):
+    """CPU seconds of each stage on `path` (see the module), of the `ube_stream` in `package_dir`
+    (imported here: the process must not have imported another one)."""
     import numpy as np
 
+    sys.path.insert(0, package_dir)
     from ube_stream import Tokenizer
     from ube_stream.runs.corpus import Corpus
 
     out = {}
     imports = []
     for _ in range(repeat):
-        run = measure.run_measured(measure.ube_cmd("encode", "--help"), env=measure.ube_env())
+        run = measure.run_measured(measure.ube_cmd("encode", "--help"), env=package_env(package_dir))
         imports.append(run["cpu_s"])
     out["start-up, imports, CLI parser (fresh process)"] = statistics.median(imports)
     out["tokenizer load, HF tokenizer.json (the driver)"] = median_cpu(lambda: Tokenizer.from_hf(hf_tokenizer),
@@ -183,12 +200,24 @@ def stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp):
     return out, text_mb, sum(len(ids) for ids, _ in encoded), len(units)
 
 
-def whole(files, hf_tokenizer, workers, tmp, round_no):
+def child_stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp, package_dir):
+    """`stages` of the package in `package_dir`, in a fresh process (this script, `--child-stages`)."""
+    result = os.path.join(tmp, "child-stages.json")
+    res = subprocess.run([sys.executable, os.path.abspath(__file__), "--child-stages", result, "--package-dir",
+                          package_dir, "--child-args", json.dumps([path, hf_tokenizer, ube_tokenizer, repeat, tmp])],
+                         capture_output=True, text=True, env=package_env(package_dir))
+    if res.returncode != 0:
+        raise SystemExit(f"the stages of {package_dir} failed:\n{res.stderr[-2000:]}")
+    with open(result) as f:
+        return json.load(f)
+
+
+def whole(files, hf_tokenizer, workers, tmp, round_no, package_dir=measure.REPO):
     out = os.path.join(tmp, f"whole-{workers}-{round_no}")
     load = os.getloadavg()[0]
     run = measure.check(measure.run_measured(measure.ube_cmd("encode", *files, "--tokenizer", hf_tokenizer, "-o", out,
                                                              "--workers", str(workers), "-q"),
-                                             env=measure.ube_env()), f"ube encode --workers {workers}")
+                                             env=package_env(package_dir)), f"ube encode --workers {workers}")
     shutil.rmtree(out, ignore_errors=True)
     return run["wall_s"], run["cpu_s"], load
 
@@ -216,27 +245,29 @@ def main(argv=None):
     parser.add_argument("--vocab-size", type=int, default=32768)
     parser.add_argument("--work-dir", default=os.path.join(HERE, "data", "e2e-work"),
                         help="prefix, files and tokenizers (kept; side_by_side_e2e.py's by default)")
+    parser.add_argument("--baseline", help="a folder holding another ube_stream package (with its compiled "
+                        "kernels), measured interleaved with this checkout's (A/B)")
+    parser.add_argument("--child-stages", help=argparse.SUPPRESS)   # internal: one process's stages, as JSON
+    parser.add_argument("--package-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--child-args", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if not os.path.exists(args.corpus):
-        raise SystemExit(f"{args.corpus} missing: run python benchmarks/make_large_corpus.py first")
+    if args.child_stages:
+        path, hf_tokenizer, ube_tokenizer, repeat, tmp = json.loads(args.child_args)
+        costs, text_mb, tokens, units = stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp, args.package_dir)
+        with open(args.child_stages, "w") as f:
+            json.dump({"costs": costs, "text_mb": text_mb, "tokens": tokens, "units": units}, f)
+        return 0
+    if args.baseline:
+        args.baseline = os.path.abspath(args.baseline)
+        if not os.path.isfile(os.path.join(args.baseline, "ube_stream", "__init__.py")):
+            raise SystemExit(f"--baseline {args.baseline}: no ube_stream package there; copy one there "
+                             "(cp -r /path/to/checkout/ube_stream DIR/) with its compiled kernels")
+        return ab(args)
     layouts = [x for x in args.layouts.split(",") if x]
     unknown = sorted(set(layouts) - set(LAYOUTS))
     if unknown:
         raise SystemExit(f"--layouts: unknown {unknown}; choose from {sorted(LAYOUTS)}")
-    size = measure.parse_sizes(args.size)[0]
-    path, text_bytes, documents = measure.cut_prefix(args.corpus, size, args.work_dir)
-    files = split_files(path, args.files, args.work_dir)
-    ube_tokenizer = os.path.join(args.work_dir, f"breakdown-utf8-{args.vocab_size}.ube.json")
-    hf_tokenizer = os.path.join(args.work_dir, f"breakdown-utf8-{args.vocab_size}.tokenizer.json")
-    if not os.path.exists(ube_tokenizer):
-        sample = measure.cut_prefix(args.corpus, 10 * 10**6, args.work_dir)[0]
-        measure.check(measure.run_measured(measure.ube_cmd("train", sample, "--substrate", "utf8", "--vocab-size",
-                                                           str(args.vocab_size), "-o", ube_tokenizer, "-q"),
-                                           env=measure.ube_env()), "training the tokenizer")
-    if not os.path.exists(hf_tokenizer):
-        from ube_stream import Tokenizer
-
-        Tokenizer.load(ube_tokenizer).export_hf(hf_tokenizer)
+    path, text_bytes, documents, files, ube_tokenizer, hf_tokenizer = prepare(args)
     measure.compile_package()   # imported as an installed package is: from its bytecode
     rows, data = [], {"documents": documents, "text_mb": round(text_bytes / 1e6, 3), "files": len(files)}
     with tempfile.TemporaryDirectory() as tmp:
@@ -294,6 +325,83 @@ def main(argv=None):
     write_record("encode_breakdown", title="ube encode: where the CPU goes beyond the kernel, and two-worker layouts",
                  columns=["part", "what", "cpu_s (s)", "share_pct (%)", "wall_s (s)", "load_1min"], rows=rows,
                  notes=notes, headline=headline, argv=sys.argv[1:] if argv is None else argv, data=data)
+    return 0
+
+
+def prepare(args):
+    """The prefix, its files and the two tokenizers (made once, kept in ``--work-dir``)."""
+    if not os.path.exists(args.corpus):
+        raise SystemExit(f"{args.corpus} missing: run python benchmarks/make_large_corpus.py first")
+    size = measure.parse_sizes(args.size)[0]
+    path, text_bytes, documents = measure.cut_prefix(args.corpus, size, args.work_dir)
+    files = split_files(path, args.files, args.work_dir)
+    ube_tokenizer = os.path.join(args.work_dir, f"breakdown-utf8-{args.vocab_size}.ube.json")
+    hf_tokenizer = os.path.join(args.work_dir, f"breakdown-utf8-{args.vocab_size}.tokenizer.json")
+    if not os.path.exists(ube_tokenizer):
+        sample = measure.cut_prefix(args.corpus, 10 * 10**6, args.work_dir)[0]
+        measure.check(measure.run_measured(measure.ube_cmd("train", sample, "--substrate", "utf8", "--vocab-size",
+                                                           str(args.vocab_size), "-o", ube_tokenizer, "-q"),
+                                           env=measure.ube_env()), "training the tokenizer")
+    if not os.path.exists(hf_tokenizer):
+        subprocess.run([sys.executable, "-c", "import sys; from ube_stream import Tokenizer; "
+                        "Tokenizer.load(sys.argv[1]).export_hf(sys.argv[2])", ube_tokenizer, hf_tokenizer],
+                       check=True, env=measure.ube_env())
+    return path, text_bytes, documents, files, ube_tokenizer, hf_tokenizer
+
+
+def ab(args):
+    """This checkout against ``--baseline``: stages and whole command, rounds interleaved (see the module)."""
+    path, text_bytes, documents, files, ube_tokenizer, hf_tokenizer = prepare(args)
+    import compileall
+
+    measure.compile_package()
+    compileall.compile_dir(os.path.join(args.baseline, "ube_stream"), quiet=1)
+    sides = {"this": measure.REPO, "baseline": args.baseline}
+    got = {side: {"stages": [], "whole": []} for side in sides}
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_no in range(args.repeat):
+            # ABBA: the side that runs first alternates (the first run of a round measured slower, +0.05-0.1 s)
+            order = list(sides.items())[::-1 if round_no % 2 else 1]
+            for side, package_dir in order:
+                got[side]["stages"].append(child_stages(path, hf_tokenizer, ube_tokenizer, 1, tmp, package_dir))
+            for side, package_dir in order[::-1]:
+                got[side]["whole"].append(whole(files, hf_tokenizer, 1, tmp, round_no, package_dir))
+                print(f"round {round_no} {side}: whole {got[side]['whole'][-1][1]:.3f} CPU s, load "
+                      f"{got[side]['whole'][-1][2]:.2f}", file=sys.stderr)
+    rows = []
+    medians = {}
+    for side in sides:
+        costs = {stage: statistics.median(run["costs"][stage] for run in got[side]["stages"])
+                 for stage in got[side]["stages"][0]["costs"]}
+        costs["whole: ube encode --workers 1 (fresh process, HF tokenizer.json)"] = statistics.median(
+            r[1] for r in got[side]["whole"])
+        medians[side] = costs
+    whole_key = "whole: ube encode --workers 1 (fresh process, HF tokenizer.json)"
+    for stage, cpu in medians["this"].items():
+        before = medians["baseline"].get(stage)
+        rows.append([stage, round(before, 3) if before is not None else None, round(cpu, 3),
+                     round(cpu / before, 3) if before else None,
+                     round(100 * cpu / medians["this"][whole_key], 1)])
+    kernel = {side: medians[side]["kernel, one fresh chunk cache"] for side in sides}
+    rate = {side: kernel[side] / medians[side][whole_key] for side in sides}
+    loads = [r[2] for side in sides for r in got[side]["whole"]]
+    text_mb = got["this"]["stages"][0]["text_mb"]
+    data = {"documents": documents, "text_mb": round(text_bytes / 1e6, 3), "files": len(files),
+            "baseline": args.baseline, "runs": got, "medians": medians,
+            "targets": {"whole_vs_kernel_rate": {"value": round(rate["this"], 3), "baseline": round(rate["baseline"], 3),
+                                                 "target": ">= 0.85 (issue 24 item 3)", "met": rate["this"] >= 0.85}}}
+    headline = (f"ube encode at {rate['this']:.2f}x the kernel's rate per CPU s (baseline {rate['baseline']:.2f}x); "
+                f"whole command {medians['this'][whole_key]:.3f} vs {medians['baseline'][whole_key]:.3f} CPU s "
+                f"at {text_mb:.0f} MB")
+    notes = [f"{text_mb:.1f} MB of text of {os.path.relpath(args.corpus)} ({documents} documents, {len(files)} files); "
+             f"utf8 tokenizer, {args.vocab_size} tokens; medians of {args.repeat} interleaved rounds, each stage "
+             "and each whole command a fresh process",
+             f"baseline: the ube_stream package in {args.baseline}",
+             f"load average (1 min) at the whole commands: {min(loads):.2f}-{max(loads):.2f}; compare the columns "
+             "(measured side by side), not their values against another run"]
+    write_record("encode_breakdown_ab", title="ube encode's CPU beyond the kernel: this checkout against a baseline",
+                 columns=["what", "baseline_cpu_s (s)", "cpu_s (s)", "ratio", "share_pct (%)"], rows=rows,
+                 notes=notes, headline=headline, argv=sys.argv[1:], data=data)
     return 0
 
 

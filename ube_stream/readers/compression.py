@@ -12,7 +12,7 @@ import gzip
 import io
 import os
 import zlib
-from typing import Any, Iterator
+from typing import Any, Generator, Optional
 
 import numpy as np
 
@@ -410,7 +410,7 @@ def scan_line_starts(path: str, unit_rows: int, unit_bytes: int | None = None) -
     return num_rows, [(row, byte) for row, byte in starts if row < num_rows or row == 0]
 
 
-def line_blocks(unit, reporter: Reporter) -> Iterator[tuple[bytes, int, int, int]]:
+def line_blocks(unit, reporter: Reporter) -> Generator[tuple[bytes, int, int, int], Optional[int], None]:
     """The unit's line file as blocks of whole lines: ``(block, cut, row,
     pos)``, where ``block[:cut]`` holds whole lines (the last one may lack its
     ``\n`` at the end of the file), the first of them row ``row`` at
@@ -426,7 +426,11 @@ def line_blocks(unit, reporter: Reporter) -> Iterator[tuple[bytes, int, int, int
     dropped, so memory stays within the limit plus a block; its row is still
     numbered.  A shorter line over the limit lies inside one block: the
     reader checks those.  A damaged stream is reported
-    at the row and offset it broke at (:func:`report_broken`)."""
+    at the row and offset it broke at (:func:`report_broken`).
+
+    A reader that has found every line of ``block[:cut]`` (or stopped at
+    ``row_stop``) may ``send`` the row after them, so the lines are not
+    counted a second time here (the JSON Lines kernel finds them)."""
     source = unit.source
     broken = broken_errors(source.compression)
     cap = reporter.max_document_bytes
@@ -474,8 +478,8 @@ def line_blocks(unit, reporter: Reporter) -> Iterator[tuple[bytes, int, int, int
             carry = [block[cut:]] if cut < len(block) else []
             carried = len(block) - cut
             if cut:
-                yield block, cut, row, pos
-                row += block.count(b"\n", 0, cut) + (block[cut - 1] != 10)
+                counted = yield block, cut, row, pos   # a reader that read every line sends the next row
+                row = counted if counted is not None else row + block.count(b"\n", 0, cut) + (block[cut - 1] != 10)
                 pos += cut
             if final:
                 return

@@ -43,9 +43,15 @@ def read_jsonl(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterat
     except UnicodeEncodeError:   # a lone surrogate: no unescaped key (the kernel's) matches '"'
         key = np.frombuffer(b'"', np.uint8)
     batches = _Batches(batch_rows, source.source_id)
-    for block, cut, row, pos in line_blocks(unit, reporter):
+    blocks = line_blocks(unit, reporter)
+    next_row = None   # sent back: the kernel found every line, line_blocks need not count them
+    while True:
+        try:
+            block, cut, row, pos = blocks.send(next_row)
+        except StopIteration:
+            break
         # a batch never spans blocks: ~1 MiB of text, cache-sized, no join of blocks
-        _read_lines(block, cut, row, pos, start, stop, key, column, reporter, batches)
+        next_row, _ = _read_lines(block, cut, row, pos, start, stop, key, column, reporter, batches)
         yield from batches.rest()
     yield from batches.rest()
 

@@ -60,6 +60,9 @@ def check_ids(ids: Mapping[str, int], n_tokens: int, source: str, field: str) ->
     """Every id of ``ids`` (label -> id) an int in ``0 .. n_tokens + ID_SLACK - 1``, before
     anything is sized by them."""
     limit = n_tokens + ID_SLACK
+    values = list(ids.values())
+    if not values or (set(map(type, values)) == {int} and min(values) >= 0 and max(values) < limit):
+        return   # all good (one C pass each); else the loop below names the first bad one
     for label, token_id in ids.items():
         if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < limit:
             raise TokenizerFormatError(
@@ -299,56 +302,108 @@ def _alias_step(step: dict, specials: Mapping[str, int], aliases: Dict[str, str]
     return True
 
 
-def _hf_vocab(hf: _HFDoc, model: dict, added_ids: set) -> Dict[bytes, int]:
+def _byte_level_table() -> List[int]:
+    """A ``str.translate`` table from GPT-2 byte characters to bytes: each byte's character
+    becomes the Latin-1 character of that byte, and every other character ``encode("latin-1")``
+    would take becomes U+FFFF, so ``token.translate(table).encode("latin-1")`` is the token's
+    bytes or a :class:`UnicodeEncodeError` at its first character that is not a byte character
+    (one C pass per token instead of a Python step per character)."""
+    chars = gpt2_byte_chars().tolist()
+    table = [0xFFFF] * (max(chars) + 1)
+    for byte, char in enumerate(chars):
+        table[char] = byte
+    return table
+
+
+_BYTE_LEVEL = _byte_level_table()
+
+
+def _byte_level_bytes(token: str) -> Optional[bytes]:
+    """The bytes of a token spelled in GPT-2 byte characters; None when it holds another character."""
+    try:
+        return token.translate(_BYTE_LEVEL).encode("latin-1")
+    except UnicodeEncodeError:
+        return None
+
+
+def _hf_vocab(hf: _HFDoc, model: dict, added_ids: set) -> Tuple[Dict[bytes, int], Dict[str, bytes]]:
     """``model.vocab`` as token bytes -> id, every id bounded and used once; entries that are
     added tokens spelled outside the byte alphabet (DeepSeek's ``<｜begin▁of▁sentence｜>``)
-    are left to the added tokens."""
+    are left to the added tokens.  Also returns each kept token's bytes by its text (the
+    merges are looked up there)."""
     table = hf.get(model, "vocab", "model.vocab", dict, "an object {token: id}")
-    byte_of = {chr(c): b for b, c in enumerate(gpt2_byte_chars().tolist())}
     check_ids(table, len(table), hf.source, "model.vocab")
     vocab: Dict[bytes, int] = {}
-    owner: Dict[int, str] = {}
+    bytes_of: Dict[str, bytes] = {}
     for token, token_id in table.items():
-        if token_id in added_ids and not all(c in byte_of for c in token):
-            continue
         try:
-            token_bytes = bytes(byte_of[c] for c in token)
-        except KeyError as exc:
-            raise TokenizerFormatError(f"{hf.source}: model.vocab: token {token!r} holds {exc.args[0]!r}, which is "
-                                       "not a GPT-2 byte character: not a byte-level vocabulary") from None
+            token_bytes = token.translate(_BYTE_LEVEL).encode("latin-1")
+        except UnicodeEncodeError as exc:
+            if token_id in added_ids:
+                continue
+            _refuse_id_twice(hf, vocab, bytes_of)   # an earlier fault first, as the file reads
+            raise TokenizerFormatError(f"{hf.source}: model.vocab: token {token!r} holds {token[exc.start]!r}, "
+                                       "which is not a GPT-2 byte character: not a byte-level vocabulary") from None
         if not token_bytes:
+            _refuse_id_twice(hf, vocab, bytes_of)
             hf.fail("model.vocab", "non-empty tokens", token)
-        if token_id in owner:
-            raise TokenizerFormatError(f"{hf.source}: model.vocab: tokens {owner[token_id]!r} and {token!r} both "
-                                       f"have id {token_id}; expected one id per token")
-        owner[token_id] = token
         vocab[token_bytes] = token_id
+        bytes_of[token] = token_bytes
+    _refuse_id_twice(hf, vocab, bytes_of)
     for b in range(256):
         if bytes([b]) not in vocab and b not in NEVER_IN_UTF8:
             raise TokenizerFormatError(f"{hf.source}: model.vocab: byte {b} has no token; a byte-level BPE "
                                        "needs all 256 (all but the 13 that never occur in UTF-8)")
-    return vocab
+    return vocab, bytes_of
 
 
-def _hf_merges(hf: _HFDoc, model: dict, vocab: Dict[bytes, int]) -> List[Tuple[bytes, bytes]]:
+def _refuse_id_twice(hf: _HFDoc, vocab: Dict[bytes, int], bytes_of: Dict[str, bytes]) -> None:
+    """Refuse the first id (in file order) that two tokens of ``vocab`` have (``bytes_of``:
+    their texts in file order); one set of the ids says whether there is one."""
+    if len(set(vocab.values())) == len(vocab):
+        return
+    owner: Dict[int, str] = {}
+    for token, token_bytes in bytes_of.items():
+        token_id = vocab[token_bytes]
+        if token_id in owner:
+            raise TokenizerFormatError(f"{hf.source}: model.vocab: tokens {owner[token_id]!r} and {token!r} both "
+                                       f"have id {token_id}; expected one id per token")
+        owner[token_id] = token
+
+
+def _hf_merges(hf: _HFDoc, model: dict, vocab: Dict[bytes, int],
+               bytes_of: Dict[str, bytes]) -> List[Tuple[bytes, bytes]]:
     """``model.merges`` (``"a b"`` strings or ``[a, b]`` pairs) as byte pairs whose parts and
-    result are tokens of the vocabulary."""
+    result are tokens of the vocabulary (``bytes_of``: the vocabulary's bytes by text, from
+    :func:`_hf_vocab`).  A merge not made of two such tokens is refused by
+    :func:`_check_merge`, which says what is wrong with it."""
     merges = hf.get(model, "merges", "model.merges", list, "a list of merges", [])
-    byte_of = {chr(c): b for b, c in enumerate(gpt2_byte_chars().tolist())}
     out: List[Tuple[bytes, bytes]] = []
     for rank, merge in enumerate(merges):
-        parts = merge.split(" ") if isinstance(merge, str) else merge
-        if (not isinstance(parts, list) or len(parts) != 2
-                or not all(isinstance(p, str) and p and all(c in byte_of for c in p) for p in parts)):
-            hf.fail(f"model.merges[{rank}]", "two byte-level tokens ('a b' or [a, b])", merge)
-        left, right = (bytes(byte_of[c] for c in p) for p in parts)
-        for part, text in ((left, parts[0]), (right, parts[1]), (left + right, parts[0] + parts[1])):
-            if part not in vocab:
-                raise TokenizerFormatError(f"{hf.source}: model.merges[{rank}] ({parts[0]!r}, {parts[1]!r}): "
-                                           f"{text!r} is not in model.vocab; expected merges of vocabulary tokens "
-                                           "into a vocabulary token")
-        out.append((left, right))
+        parts = merge.split(" ") if type(merge) is str else merge
+        if type(parts) is list and len(parts) == 2 and type(parts[0]) is str and type(parts[1]) is str:
+            left, right = bytes_of.get(parts[0]), bytes_of.get(parts[1])
+            if left is not None and right is not None and left + right in vocab:
+                out.append((left, right))
+                continue
+        _check_merge(hf, rank, merge, parts, vocab)
     return out
+
+
+def _check_merge(hf: _HFDoc, rank: int, merge: Any, parts: Any, vocab: Dict[bytes, int]) -> NoReturn:
+    """Refuse ``model.merges[rank]``, which is not two byte-level tokens of the vocabulary
+    that join into one, in one line saying which part is wrong."""
+    spelled = (parts if isinstance(parts, list) and len(parts) == 2
+               and all(isinstance(p, str) and p for p in parts) else None)
+    left, right = (None, None) if spelled is None else (_byte_level_bytes(p) for p in spelled)
+    if spelled is None or left is None or right is None:
+        hf.fail(f"model.merges[{rank}]", "two byte-level tokens ('a b' or [a, b])", merge)
+    for part, text in ((left, spelled[0]), (right, spelled[1]), (left + right, spelled[0] + spelled[1])):
+        if part not in vocab:
+            raise TokenizerFormatError(f"{hf.source}: model.merges[{rank}] ({spelled[0]!r}, {spelled[1]!r}): "
+                                       f"{text!r} is not in model.vocab; expected merges of vocabulary tokens "
+                                       "into a vocabulary token")
+    raise AssertionError(f"model.merges[{rank}] is a merge of vocabulary tokens")   # pragma: no cover
 
 
 def _creation_order(merges: List[Tuple[bytes, bytes]]) -> Optional[List[bytes]]:
@@ -487,8 +542,8 @@ def tokenizer_from_hf(cls: Callable[..., T], path) -> T:
     table = hf.get(model, "vocab", "model.vocab", dict, "an object {token: id}")
     added = _hf_added(hf, len(table))
     normalization, aliases = _hf_normalization(hf, {t: a[0] for t, a in added.items() if a[1]})
-    vocab = _hf_vocab(hf, model, {a[0] for a in added.values()})
-    merges = _hf_merges(hf, model, vocab)
+    vocab, bytes_of = _hf_vocab(hf, model, {a[0] for a in added.values()})
+    merges = _hf_merges(hf, model, vocab, bytes_of)
     pattern = _portable_cl100k(pattern, vocab)
     ignore_merges = hf.get(model, "ignore_merges", "model.ignore_merges", bool, "true or false", False)
     order = None if ignore_merges else _creation_order(merges)
