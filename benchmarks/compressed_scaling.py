@@ -206,6 +206,7 @@ def main(argv=None) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
     workers_list = [int(w) for w in args.workers.split(",")]
     result: dict = {"mb": args.mb, "rows": []}
+    sys.path.insert(0, ROOT)   # this checkout's package, as the commands' subprocesses run it
     with tempfile.TemporaryDirectory() as tmp:
         from ube_stream import sample_paths
 
