@@ -1,7 +1,8 @@
-"""The measured effect of SuperBPE's span rule: rule "v1" vs Liu et al.'s rule "liu".
+"""The measured effect of SuperBPE's differences from Liu et al. (span rule, word limit, stage 1 in chunks).
 
     python benchmarks/superbpe_rules.py [--vocab 8000] [--transition 6400]
-                                        [--variants plain,v1,liu,liu-w8] [--max-bytes N] [--no-record]
+                                        [--variants plain,v1,liu,liu-w8] [--max-bytes N] [--check N]
+                                        [--no-record]
 
 Trains one ``utf8`` tokenizer per variant (token lengths are then UTF-8 bytes) on the
 bundled training sample (``ube_stream/data/sample_train.jsonl.zst``, 9 languages, 0.94 MB):
@@ -253,7 +254,7 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--max-bytes", type=int, default=None, help="train on about this many bytes of the sample")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved training rounds (median time)")
-    parser.add_argument("--check", type=int, default=200,
+    parser.add_argument("--check", type=int, default=30,
                         help="spans per text set whose whole-span BPE is compared with the readable twin")
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
@@ -338,7 +339,7 @@ def main() -> None:
     for note in notes:
         print(note)
     write_record("superbpe_rules",
-                 title=f"SuperBPE span rules v1 / liu (utf8, vocab {args.vocab}, "
+                 title=f"SuperBPE span rules v1 / liu, word limit, stage 1 in chunks (utf8, vocab {args.vocab}, "
                        f"transition {args.transition})",
                  columns=["text", "variant", "tokens per byte", "vs plain", "superword tokens %",
                           "bytes per token"],

@@ -350,7 +350,6 @@ def test_superbpe_file_round_trip_encodes_the_same(superbpe_by_substrate, tmp_pa
 from ube_stream._reference import (  # noqa: E402
     _chunks_reference,
     _merge_pair_training,
-    encode_chunk_reference,
     route_symbols,
     superword_span_ends_reference,
 )
