@@ -1,7 +1,8 @@
-"""The measured effect of SuperBPE's span rule: rule "v1" vs Liu et al.'s rule "liu".
+"""The measured effect of SuperBPE's differences from Liu et al. (span rule, word limit, stage 1 in chunks).
 
     python benchmarks/superbpe_rules.py [--vocab 8000] [--transition 6400]
-                                        [--variants plain,v1,liu,liu-w8] [--max-bytes N] [--no-record]
+                                        [--variants plain,v1,liu,liu-w8] [--max-bytes N] [--check N]
+                                        [--no-record]
 
 Trains one ``utf8`` tokenizer per variant (token lengths are then UTF-8 bytes) on the
 bundled training sample (``ube_stream/data/sample_train.jsonl.zst``, 9 languages, 0.94 MB):
@@ -28,13 +29,29 @@ items in ~270 languages):
 * training time (median wall seconds of ``train`` over ``--repeat`` interleaved rounds,
   one worker; depends on the load, reported with it) and distinct spans;
 * where rule "liu" cuts held-out running text (a span ends at a number chunk, after a
-  line feed, or between ':' and a space): how much each part of the rule decides.
+  line feed, or between ':' and a space): how much each part of the rule decides;
+* difference 4 (stage-1 merges stay inside chunks), per SuperBPE variant and text set:
+  the same trained merges and the same spans encoded three ways: ours (``encode``: stage 1
+  inside each chunk, stage 2 across the span's chunks with the per-occurrence word
+  limit), ours without the word limit at encoding (the same with W lifted: what the
+  limit alone decides), and Liu et al.'s (every merge, stage 1 and 2, by rank over the
+  whole span's base symbols: plain BPE over the span, as HF's BPE encodes a pre-token;
+  ``_superword.Stage2`` holding all merges, each span one chunk).  Tokens per byte each
+  way and the share of spans (and of their bytes) whose segmentation differs from ours;
+  ``--check N`` compares N short spans of Liu's encoding with the readable twin
+  ``_reference.encode_chunk_reference``;
+* difference 2 (the word limit counts chunks, theirs ``token.split("Ġ")`` pieces): over
+  each trained tokenizer's stage-2 tokens, how many have more than 4 of Liu's words (their
+  rule would refuse them) and how many cover more than 4 pattern chunks when the token's
+  text is pre-tokenized alone (ours at W = 4 refuses such an occurrence).  A retraining
+  under their rule is not possible: the merge kernel tests chunk starts per occurrence.
 
 Token counts do not depend on the machine's load; times do.  ``UBE_BENCH_SMOKE=1`` (or a
 small ``--max-bytes``) proves the script works; records go through ``_record``.
 """
 import argparse
 import collections
+import copy
 import json
 import os
 import statistics
@@ -48,8 +65,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, ".."), HERE]   # this checkout's package (not an installed one), _record
 from _record import is_smoke, load_average, write_record  # noqa: E402
 
-from ube_stream import train  # noqa: E402
-from ube_stream.pretokenizer import chunk_bounds, superword_spans  # noqa: E402
+from ube_stream import _superword, train  # noqa: E402
+from ube_stream._reference import encode_chunk_reference  # noqa: E402
+from ube_stream.errors import check_status, err_buffer  # noqa: E402
+from ube_stream.pretokenizer import chunk_bounds, span_ends, superword_spans  # noqa: E402
 from ube_stream.sample import sample_paths  # noqa: E402
 from ube_stream.training import TrainSummary  # noqa: E402
 
@@ -123,6 +142,111 @@ def liu_cuts(texts):
     return dict(causes)
 
 
+def whole_span_bpe(tok):
+    """Liu et al.'s encoding of a span: ``_superword.Stage2`` holding *every* merge (stage 1
+    and 2) in rank order.  Given a span as one chunk of base symbols, no chunk start lies
+    inside any token, so the word limit never applies and the kernel is plain BPE over the
+    span (lowest rank first, all its occurrences left to right), ids in the model's numbering."""
+    if tok.substrate != "utf8" or tok.base_size != 256:
+        raise ValueError("whole_span_bpe reads base symbols as UTF-8 bytes: a utf8 tokenizer only")
+    return _superword.Stage2(np.asarray(tok.merges, dtype=np.uint32).reshape(-1, 2),
+                             np.asarray(tok.merge_results, dtype=np.uint32), 1, len(tok._expansions), tok._id_map)
+
+
+def without_word_limit(tok):
+    """A copy of SuperBPE tokenizer ``tok`` whose encoder applies no word limit (W lifted)."""
+    twin = copy.copy(tok)          # __getstate__ drops the compiled stage-2 table: rebuilt with the new W
+    twin.superbpe = dict(tok.superbpe, max_words=2 ** 31 - 1)
+    return twin
+
+
+def span_byte_ends(data, tok):
+    """Byte offset where each span of ``data`` ends, by the tokenizer's pattern and span rule."""
+    ends = chunk_bounds(data, tok.pattern_name)
+    return ends[span_ends(data, ends, rule=tok.superbpe_spans) - 1] if len(ends) else ends
+
+
+def token_ends(ids, lengths):
+    return np.cumsum(lengths[np.asarray(ids, dtype=np.int64)])
+
+
+def encoding_ways(tok, texts, check=0):
+    """Difference 4 on ``texts``: {way: tokens} for "ours", "ours, no word limit" and "liu",
+    with bytes, spans, and the spans (count, bytes) whose token boundaries differ from ours.
+    ``check``: this many spans of at most 300 bytes also go through the readable twin."""
+    lengths = np.array([len(e) for e in tok._expansions], dtype=np.int64)
+    stage2_all, unlimited = whole_span_bpe(tok), without_word_limit(tok)
+    merges = [(a, b, r) for (a, b), r in zip(tok.merges, tok.merge_results)]
+    ours_ids = tok.encode_ordinary_batch(texts)
+    free_ids = unlimited.encode_ordinary_batch(texts)
+    out = {"tokens": collections.Counter(), "differ": collections.Counter(), "differ_bytes": collections.Counter(),
+           "bytes": 0, "spans": 0, "checked": 0}
+    for text, ours, free in zip(texts, ours_ids, free_ids):
+        data = text.encode("utf-8")
+        if not data:
+            continue
+        stops = span_byte_ends(data, tok)
+        starts = np.concatenate(([0], stops[:-1]))
+        err = err_buffer()
+        status, liu, _ = stage2_all.encode_spans(np.frombuffer(data, dtype=np.uint8).astype(np.uint32),
+                                                 np.concatenate(([0], stops)).astype(np.int64),
+                                                 np.arange(1, len(stops) + 1, dtype=np.int64),
+                                                 np.array([0, len(stops)], dtype=np.int64), err)
+        check_status(status, err, what="whole-span BPE", data=data)
+        reference = token_ends(ours, lengths)
+        if not np.isin(stops, reference).all():
+            raise AssertionError("a token of ours crosses a span end")
+        out["bytes"] += len(data)
+        out["spans"] += len(stops)
+        for way, ids in (("ours", ours), ("ours, no word limit", free), ("liu", liu)):
+            ends = token_ends(ids, lengths)
+            if ends[-1] != len(data):
+                raise AssertionError(f"{way}: the tokens cover {ends[-1]} of {len(data)} bytes")
+            out["tokens"][way] += len(ids)
+            # a span differs when some token end inside it is in one segmentation and not the other
+            differ = np.unique(np.searchsorted(stops, np.setxor1d(ends, reference), "left"))
+            out["differ"][way] += len(differ)
+            out["differ_bytes"][way] += int((stops[differ] - starts[differ]).sum())
+            if way == "liu":
+                for s in range(len(stops)):
+                    if out["checked"] >= check:
+                        break
+                    a, b = int(starts[s]), int(stops[s])
+                    if b - a > 300:
+                        continue
+                    mine = np.asarray(liu)[(ends > a) & (ends <= b)].tolist()
+                    twin = encode_chunk_reference(list(data[a:b]), merges)
+                    if mine != [tok._model_id(i) for i in twin]:
+                        raise AssertionError(f"whole-span BPE of {data[a:b]!r}: {mine} != twin {twin}")
+                    out["checked"] += 1
+    return out
+
+
+def liu_words(token: bytes) -> int:
+    """Liu et al.'s word count of a byte-level token: ``token.split("Ġ")`` without empty pieces."""
+    return sum(1 for piece in token.split(b" ") if piece)
+
+
+def word_limits(tok, limit=4):
+    """Difference 2 over the stage-2 tokens of SuperBPE tokenizer ``tok`` (new ids of merges[k:]):
+    {stage2_tokens, liu_over (more than ``limit`` of Liu's words), chunks_over (more than
+    ``limit`` chunks when the token's text is pre-tokenized alone), both, partial (tokens that
+    are not whole UTF-8: pre-tokenized with U+FFFD for the partial character)}."""
+    k = tok.superbpe["stage1_merges"]
+    made = set(tok.merge_results[k:]) - set(tok.merge_results[:k]) - set(range(tok.base_size))
+    counts = collections.Counter(stage2_tokens=len(made))
+    for internal in made:
+        token = bytes(tok._expansions[internal])
+        text = token.decode("utf-8", "replace")
+        counts["partial"] += text.encode("utf-8") != token
+        chunks = len(chunk_bounds(text.encode("utf-8"), tok.pattern_name))
+        liu_over, chunks_over = liu_words(token) > limit, chunks > limit
+        counts["liu_over"] += liu_over
+        counts["chunks_over"] += chunks_over
+        counts["both"] += liu_over and chunks_over
+    return dict(counts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--vocab", type=int, default=8000)
@@ -130,6 +254,8 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--max-bytes", type=int, default=None, help="train on about this many bytes of the sample")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved training rounds (median time)")
+    parser.add_argument("--check", type=int, default=30,
+                        help="spans per text set whose whole-span BPE is compared with the readable twin")
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
     if args.no_record:
@@ -181,6 +307,31 @@ def main() -> None:
     cuts = liu_cuts(held)
     notes.append("rule liu's span boundaries on the held-out running text: "
                  + ", ".join(f"{cause} {n:,} ({100 * n / sum(cuts.values()):.1f}%)" for cause, n in sorted(cuts.items())))
+    ways, limits = {}, {}
+    for name in variants:
+        tok = toks[name]
+        if tok.superbpe is None:
+            continue
+        limits[name] = word_limits(tok)
+        c = limits[name]
+        n = c["stage2_tokens"]
+        notes.append(f"difference 2, {name}: of {n:,} stage-2 tokens, {c.get('liu_over', 0):,} "
+                     f"({100 * c.get('liu_over', 0) / max(n, 1):.1f}%) have more than 4 of Liu's words "
+                     f"(split on spaces), {c.get('chunks_over', 0):,} ({100 * c.get('chunks_over', 0) / max(n, 1):.1f}%) "
+                     f"more than 4 chunks pre-tokenized alone, {c.get('both', 0):,} both "
+                     f"({c.get('partial', 0):,} tokens are partial UTF-8)")
+        for set_name, texts in sets.items():
+            if not texts:
+                continue
+            w = ways[f"{set_name}/{name}"] = encoding_ways(tok, texts, args.check)
+            ours = w["tokens"]["ours"]
+            parts = []
+            for way in ("ours, no word limit", "liu"):
+                parts.append(f"{way} {w['tokens'][way] / w['bytes']:.4f} ({100 * (w['tokens'][way] / ours - 1):+.2f}%), "
+                             f"{100 * w['differ'][way] / w['spans']:.2f}% of spans "
+                             f"({100 * w['differ_bytes'][way] / w['bytes']:.1f}% of bytes) segmented otherwise")
+            notes.append(f"difference 4, {name}, {set_name}: tokens/byte ours {ours / w['bytes']:.4f}; "
+                         + "; ".join(parts) + f" ({w['spans']:,} spans; {w['checked']} checked against the twin)")
     notes.append(f"training times at load {load_average()} (load when the script started: see load_before); "
                  "token counts do not depend on the load")
     for row in rows:
@@ -188,12 +339,17 @@ def main() -> None:
     for note in notes:
         print(note)
     write_record("superbpe_rules",
-                 title=f"SuperBPE span rules v1 / liu (utf8, vocab {args.vocab}, "
+                 title=f"SuperBPE span rules v1 / liu, word limit, stage 1 in chunks (utf8, vocab {args.vocab}, "
                        f"transition {args.transition})",
                  columns=["text", "variant", "tokens per byte", "vs plain", "superword tokens %",
                           "bytes per token"],
                  rows=rows, notes=notes,
                  data={"train_seconds": dict(times), "unique_spans": spans, "counts": data, "liu_cuts": cuts,
+                       "encoding_ways": {key: {"tokens": dict(w["tokens"]), "differ_spans": dict(w["differ"]),
+                                               "differ_bytes": dict(w["differ_bytes"]), "bytes": w["bytes"],
+                                               "spans": w["spans"], "checked": w["checked"]}
+                                         for key, w in ways.items()},
+                       "word_limits": limits,
                        "max_bytes": args.max_bytes})
 
 

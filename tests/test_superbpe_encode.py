@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ube_stream import _superword
-from ube_stream._reference import superbpe_stage2_reference
+from ube_stream._reference import encode_chunk_reference, superbpe_stage2_reference
 
 HYPO = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -134,6 +134,30 @@ def test_encode_spans_documents():
         np.array([1, 2, 1, 2], np.uint32), np.array([0, 1, 2, 3, 4]), np.array([2, 3, 4]),
         np.array([0, 2, 2, 4]))
     assert status == 0 and ids.tolist() == [3, 1, 2] and offsets.tolist() == [0, 1, 1, 3]
+
+
+def test_whole_span_bpe_is_plain_bpe_over_the_span():
+    """Liu et al.'s encoding (benchmarks/superbpe_rules.py, difference 4): Stage2 holding every
+    merge, given a span as one chunk, is plain BPE over the span's base symbols (the twin
+    encode_chunk_reference); ours keeps stage 1 inside the chunks.  Hand-worked, "a b" with
+    base ids 1 "a", 2 "b", 3 " " and chunks "a" | " b": stage 1 makes 11 "a " (rank 0) and
+    10 " b" (rank 1), stage 2 makes 12 "a"+" b"."""
+    merges = [(1, 3, 11), (3, 2, 10), (1, 10, 12)]
+    # whole span: rank 0 takes "a"+" " across the chunk boundary, then (11, 2) has no rank
+    assert encode_chunk_reference([1, 3, 2], merges) == [11, 2]
+    assert _kernel_span(merges, [1, 3, 2], [1, 0, 0], 1) == [11, 2]
+    # ours: "a" -> [1], " b" -> [10] by stage 1 alone, then stage 2 joins them
+    assert [encode_chunk_reference(c, merges[:2]) for c in ([1], [3, 2])] == [[1], [10]]
+    assert superbpe_stage2_reference([1, 10], [1, 1], merges[2:], 4) == [12]
+
+
+@HYPO
+@given(_spans())
+def test_whole_span_bpe_equals_twin(case):
+    """The same on drawn merges and spans (short and heap paths): one chunk start, any max_words."""
+    merges, tokens, _, max_words, n_ids = case
+    assert _kernel_span(merges, tokens, [1] + [0] * (len(tokens) - 1), max_words, n_ids) == \
+        encode_chunk_reference(tokens, merges)
 
 
 # --------------------------------------------------------------------------- Tokenizer.encode == twin
@@ -326,7 +350,6 @@ def test_superbpe_file_round_trip_encodes_the_same(superbpe_by_substrate, tmp_pa
 from ube_stream._reference import (  # noqa: E402
     _chunks_reference,
     _merge_pair_training,
-    encode_chunk_reference,
     route_symbols,
     superword_span_ends_reference,
 )
