@@ -50,6 +50,19 @@ def multilingual_lines(docs_rows):
 
 
 @pytest.fixture(scope="session")
+def train_text(parallel_rows):
+    """Training text for the HF-trained tokenizer families (parallel items); their checks run on
+    ``held_out``."""
+    return [row["text"] for row in parallel_rows]
+
+
+@pytest.fixture(scope="session")
+def held_out(multilingual_lines, unicode_rows):
+    """Held-out multilingual lines: the Debian Handbook in 26 languages plus Unicode test strings."""
+    return multilingual_lines[::3][:1200] + [row["text"] for row in unicode_rows][:300]
+
+
+@pytest.fixture(scope="session")
 def sample_tokenizer_files():
     """Tokenizer files (text) trained on the bundled sample's training file, vocab 4000, per
     ``(substrate, char_integrity)``: trained once for test_char_integrity and

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import tokenizers
 from _helpers import openai_ranks
-from test_pretrained_families import NFC_TEXTS, _fuzz, _mutate_json, _nfc_texts, held_out_lines, train_lines
+from test_pretrained_families import NFC_TEXTS, _fuzz, _mutate_json, _nfc_texts
 from tokenizers import decoders, normalizers, pre_tokenizers, trainers
 
 from ube_stream.errors import TokenizerFormatError
@@ -48,16 +48,6 @@ SPACED = ["a     b", "x" + " " * 30 + "y", " " * 24, " " * 25 + "z", "  ", " ", 
           "end   \n\n   start", "1  2   3    4", "Cafe\u0301   nai\u0308ve  e\u0301", "\u00a0  \u00a0 \u3000  x",
           "mail |||EMAIL_ADDRESS||| or|||PHONE_NUMBER|||now |||IP_ADDRESS|||.", "||||EMAIL_ADDRESS||||",
           "<|extra_id_1|>x<|extra_id_10|> <|extra_id_0|>", "|||IP_ADDRESS|||", ""]
-
-
-@pytest.fixture(scope="module")
-def train_text(parallel_rows):
-    return train_lines(parallel_rows)
-
-
-@pytest.fixture(scope="module")
-def held_out(docs_rows, unicode_rows):
-    return held_out_lines(docs_rows, unicode_rows)
 
 
 @pytest.fixture(scope="module")

@@ -12,21 +12,8 @@ import re
 import pytest
 
 from ube_stream import Tokenizer
+from ube_stream._reference import bytes_to_unicode  # GPT-2's table, written out apart from the loader's
 from ube_stream.errors import TokenizerFormatError
-
-
-def bytes_to_unicode():
-    """GPT-2's table (openai/gpt-2 encoder.py), written out here as the independent truth."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
 
 CHAR = bytes_to_unicode()
 

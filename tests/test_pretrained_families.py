@@ -28,27 +28,6 @@ LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>"
                    "<|eot_id|>"]
 
 
-def train_lines(parallel_rows):
-    """Training text for the HF-trained families (parallel items); the checks run on other text."""
-    return [row["text"] for row in parallel_rows]
-
-
-def held_out_lines(docs_rows, unicode_rows):
-    """Held-out multilingual lines: the Debian Handbook in 26 languages plus Unicode test strings."""
-    lines = [line for row in docs_rows for line in row["text"].split("\n") if line.strip()]
-    return lines[::3][:1200] + [row["text"] for row in unicode_rows][:300]
-
-
-@pytest.fixture(scope="module")
-def train_text(parallel_rows):
-    return train_lines(parallel_rows)
-
-
-@pytest.fixture(scope="module")
-def held_out(docs_rows, unicode_rows):
-    return held_out_lines(docs_rows, unicode_rows)
-
-
 def _hf_trained(train_text, tmp_path, name, *, specials, post_processor=None, vocab_size=1500, digits=None,
                 split=None, nfc=False):
     """A byte-level BPE trained by HF tokenizers with GPT-2's pre-tokenizer configuration
