@@ -310,16 +310,21 @@ def test_encoded_text_falls_into_whole_characters(toks, texts, substrate):
 
 # --------------------------------------------------------------------------- training chunk == trainer's final word
 
-@pytest.mark.parametrize("substrate", SUBSTRATES)
-def test_encoding_a_training_chunk_gives_the_trainers_final_word(substrate):
-    # the kernel trainer on real chunks (first 400 characters of each docs_sample page, GPT-2
-    # chunks); the trainer's segmentation of a chunk is its merges replayed in rank order
-    # where allowed (_merge_pair_training, the twin trainer's rewrite step)
+def real_chunks():
+    """GPT-2 chunks of the first 400 characters of each docs_sample page (26 languages), counted."""
     import collections
 
     chunks = collections.Counter()
     for row in read_jsonl_zst("docs_sample.jsonl.zst"):
         chunks.update(ref.pretokenize(row["text"][:400]))
+    return chunks
+
+
+def trained_on_real_chunks(substrate, char_rule="pieces"):
+    """The kernel trainer's 400 merges under ``char_rule`` on :func:`real_chunks`:
+    ``(words, flags, rows, tok)`` with each chunk's routed symbols and character-start
+    flags, the ``(left, right, result)`` merges and a tokenizer of them."""
+    chunks = real_chunks()
     words = [ref.route_symbols(c, substrate) for c in chunks]
     flags = [ref.char_starts_reference(c, substrate) for c in chunks]
     offsets = np.zeros(len(words) + 1, dtype=np.int64)
@@ -327,19 +332,34 @@ def test_encoding_a_training_chunk_gives_the_trainers_final_word(substrate):
     status, merges = train_merges(np.array([s for w in words for s in w], np.uint16), offsets,
                                   np.fromiter(chunks.values(), np.int64), N_BASE[substrate],
                                   N_BASE[substrate] + 400, 2, -1, None, None,
-                                  char_starts=np.array([f for fl in flags for f in fl], np.uint8))
+                                  char_starts=np.array([f for fl in flags for f in fl], np.uint8), char_rule=char_rule)
     assert status == 0 and len(merges) == 400
     rows = [tuple(r) for r in merges.tolist()]
-    tok = with_merges(substrate, [(a, b) for a, b, _ in rows])
+    tok = with_merges(substrate, [(a, b) for a, b, _ in rows], char_integrity=char_rule)
     assert tok.merge_results == [r for _, _, r in rows]
+    return words, flags, rows, tok
+
+
+def trainers_word(word, flags, rows, char_rule="pieces"):
+    """The trainer's segmentation of one chunk: its merges replayed in rank order where
+    ``char_rule`` allows (_merge_pair_training, the twin trainer's rewrite step)."""
+    tokens, starts = list(word), list(range(len(word)))
+    present = set(zip(tokens, tokens[1:]))
+    for left, right, result in rows:
+        if (left, right) in present:
+            tokens, starts = ref._merge_pair_training(tokens, (left, right), result, starts, flags + [1],
+                                                      char_rule=char_rule)
+            present = set(zip(tokens, tokens[1:]))
+    return tokens
+
+
+@pytest.mark.parametrize("substrate", SUBSTRATES)
+def test_encoding_a_training_chunk_gives_the_trainers_final_word(substrate):
+    # the kernel trainer on real chunks; encoding a chunk gives the trainer's segmentation of it
+    words, flags, rows, tok = trained_on_real_chunks(substrate)
     differ = 0
     for word, fl in zip(words, flags):
-        tokens, starts = list(word), list(range(len(word)))
-        present = set(zip(tokens, tokens[1:]))
-        for left, right, result in rows:
-            if (left, right) in present:
-                tokens, starts = ref._merge_pair_training(tokens, (left, right), result, starts, fl + [1])
-                present = set(zip(tokens, tokens[1:]))
+        tokens = trainers_word(word, fl, rows)
         assert chunk_kernel(tok, word) == tokens
         differ += ref.encode_chunk_reference(word, rows) != tokens   # what the plain rule would give
     if substrate == "utf16":

@@ -12,23 +12,19 @@ worked by hand, the trainer's own final segmentation of each training chunk (its
 merges replayed with ``_reference._merge_pair_training``), the fingerprint the
 release before this mode wrote, and real multilingual text (``tests/data``,
 ``ube_stream/data``)."""
-import collections
 import functools
 import json
 
-import numpy as np
 import pytest
-from _helpers import read_jsonl_zst
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_char_integrity import N_BASE, routed
 from test_char_integrity import both as _both
 from test_char_integrity import kernel as _kernel
-from test_char_integrity_encode import chunk_kernel, real_texts
+from test_char_integrity_encode import chunk_kernel, real_chunks, real_texts, trained_on_real_chunks, trainers_word
 
 from ube_stream import Tokenizer
 from ube_stream import _reference as ref
-from ube_stream._merge import train_merges
 from ube_stream.errors import TokenizerFormatError
 from ube_stream.sample import sample_paths
 from ube_stream.tokenizer.core import _utf8_keeps_characters
@@ -193,40 +189,14 @@ def test_encoder_equals_twin_on_generated_text(corpus, probe, substrate, new_tok
 
 # ------------------------------------------------------------------ real text
 
-def real_chunks():
-    """GPT-2 chunks of the first 400 characters of each docs_sample page (26 languages)."""
-    chunks = collections.Counter()
-    for row in read_jsonl_zst("docs_sample.jsonl.zst"):
-        chunks.update(ref.pretokenize(row["text"][:400]))
-    return chunks
-
-
 @pytest.mark.parametrize("substrate", SUBSTRATES)
 def test_encoding_a_training_chunk_gives_the_trainers_final_word(substrate):
-    # the kernel trainer under "prefix" on real chunks; the trainer's segmentation of a chunk
-    # is its merges replayed in rank order where allowed (_merge_pair_training)
-    chunks = real_chunks()
-    words = [ref.route_symbols(c, substrate) for c in chunks]
-    flags = [ref.char_starts_reference(c, substrate) for c in chunks]
-    offsets = np.zeros(len(words) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(w) for w in words])
-    status, merges = train_merges(np.array([s for w in words for s in w], np.uint16), offsets,
-                                  np.fromiter(chunks.values(), np.int64), N_BASE[substrate],
-                                  N_BASE[substrate] + 400, 2, -1, None, None,
-                                  char_starts=np.array([f for fl in flags for f in fl], np.uint8), char_rule="prefix")
-    assert status == 0 and len(merges) == 400
-    rows = [tuple(r) for r in merges.tolist()]
-    tok = with_merges(substrate, [(a, b) for a, b, _ in rows])
-    assert tok.merge_results == [r for _, _, r in rows]
+    # the kernel trainer under "prefix" on real chunks; encoding a chunk gives the trainer's
+    # segmentation of it, and every token inside a character is a prefix of it
+    words, flags, rows, tok = trained_on_real_chunks(substrate, char_rule="prefix")
     expansions = ref.token_expansions(rows, N_BASE[substrate])
     for word, fl in zip(words, flags):
-        tokens, starts = list(word), list(range(len(word)))
-        present = set(zip(tokens, tokens[1:]))
-        for left, right, result in rows:
-            if (left, right) in present:
-                tokens, starts = ref._merge_pair_training(tokens, (left, right), result, starts, fl + [1],
-                                                          char_rule="prefix")
-                present = set(zip(tokens, tokens[1:]))
+        tokens = trainers_word(word, fl, rows, char_rule="prefix")
         assert chunk_kernel(tok, word) == tokens
         assert inside_tokens_are_prefixes([len(expansions[t]) for t in tokens], fl)
 
