@@ -514,6 +514,24 @@ def test_schema_checker_names_the_deepest_field_and_what_was_expected():
 
 # ---------------------------------------------------------------- row: Ctrl-C
 
+def _interrupted(args, env, started, *, wait_s):
+    """Run the ``ube`` command ``args`` in its own process group and press Ctrl-C (SIGINT to
+    the whole group) once ``started()`` holds (or after ``wait_s``); its stderr, once it
+    exited 130 without a traceback (skipped when the run finished before the interrupt)."""
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.time() + wait_s
+    while time.time() < deadline and not started() and proc.poll() is None:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGINT)   # what Ctrl-C does: the whole foreground group
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the run finished before the interrupt arrived")
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    return err
+
+
 def test_ctrl_c_is_one_line_exit_130_nothing_in_tmpdir_and_the_rerun_resumes(tok, tmp_path):
     corpus = tmp_path / "big.jsonl"
     corpus.write_text("".join(json.dumps({"text": f"document {i} h\u00e9llo w\u00f6rld \u4e16\u754c " * (1 + i % 9)})
@@ -525,17 +543,7 @@ def test_ctrl_c_is_one_line_exit_130_nothing_in_tmpdir_and_the_rerun_resumes(tok
     args = [sys.executable, "-m", "ube_stream", "encode", str(corpus), "--tokenizer", str(tmp_path / "tok.json"),
             "-o", str(out_dir), "--unit-rows", "5000", "--workers", "2"]
     env = dict(os.environ, TMPDIR=str(tmpdir))
-    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    deadline = time.time() + 60
-    while time.time() < deadline and not list((out_dir / "units").glob("0*.json")):
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGINT)   # what Ctrl-C does: the whole foreground group
-    _, err = proc.communicate(timeout=60)
-    if proc.returncode == 0:
-        pytest.skip("the run finished before the interrupt arrived")
-    assert proc.returncode == 130, err[-2000:]
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    err = _interrupted(args, env, lambda: bool(list((out_dir / "units").glob("0*.json"))), wait_s=60)
     assert err.rstrip().endswith("interrupted; rerun the same command to resume")
     assert os.listdir(tmpdir) == []
     rerun = subprocess.run(args + ["-q"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -561,18 +569,8 @@ def test_ctrl_c_in_ube_train_is_one_line_nothing_in_tmpdir_and_the_rerun_resumes
     args = [sys.executable, "-m", "ube_stream", "train", str(corpus), "--vocab-size", "700", "-o", str(out),
             "--unit-rows", "5000", "--workers", "2"]
     env = dict(os.environ, TMPDIR=str(tmpdir))
-    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
     work = Path(str(out) + ".ube-work")
-    deadline = time.time() + 120
-    while time.time() < deadline and len(list(work.glob("run-*/tables/*.json"))) < 2 and proc.poll() is None:
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGINT)   # what Ctrl-C does: the whole foreground group
-    _, err = proc.communicate(timeout=60)
-    if proc.returncode == 0:
-        pytest.skip("the run finished before the interrupt arrived")
-    assert proc.returncode == 130, err[-2000:]
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    err = _interrupted(args, env, lambda: len(list(work.glob("run-*/tables/*.json"))) >= 2, wait_s=120)
     assert err.rstrip().splitlines()[-1] == "ube train: interrupted; rerun the same command to resume", err[-2000:]
     assert os.listdir(tmpdir) == []
     counted = len(list(work.glob("run-*/tables/*.json")))
