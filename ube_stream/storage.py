@@ -138,6 +138,17 @@ def filesystem(url: str) -> Tuple[Any, str]:
                           f"pip install 'ube-stream[{extra}]'") from None
 
 
+def object_sizes(fs: Any, prefix: str) -> dict[str, int]:
+    """``{name: size}`` of the objects directly under ``prefix`` of the fsspec
+    filesystem ``fs`` (one fresh listing; sub-directories left out; {} when absent)."""
+    try:
+        entries = fs.ls(prefix, detail=True, refresh=True)
+    except FileNotFoundError:
+        return {}
+    return {str(e["name"]).rsplit("/", 1)[-1]: int(e.get("size") or 0) for e in entries
+            if e.get("type") != "directory"}
+
+
 def join(base: str, *parts: str) -> str:
     """``os.path.join`` for local paths, ``/``-joining for URLs."""
     if is_url(base):

@@ -40,6 +40,7 @@ from ..storage import (
     filesystem,
     is_url,
     join,
+    object_sizes,
 )
 from ..storage import exists as storage_exists
 
@@ -227,12 +228,7 @@ class UnitRecords:
 
     def _fetch_remote(self, wanted: Dict[str, str]) -> Dict[str, Optional[bytes]]:
         fs, inner = filesystem(self.directory)
-        try:
-            entries = fs.ls(inner, detail=True, refresh=True)
-        except FileNotFoundError:
-            return {}
-        sizes = {str(e["name"]).rsplit("/", 1)[-1]: int(e.get("size") or 0) for e in entries
-                 if e.get("type") != "directory"}
+        sizes = object_sizes(fs, inner)
         present = sorted(path for path in wanted
                          if sizes.get(path.rsplit("/", 1)[-1], MAX_JSON_BYTES + 1) <= MAX_JSON_BYTES)
         if not present:

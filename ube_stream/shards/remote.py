@@ -83,6 +83,7 @@ from ..storage import (
     filesystem,
     hostname,
     load_json,
+    object_sizes,
     resolve_cache_limit,
 )
 from . import index_format as fmt
@@ -103,16 +104,6 @@ def remote_entries(url: str) -> Optional[List[str]]:
     return list_names(url)
 
 
-def _sizes(fs: Any, prefix: str) -> Dict[str, int]:
-    """``{name: size}`` of the objects directly under ``prefix``."""
-    try:
-        entries = fs.ls(prefix, detail=True, refresh=True)
-    except FileNotFoundError:
-        return {}
-    return {str(e["name"]).rsplit("/", 1)[-1]: int(e.get("size") or 0) for e in entries
-            if e.get("type") != "directory"}
-
-
 def remote_committed_records(url: str, unit_ids: Iterable[str]) -> Dict[str, Dict[str, Any]]:
     """The committed units among ``unit_ids``: marker present and every shard it
     lists present with the recorded sizes.  One listing of ``units/`` and of
@@ -124,7 +115,7 @@ def remote_committed_records(url: str, unit_ids: Iterable[str]) -> Dict[str, Dic
 
     def files_agree(unit_id: str, record: Dict[str, Any], source: str) -> bool:
         if not listed:                      # one listing of shards/, on the first marker found
-            listed.append(_sizes(fs, f"{inner}/{fmt.SHARDS_DIR}"))
+            listed.append(object_sizes(fs, f"{inner}/{fmt.SHARDS_DIR}"))
         sizes = listed[0]
         return record["unit_id"] == unit_id and all(
             sizes.get(shard["tokens_file"].rsplit("/", 1)[-1]) == fmt.TOKEN_WIDTH * shard["tokens"]
@@ -278,7 +269,7 @@ class RemoteShards:
         for folder in sorted({name.rpartition("/")[0] for name in [*self.sizes, self.tokenizer_name]}):
             prefix = f"{folder}/" if folder else ""
             listed.update({prefix + name: size for name, size in
-                           _sizes(self.fs, f"{self._inner}/{folder}".rstrip("/")).items()})
+                           object_sizes(self.fs, f"{self._inner}/{folder}".rstrip("/")).items()})
         for name, size in [*self.sizes.items(), (self.tokenizer_name, None)]:
             found = listed.get(name)
             if found is None:
