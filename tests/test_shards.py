@@ -633,19 +633,38 @@ def _running_encode(big, tok_path, out, prelude=""):
     return proc
 
 
-def test_two_runs_on_one_directory_the_second_stops(corpus, tok_path, tmp_path, lines):
+def _slow_finalize(flag):
+    """A prelude for :func:`_running_encode`: the run creates ``flag`` when it reaches its finalization, then
+    waits a minute there (the test kills it)."""
+    return (f"import time, ube_stream.shards.encode as e; f = e._finalize; "
+            f"e._finalize = lambda *a: (open({flag!r}, 'w').close(), time.sleep(60), f(*a))[2]; ")
+
+
+@pytest.mark.parametrize("when", ["units", "finalize"])
+def test_two_runs_on_one_directory_the_second_stops(corpus, tok_path, tmp_path, lines, when):
+    """A second run of the same directory stops with a LockError naming the first while the first encodes
+    and while it finalizes: the rank lock is held until MANIFEST.json is written (it was released before
+    finalization, and a second run then resumed from unit records the first run's cleanup was removing)."""
     big = _big_corpus(tmp_path, lines)
     out = str(tmp_path / "two")
-    proc = _running_encode(big, tok_path, out)
+    flag = str(tmp_path / "finalizing")
+    proc = _running_encode(big, tok_path, out, prelude=_slow_finalize(flag))
     try:
         lock = os.path.join(out, "locks", "rank-0.lock")
-        assert proc.poll() is None, "the first run finished before the second started; make the corpus bigger"
+        deadline = time.time() + 60
+        while when == "finalize" and not os.path.exists(flag) and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.01)
+        assert proc.poll() is None, "the first run ended before the second started"
+        assert when == "units" or os.path.exists(flag), "the first run did not reach its finalization in 60 s"
         with pytest.raises(LockError) as info:
             encode_corpus([big], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
         assert lock in str(info.value) and f"process {proc.pid}" in str(info.value)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    assert not os.path.exists(os.path.join(out, "MANIFEST.json"))
+    encode_corpus([big], tokenizer=tok_path, output=out, workers=1, **OPTIONS)   # the rerun completes it
+    assert os.path.exists(os.path.join(out, "MANIFEST.json")) and not os.path.exists(os.path.join(out, "units"))
 
 
 @pytest.mark.slow   # two encodes of a 4x corpus (~9 s on a loaded machine); test_two_runs_... keeps the live case

@@ -338,6 +338,8 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         os.path.join(out, fmt.LOCKS_DIR, f"rank-{rank or 0}.lock"),
         f"rank {rank or 0}" + (f" of {world_size}" if world_size else " (a whole-corpus run)"), fix=_ONE_WRITER)
     with run_lock or contextlib.nullcontext():   # an object store has no locks (see .remote)
+        if storage_exists(manifest_path):   # finished by the run that held this lock while we planned
+            return _already_complete(out, manifest_path, plan, summary, show_progress)
         keyed = dict(plan, units=[u.unit_id for u in units])
         _replace_unstarted_plan(out, keyed, show_progress, run_lock.path if run_lock else None)
         _check_or_write_plan(out, keyed, tok)
@@ -355,10 +357,12 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
                        threads=_encoder_threads(executor, workers, len(pending), overlap), cache_bytes=cache_bytes)
         _run_units([dict(options, unit=u) for u in pending], tok, executor, workers, ray_address, show_progress,
                    _adder(summary), fn=remote_store.encode_unit_remote if remote else encode_unit_star)
-    summary.wall_seconds = time.perf_counter() - started
-    if world_size is not None and not finalize:
-        return {}
-    return _finished(_finalize(out, plan, units, world_size), summary, started)
+        summary.wall_seconds = time.perf_counter() - started
+        if world_size is not None and not finalize:
+            return {}
+        # finalized under the rank lock: a second run of this rank waits for MANIFEST.json (then finds the
+        # directory complete) instead of resuming from the unit records while this run's cleanup removes them
+        return _finished(_finalize(out, plan, units, world_size), summary, started)
 
 
 def _encoder_threads(executor, workers: int, tasks: int, overlap: bool) -> int:
