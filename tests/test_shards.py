@@ -677,9 +677,10 @@ def test_killed_holder_frees_the_output_at_once_even_from_another_host(tok_path,
     reference = str(tmp_path / "reference")
     encode_corpus([big], tokenizer=tok_path, output=reference, workers=1, **OPTIONS)
     out = str(tmp_path / "out")
-    proc = _running_encode(big, tok_path, out, prelude="import ube_stream.runs.lock as lock; lock.HOST = 'node-7'; ")
+    proc = _running_encode(big, tok_path, out, prelude="import ube_stream.runs.lock as lock; lock.HOST = 'node-7'; "
+                           + _slow_finalize(str(tmp_path / "finalizing")))
     try:
-        assert proc.poll() is None, "the first run finished before the second started; make the corpus bigger"
+        assert proc.poll() is None, "the first run ended before the second started"
         with pytest.raises(LockError) as info:
             encode_corpus([big], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
         assert f"process {proc.pid} on host node-7" in str(info.value) and "rank-0.lock" in str(info.value)
