@@ -3,7 +3,7 @@
 the outputs are the same bytes for both worker counts (issue 24 item 2).
 
     python benchmarks/compressed_scaling.py [--mb 500] [--kinds jsonl.zst,jsonl.gz,txt.zst,jsonl.zst-frames]
-        [--workers 1,2] [--rounds 1]
+        [--workers 1,2] [--rounds 1] [--pin]
 
     python benchmarks/compressed_scaling.py --plan [--mb 500] [--rounds 5]
 
@@ -25,7 +25,19 @@ run has beyond its units become encoder threads of that unit
 (as ``zstd --block-size=4MB``), cut into units at frame boundaries.  The tokenizer (vocab 8000) is trained once on the
 bundled sample.  Records (``_record.py``, ``benchmarks/records/compressed_scaling/``)
 one row per (kind, command, workers) with the median wall and CPU seconds (the
-process and its workers), the speed-up over one worker, and ``same_output``.
+process and its workers), the speed-up over one worker, CPU seconds per MB of
+text, the bytes the whole process tree read (``/proc/self/io`` ``rchar`` of
+this script around the run: Linux adds a reaped child's counters to its
+parent's, so every process of the run is counted, the compressed input, the
+tokenizer and Python's files alike), and ``same_output``.  The same CPU and the
+same bytes per MB at every worker count mean no worker repeats another's work.
+
+``--pin`` restricts a run with W workers to W cores (the first W of this
+process's CPU affinity, set in the child before exec: its threads and worker
+processes inherit it), so the speed-up is N workers on N cores over one worker
+on one core, the per-core form of issue 24's target (unpinned, one worker
+already keeps more than one core busy with its read-ahead and write-behind
+threads).  The ``cores`` column shows the mask ("all N": unpinned).
 """
 from __future__ import annotations
 
@@ -44,6 +56,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import measure  # noqa: E402
 from _record import write_record  # noqa: E402
 
 
@@ -107,11 +120,22 @@ class _Frames:
         self.file.close()
 
 
-def run(cmd: list[str], env: dict) -> tuple[float, float]:
-    r0, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ube_stream", *cmd], check=True, env=env, cwd=ROOT)
+def tree_read_bytes() -> int:
+    """``rchar`` of this process, its reaped children's included (Linux); 0 where there is no /proc."""
+    try:
+        with open("/proc/self/io") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+    except (OSError, StopIteration):
+        return 0
+
+
+def run(cmd: list[str], env: dict, cores=None) -> tuple[float, float, int]:
+    """Wall s, CPU s and bytes read of ``python -m ube_stream cmd`` (on ``cores`` only, when given)."""
+    io0, r0, t = tree_read_bytes(), resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    subprocess.run([sys.executable, "-m", "ube_stream", *cmd], check=True, env=env, cwd=ROOT,
+                   preexec_fn=measure.pin_to(cores))
     wall, r1 = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+    return wall, r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, tree_read_bytes() - io0
 
 
 def digest_tree(directory: str) -> str:
@@ -199,6 +223,8 @@ def main(argv=None) -> None:
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--data", default="/work/shared/data")
     parser.add_argument("--plan", action="store_true", help="measure the plan of a multi-frame .zst only")
+    parser.add_argument("--pin", action="store_true",
+                        help="run W workers on W cores (the first W of this process's CPU affinity)")
     args = parser.parse_args(argv)
     if args.plan:
         plan_times(args, argv)
@@ -230,30 +256,40 @@ def main(argv=None) -> None:
                             cmd = ["train", corpus, "--vocab-size", str(args.vocab_size), "-o",
                                    os.path.join(out, "tok.json"), "--workers", str(workers), "-q",
                                    "--work-dir", os.path.join(tmp, f"work-{workers}")]
-                        times.setdefault(workers, []).append(run(cmd, env))
+                        times.setdefault(workers, []).append(run(cmd, env, measure.pinned_cores(workers, args.pin)))
                         outputs[workers] = digest_tree(out)
-                one = statistics.median(w for w, _ in times[workers_list[0]])
+                one = statistics.median(w for w, _, _ in times[workers_list[0]])
                 for workers in workers_list:
-                    wall = statistics.median(w for w, _ in times[workers])
+                    wall = statistics.median(w for w, _, _ in times[workers])
+                    cpu = statistics.median(c for _, c, _ in times[workers])
                     result["rows"].append({
-                        "kind": kind, "command": command, "workers": workers, "uncompressed_bytes": size,
-                        "compressed_bytes": os.path.getsize(corpus), "wall_s": round(wall, 3),
-                        "cpu_s": round(statistics.median(c for _, c in times[workers]), 3),
-                        "speedup": round(one / wall, 3), "mb_per_s": round(size / 1e6 / wall, 1),
+                        "kind": kind, "command": command, "workers": workers,
+                        "cores": measure.cores_label(measure.pinned_cores(workers, args.pin)),
+                        "uncompressed_bytes": size, "compressed_bytes": os.path.getsize(corpus),
+                        "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "speedup": round(one / wall, 3),
+                        "mb_per_s": round(size / 1e6 / wall, 1), "cpu_s_per_mb": round(cpu / (size / 1e6), 4),
+                        "read_mb": round(statistics.median(b for _, _, b in times[workers]) / 1e6, 1),
                         "same_output": outputs[workers] == outputs[workers_list[0]]})
                     print(json.dumps(result["rows"][-1]), flush=True)
-    keys = ("kind", "command", "workers", "uncompressed_bytes", "compressed_bytes", "wall_s", "cpu_s", "speedup",
-            "mb_per_s", "same_output")
+    keys = ("kind", "command", "workers", "cores", "uncompressed_bytes", "compressed_bytes", "wall_s", "cpu_s",
+            "speedup", "mb_per_s", "cpu_s_per_mb", "read_mb", "same_output")
     most = max(workers_list)
     headline = ", ".join(f"{r['command']} {r['kind']} x{r['speedup']}" + ("" if r["same_output"] else " (OUTPUT DIFFERS)")
                          for r in result["rows"] if r["workers"] == most and most > 1)
+    where = f" on {most} cores (pinned)" if args.pin else ""
     write_record("compressed_scaling", title="One large compressed file on 1 and 2 workers: ube encode and ube train",
-                 columns=["kind", "command", "workers", "uncompressed (bytes)", "compressed (bytes)", "wall (s)",
-                          "CPU (s)", "speed-up over 1 worker (x)", "MB/s (wall)", "same output"],
+                 columns=["kind", "command", "workers", "cores", "uncompressed (bytes)", "compressed (bytes)",
+                          "wall (s)", "CPU (s)", "speed-up over 1 worker (x)", "MB/s (wall)", "CPU s per MB",
+                          "read by the process tree (MB)", "same output"],
                  rows=[[r[k] for k in keys] for r in result["rows"]],
-                 headline=f"wall speed-up at {most} workers: {headline}" if headline else None,
+                 headline=f"wall speed-up at {most} workers{where}: {headline}" if headline else None,
                  notes=[f"{args.mb:g} MB of real text per file; medians of {args.rounds} rounds; tokenizer vocab "
-                        f"{args.vocab_size} trained on the bundled sample"], argv=argv)
+                        f"{args.vocab_size} trained on the bundled sample",
+                        "pinned (--pin): W workers ran on W cores (the `cores` column: the CPU affinity of the whole "
+                        "process tree), so the speed-up is per core" if args.pin else
+                        "unpinned: every run could use every core (the `cores` column); one worker already keeps "
+                        "more than one core busy, so the speed-up is not per core (--pin measures that)"],
+                 data={"pinned": args.pin}, argv=argv)
 
 
 if __name__ == "__main__":
