@@ -7,6 +7,8 @@ the outputs are the same bytes for both worker counts (issue 24 item 2).
 
     python benchmarks/compressed_scaling.py --plan [--mb 500] [--rounds 5]
 
+    python benchmarks/compressed_scaling.py --cpu-ab [--mb 200] [--rounds 5] [--workers 1,2]
+
 ``--plan`` measures planning alone on a ``jsonl.zst-frames`` file (4 MB
 frames): ``plan_units`` (the frame headers walked, then every frame
 decompressed on up to 16 threads to count its lines), the header walk alone
@@ -15,6 +17,18 @@ single-threaded decompression of the whole file and the serial frame walk planni
 before (each block through the package's decoder, newlines counted).  Record ``compressed_plan``: medians of
 ``--rounds`` rounds, wall and CPU seconds, and the ratio to the serial
 decompression.
+
+``--cpu-ab`` asks whether W workers do more work than one on the same file:
+in this one process, interleaved, ``train()`` and ``encode_corpus()`` with 1
+worker on 1 core against W workers on W cores (``os.sched_setaffinity`` of
+this process before each call; the package sizes its threads by it; pools fork,
+as the command line's do), CPU seconds of the process and its reaped workers.
+Record ``compressed_cpu_ab``: per kind and command, the medians of
+``--rounds`` rounds and the median of the per-round CPU ratios (1.0: no
+extra work), and for ``train`` the CPU of summing the per-thread count tables
+(``chunk_table.merge_tables`` in this process: a unit's threads' tables, and
+the reduce of several units' tables when it runs here, i.e. with one worker).  CPU ratios measured side by side in one
+process survive a loaded machine far better than fresh-process wall times.
 
 The file is built from real text: the running text of ``docs.jsonl.zst`` and
 the short items of ``parallel.jsonl.zst`` (``/work/shared/data``, or
@@ -214,6 +228,90 @@ def plan_times(args, argv) -> None:
                         f"page cache after the first round"], argv=argv)
 
 
+def cpu_ab(args, argv) -> None:
+    """``--cpu-ab``: 1 worker on 1 core against W workers on W cores, in this process, interleaved."""
+    sys.path.insert(0, ROOT)   # this checkout's package
+    from ube_stream import sample_paths
+    from ube_stream.executors import start_method
+    from ube_stream.shards import encode_corpus
+    from ube_stream.training import chunk_table
+    from ube_stream.training.trainer import train
+
+    merged: list = []
+    merge_tables = chunk_table.merge_tables
+
+    def timed_merge(parts):   # count_unit imports it at each call: the wrapper is what it finds
+        t = time.process_time()
+        try:
+            return merge_tables(parts)
+        finally:
+            merged.append(time.process_time() - t)
+
+    def cpu_now():
+        own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+    workers_list = [int(w) for w in args.workers.split(",")]
+    mine = sorted(os.sched_getaffinity(0))
+    configs = [(w, measure.pinned_cores(w, True)) for w in workers_list]
+    rows = []
+    chunk_table.merge_tables = timed_merge
+    try:
+        with tempfile.TemporaryDirectory() as tmp, start_method("fork"):
+            tok = os.path.join(tmp, "tok.json")
+            train([sample_paths()["train"]], vocab_size=args.vocab_size, workers=1, show_progress=False).save(tok)
+            for kind in args.kinds.split(","):
+                corpus = os.path.join(tmp, f"corpus.{kind}")
+                size = build_corpus(args.data, int(args.mb * 1e6), kind, corpus)
+                for command in ("encode", "train"):
+                    runs: dict = {w: [] for w in workers_list}
+                    for _ in range(args.rounds):
+                        for workers, cores in configs:
+                            out = os.path.join(tmp, f"{command}-{workers}")
+                            shutil.rmtree(out, ignore_errors=True)
+                            merged.clear()
+                            os.sched_setaffinity(0, cores)
+                            try:
+                                c0, t0 = cpu_now(), time.perf_counter()
+                                if command == "encode":
+                                    encode_corpus([corpus], tokenizer=tok, output=out, workers=workers,
+                                                  show_progress=False)
+                                else:
+                                    train([corpus], vocab_size=args.vocab_size, workers=workers, show_progress=False,
+                                          work_dir=out)
+                                wall, cpu = time.perf_counter() - t0, cpu_now() - c0
+                            finally:
+                                os.sched_setaffinity(0, mine)
+                            runs[workers].append((cpu, wall, sum(merged)))
+                    one = runs[workers_list[0]]
+                    for workers, cores in configs:
+                        these = runs[workers]
+                        ratios = [b[0] / a[0] for a, b in zip(one, these)]
+                        rows.append([kind, command, workers, measure.cores_label(cores),
+                                     round(statistics.median(r[0] for r in these) / (size / 1e6), 4),
+                                     round(statistics.median(r[0] for r in these), 3),
+                                     round(statistics.median(ratios), 3),
+                                     round(min(ratios), 3), round(max(ratios), 3),
+                                     round(statistics.median(r[2] for r in these), 3) if command == "train" else None,
+                                     round(statistics.median(a[1] / b[1] for a, b in zip(one, these)), 3)])
+                        print(json.dumps(rows[-1]), flush=True)
+    finally:
+        chunk_table.merge_tables = merge_tables
+    most = max(workers_list)
+    write_record("compressed_cpu_ab", title="One compressed file: the CPU of W workers on W cores against 1 on 1, "
+                                            "in one process",
+                 columns=["kind", "command", "workers", "cores", "CPU s per MB", "CPU (s)", "CPU / 1 worker's (x)",
+                          "lowest round (x)", "highest round (x)", "summing count tables in this process (CPU s)",
+                          "wall speed-up over 1 worker (x)"], rows=rows,
+                 headline=f"CPU at {most} workers on {most} cores / 1 on 1: " + ", ".join(
+                     f"{r[1]} {r[0]} {r[6]}x" for r in rows if r[2] == most and most > 1),
+                 notes=[f"{args.mb:g} MB of real text per file; medians of {args.rounds} interleaved rounds in one "
+                        f"process (pools fork); CPU = this process and its reaped workers; 1.0x = no work repeated; "
+                        f"the wall speed-up is the load's as much as the code's; tokenizer vocab {args.vocab_size} "
+                        f"trained on the bundled sample"],
+                 data={"pinned": True}, argv=argv)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=500)
@@ -225,9 +323,14 @@ def main(argv=None) -> None:
     parser.add_argument("--plan", action="store_true", help="measure the plan of a multi-frame .zst only")
     parser.add_argument("--pin", action="store_true",
                         help="run W workers on W cores (the first W of this process's CPU affinity)")
+    parser.add_argument("--cpu-ab", action="store_true",
+                        help="the CPU of W workers on W cores against 1 on 1, in this process, interleaved")
     args = parser.parse_args(argv)
     if args.plan:
         plan_times(args, argv)
+        return
+    if args.cpu_ab:
+        cpu_ab(args, argv)
         return
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
     workers_list = [int(w) for w in args.workers.split(",")]
