@@ -3,9 +3,11 @@
 the outputs are the same bytes for both worker counts (issue 24 item 2).
 
     python benchmarks/compressed_scaling.py [--mb 500] [--kinds jsonl.zst,jsonl.gz,txt.zst,jsonl.zst-frames]
-        [--workers 1,2] [--rounds 1]
+        [--workers 1,2] [--rounds 1] [--pin]
 
     python benchmarks/compressed_scaling.py --plan [--mb 500] [--rounds 5]
+
+    python benchmarks/compressed_scaling.py --cpu-ab [--mb 200] [--rounds 5] [--workers 1,2]
 
 ``--plan`` measures planning alone on a ``jsonl.zst-frames`` file (4 MB
 frames): ``plan_units`` (the frame headers walked, then every frame
@@ -16,6 +18,18 @@ before (each block through the package's decoder, newlines counted).  Record ``c
 ``--rounds`` rounds, wall and CPU seconds, and the ratio to the serial
 decompression.
 
+``--cpu-ab`` asks whether W workers do more work than one on the same file:
+in this one process, interleaved, ``train()`` and ``encode_corpus()`` with 1
+worker on 1 core against W workers on W cores (``os.sched_setaffinity`` of
+this process before each call; the package sizes its threads by it; pools fork,
+as the command line's do), CPU seconds of the process and its reaped workers.
+Record ``compressed_cpu_ab``: per kind and command, the medians of
+``--rounds`` rounds and the median of the per-round CPU ratios (1.0: no
+extra work), and for ``train`` the CPU of summing the per-thread count tables
+(``chunk_table.merge_tables`` in this process: a unit's threads' tables, and
+the reduce of several units' tables when it runs here, i.e. with one worker).  CPU ratios measured side by side in one
+process survive a loaded machine far better than fresh-process wall times.
+
 The file is built from real text: the running text of ``docs.jsonl.zst`` and
 the short items of ``parallel.jsonl.zst`` (``/work/shared/data``, or
 ``--data DIR``), repeated until it holds ``--mb`` MB of JSON Lines, then
@@ -25,7 +39,19 @@ run has beyond its units become encoder threads of that unit
 (as ``zstd --block-size=4MB``), cut into units at frame boundaries.  The tokenizer (vocab 8000) is trained once on the
 bundled sample.  Records (``_record.py``, ``benchmarks/records/compressed_scaling/``)
 one row per (kind, command, workers) with the median wall and CPU seconds (the
-process and its workers), the speed-up over one worker, and ``same_output``.
+process and its workers), the speed-up over one worker, CPU seconds per MB of
+text, the bytes the whole process tree read (``/proc/self/io`` ``rchar`` of
+this script around the run: Linux adds a reaped child's counters to its
+parent's, so every process of the run is counted, the compressed input, the
+tokenizer and Python's files alike), and ``same_output``.  The same CPU and the
+same bytes per MB at every worker count mean no worker repeats another's work.
+
+``--pin`` restricts a run with W workers to W cores (the first W of this
+process's CPU affinity, set in the child before exec: its threads and worker
+processes inherit it), so the speed-up is N workers on N cores over one worker
+on one core, the per-core form of issue 24's target (unpinned, one worker
+already keeps more than one core busy with its read-ahead and write-behind
+threads).  The ``cores`` column shows the mask ("all N": unpinned).
 """
 from __future__ import annotations
 
@@ -44,6 +70,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import measure  # noqa: E402
 from _record import write_record  # noqa: E402
 
 
@@ -107,11 +134,22 @@ class _Frames:
         self.file.close()
 
 
-def run(cmd: list[str], env: dict) -> tuple[float, float]:
-    r0, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ube_stream", *cmd], check=True, env=env, cwd=ROOT)
+def tree_read_bytes() -> int:
+    """``rchar`` of this process, its reaped children's included (Linux); 0 where there is no /proc."""
+    try:
+        with open("/proc/self/io") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+    except (OSError, StopIteration):
+        return 0
+
+
+def run(cmd: list[str], env: dict, cores=None) -> tuple[float, float, int]:
+    """Wall s, CPU s and bytes read of ``python -m ube_stream cmd`` (on ``cores`` only, when given)."""
+    io0, r0, t = tree_read_bytes(), resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    subprocess.run([sys.executable, "-m", "ube_stream", *cmd], check=True, env=env, cwd=ROOT,
+                   preexec_fn=measure.pin_to(cores))
     wall, r1 = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+    return wall, r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, tree_read_bytes() - io0
 
 
 def digest_tree(directory: str) -> str:
@@ -190,6 +228,90 @@ def plan_times(args, argv) -> None:
                         f"page cache after the first round"], argv=argv)
 
 
+def cpu_ab(args, argv) -> None:
+    """``--cpu-ab``: 1 worker on 1 core against W workers on W cores, in this process, interleaved."""
+    sys.path.insert(0, ROOT)   # this checkout's package
+    from ube_stream import sample_paths
+    from ube_stream.executors import start_method
+    from ube_stream.shards import encode_corpus
+    from ube_stream.training import chunk_table
+    from ube_stream.training.trainer import train
+
+    merged: list = []
+    merge_tables = chunk_table.merge_tables
+
+    def timed_merge(parts):   # count_unit imports it at each call: the wrapper is what it finds
+        t = time.process_time()
+        try:
+            return merge_tables(parts)
+        finally:
+            merged.append(time.process_time() - t)
+
+    def cpu_now():
+        own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+    workers_list = [int(w) for w in args.workers.split(",")]
+    mine = sorted(os.sched_getaffinity(0))
+    configs = [(w, measure.pinned_cores(w, True)) for w in workers_list]
+    rows = []
+    chunk_table.merge_tables = timed_merge
+    try:
+        with tempfile.TemporaryDirectory() as tmp, start_method("fork"):
+            tok = os.path.join(tmp, "tok.json")
+            train([sample_paths()["train"]], vocab_size=args.vocab_size, workers=1, show_progress=False).save(tok)
+            for kind in args.kinds.split(","):
+                corpus = os.path.join(tmp, f"corpus.{kind}")
+                size = build_corpus(args.data, int(args.mb * 1e6), kind, corpus)
+                for command in ("encode", "train"):
+                    runs: dict = {w: [] for w in workers_list}
+                    for _ in range(args.rounds):
+                        for workers, cores in configs:
+                            out = os.path.join(tmp, f"{command}-{workers}")
+                            shutil.rmtree(out, ignore_errors=True)
+                            merged.clear()
+                            os.sched_setaffinity(0, cores)
+                            try:
+                                c0, t0 = cpu_now(), time.perf_counter()
+                                if command == "encode":
+                                    encode_corpus([corpus], tokenizer=tok, output=out, workers=workers,
+                                                  show_progress=False)
+                                else:
+                                    train([corpus], vocab_size=args.vocab_size, workers=workers, show_progress=False,
+                                          work_dir=out)
+                                wall, cpu = time.perf_counter() - t0, cpu_now() - c0
+                            finally:
+                                os.sched_setaffinity(0, mine)
+                            runs[workers].append((cpu, wall, sum(merged)))
+                    one = runs[workers_list[0]]
+                    for workers, cores in configs:
+                        these = runs[workers]
+                        ratios = [b[0] / a[0] for a, b in zip(one, these)]
+                        rows.append([kind, command, workers, measure.cores_label(cores),
+                                     round(statistics.median(r[0] for r in these) / (size / 1e6), 4),
+                                     round(statistics.median(r[0] for r in these), 3),
+                                     round(statistics.median(ratios), 3),
+                                     round(min(ratios), 3), round(max(ratios), 3),
+                                     round(statistics.median(r[2] for r in these), 3) if command == "train" else None,
+                                     round(statistics.median(a[1] / b[1] for a, b in zip(one, these)), 3)])
+                        print(json.dumps(rows[-1]), flush=True)
+    finally:
+        chunk_table.merge_tables = merge_tables
+    most = max(workers_list)
+    write_record("compressed_cpu_ab", title="One compressed file: the CPU of W workers on W cores against 1 on 1, "
+                                            "in one process",
+                 columns=["kind", "command", "workers", "cores", "CPU s per MB", "CPU (s)", "CPU / 1 worker's (x)",
+                          "lowest round (x)", "highest round (x)", "summing count tables in this process (CPU s)",
+                          "wall speed-up over 1 worker (x)"], rows=rows,
+                 headline=f"CPU at {most} workers on {most} cores / 1 on 1: " + ", ".join(
+                     f"{r[1]} {r[0]} {r[6]}x" for r in rows if r[2] == most and most > 1),
+                 notes=[f"{args.mb:g} MB of real text per file; medians of {args.rounds} interleaved rounds in one "
+                        f"process (pools fork); CPU = this process and its reaped workers; 1.0x = no work repeated; "
+                        f"the wall speed-up is the load's as much as the code's; tokenizer vocab {args.vocab_size} "
+                        f"trained on the bundled sample"],
+                 data={"pinned": True}, argv=argv)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=500)
@@ -199,9 +321,16 @@ def main(argv=None) -> None:
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--data", default="/work/shared/data")
     parser.add_argument("--plan", action="store_true", help="measure the plan of a multi-frame .zst only")
+    parser.add_argument("--pin", action="store_true",
+                        help="run W workers on W cores (the first W of this process's CPU affinity)")
+    parser.add_argument("--cpu-ab", action="store_true",
+                        help="the CPU of W workers on W cores against 1 on 1, in this process, interleaved")
     args = parser.parse_args(argv)
     if args.plan:
         plan_times(args, argv)
+        return
+    if args.cpu_ab:
+        cpu_ab(args, argv)
         return
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
     workers_list = [int(w) for w in args.workers.split(",")]
@@ -230,30 +359,40 @@ def main(argv=None) -> None:
                             cmd = ["train", corpus, "--vocab-size", str(args.vocab_size), "-o",
                                    os.path.join(out, "tok.json"), "--workers", str(workers), "-q",
                                    "--work-dir", os.path.join(tmp, f"work-{workers}")]
-                        times.setdefault(workers, []).append(run(cmd, env))
+                        times.setdefault(workers, []).append(run(cmd, env, measure.pinned_cores(workers, args.pin)))
                         outputs[workers] = digest_tree(out)
-                one = statistics.median(w for w, _ in times[workers_list[0]])
+                one = statistics.median(w for w, _, _ in times[workers_list[0]])
                 for workers in workers_list:
-                    wall = statistics.median(w for w, _ in times[workers])
+                    wall = statistics.median(w for w, _, _ in times[workers])
+                    cpu = statistics.median(c for _, c, _ in times[workers])
                     result["rows"].append({
-                        "kind": kind, "command": command, "workers": workers, "uncompressed_bytes": size,
-                        "compressed_bytes": os.path.getsize(corpus), "wall_s": round(wall, 3),
-                        "cpu_s": round(statistics.median(c for _, c in times[workers]), 3),
-                        "speedup": round(one / wall, 3), "mb_per_s": round(size / 1e6 / wall, 1),
+                        "kind": kind, "command": command, "workers": workers,
+                        "cores": measure.cores_label(measure.pinned_cores(workers, args.pin)),
+                        "uncompressed_bytes": size, "compressed_bytes": os.path.getsize(corpus),
+                        "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "speedup": round(one / wall, 3),
+                        "mb_per_s": round(size / 1e6 / wall, 1), "cpu_s_per_mb": round(cpu / (size / 1e6), 4),
+                        "read_mb": round(statistics.median(b for _, _, b in times[workers]) / 1e6, 1),
                         "same_output": outputs[workers] == outputs[workers_list[0]]})
                     print(json.dumps(result["rows"][-1]), flush=True)
-    keys = ("kind", "command", "workers", "uncompressed_bytes", "compressed_bytes", "wall_s", "cpu_s", "speedup",
-            "mb_per_s", "same_output")
+    keys = ("kind", "command", "workers", "cores", "uncompressed_bytes", "compressed_bytes", "wall_s", "cpu_s",
+            "speedup", "mb_per_s", "cpu_s_per_mb", "read_mb", "same_output")
     most = max(workers_list)
     headline = ", ".join(f"{r['command']} {r['kind']} x{r['speedup']}" + ("" if r["same_output"] else " (OUTPUT DIFFERS)")
                          for r in result["rows"] if r["workers"] == most and most > 1)
+    where = f" on {most} cores (pinned)" if args.pin else ""
     write_record("compressed_scaling", title="One large compressed file on 1 and 2 workers: ube encode and ube train",
-                 columns=["kind", "command", "workers", "uncompressed (bytes)", "compressed (bytes)", "wall (s)",
-                          "CPU (s)", "speed-up over 1 worker (x)", "MB/s (wall)", "same output"],
+                 columns=["kind", "command", "workers", "cores", "uncompressed (bytes)", "compressed (bytes)",
+                          "wall (s)", "CPU (s)", "speed-up over 1 worker (x)", "MB/s (wall)", "CPU s per MB",
+                          "read by the process tree (MB)", "same output"],
                  rows=[[r[k] for k in keys] for r in result["rows"]],
-                 headline=f"wall speed-up at {most} workers: {headline}" if headline else None,
+                 headline=f"wall speed-up at {most} workers{where}: {headline}" if headline else None,
                  notes=[f"{args.mb:g} MB of real text per file; medians of {args.rounds} rounds; tokenizer vocab "
-                        f"{args.vocab_size} trained on the bundled sample"], argv=argv)
+                        f"{args.vocab_size} trained on the bundled sample",
+                        "pinned (--pin): W workers ran on W cores (the `cores` column: the CPU affinity of the whole "
+                        "process tree), so the speed-up is per core" if args.pin else
+                        "unpinned: every run could use every core (the `cores` column); one worker already keeps "
+                        "more than one core busy, so the speed-up is not per core (--pin measures that)"],
+                 data={"pinned": args.pin}, argv=argv)
 
 
 if __name__ == "__main__":

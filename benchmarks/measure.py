@@ -4,6 +4,13 @@ cut corpus prefixes.  Results
 leave through `_record.write_record` (benchmarks/records/), like every
 benchmark's.
 
+`run_measured(cmd, cores=...)` runs the command on the given cores only
+(`os.sched_setaffinity` in the child before exec: the whole process tree
+inherits the mask); `pinned_cores(workers, pin)` gives W workers the first W
+cores of this process's mask, so that a run with W workers is measured on W
+cores (`--pin` of the scaling scripts), and `cores_label` is how a record
+shows the mask.
+
 `run_measured` polls the process tree under `/proc` (Linux) every
 `interval` seconds: per process its peak RSS (`VmHWM`, the kernel's own high
 -water mark, so a peak between two polls is not missed), CPU seconds and the
@@ -67,9 +74,41 @@ def _sample(pid):
     return out
 
 
-def run_measured(cmd, *, env=None, cwd=None, interval=0.1):
-    """Run `cmd`; returns {wall_s, cpu_s, max_rss_mb, processes: [...], main_cpu_timeline, returncode,
-    output_tail}.
+def pinned_cores(workers, pin):
+    """The cores a run with `workers` workers may use: with `pin`, the first
+    `workers` cores of this process's CPU affinity (W workers on W cores, the
+    per-core form of a scaling target); without, None (every core this process
+    has).  SystemExit when the mask holds fewer than `workers` cores."""
+    if not pin:
+        return None
+    mine = sorted(os.sched_getaffinity(0))
+    if workers > len(mine):
+        raise SystemExit(f"--pin: {workers} workers need {workers} cores, this process may use {len(mine)} "
+                         f"({cores_label(mine)}): lower --workers or run on a larger machine")
+    return mine[:workers]
+
+
+def cores_label(cores):
+    """How a record shows an affinity: "0", "0-3", "0,2", or "all N" (None: unpinned, N usable cores)."""
+    if cores is None:
+        return f"all {len(os.sched_getaffinity(0))}"
+    cores = sorted(cores)
+    if cores == list(range(cores[0], cores[-1] + 1)):
+        return str(cores[0]) if len(cores) == 1 else f"{cores[0]}-{cores[-1]}"
+    return ",".join(map(str, cores))
+
+
+def pin_to(cores):
+    """A `preexec_fn` that restricts the child, before it execs, to `cores`
+    (None: nothing); every process and thread it starts inherits the mask."""
+    if cores is None:
+        return None
+    return lambda: os.sched_setaffinity(0, cores)
+
+
+def run_measured(cmd, *, env=None, cwd=None, interval=0.1, cores=None):
+    """Run `cmd` (on `cores` only, when given: see `pinned_cores`); returns {wall_s, cpu_s, max_rss_mb,
+    processes: [...], main_cpu_timeline, returncode, output_tail}.
 
     `processes` lists the command's process (role "main") and every descendant
     seen (role "child"), with the values of their last poll."""
@@ -78,7 +117,8 @@ def run_measured(cmd, *, env=None, cwd=None, interval=0.1):
     done = threading.Event()
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=pin_to(cores))
 
     def poll():
         while not done.is_set():

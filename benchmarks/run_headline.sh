@@ -16,6 +16,8 @@
 #                           ube encode and ube train, 1 and 2 workers, 1 round
 #   verify_vs_encode.py     200,000 documents of real running text, 1 worker, 3 repeats
 #   scale.py                10 MB and 100 MB prefixes of the large corpus, 1 and 2 workers, 3 rounds
+# side_by_side_e2e.py, compressed_scaling.py and scale.py run with --pin: W workers on W cores (the
+# process tree's CPU affinity), so "2 workers vs 1" is per core, the form of issue 24's targets.
 # The peers: pip install ".[bench]" (gigatoken, fastokens); dolma and datatrove in their own
 # virtual environments (see side_by_side_e2e.py --help: UBE_BENCH_DOLMA, UBE_BENCH_PEER_PYTHON).
 # UBE_BENCH_SHARED names the shared data folder (docs/parallel/unicode_audit .jsonl.zst).
@@ -35,17 +37,17 @@ if [ "$SMOKE" = 1 ]; then
     WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
     LARGE="$WORK/large"; LARGE_SIZE=12MB
     ECS=(--mb 2 --side-mb 0.1 --rounds 1 --vocab 600 --train-mb 0.3 --only cl100k)
-    E2E=(--size 2MB --files 2 --workers 1,2 --repeat 1 --vocab-size 1000 --train-size 1MB --work-dir "$WORK/e2e")
-    CS=(--mb 2 --kinds jsonl.zst,jsonl.zst-frames --workers 1,2 --rounds 1)
+    E2E=(--size 2MB --files 2 --workers 1,2 --repeat 1 --vocab-size 1000 --train-size 1MB --work-dir "$WORK/e2e" --pin)
+    CS=(--mb 2 --kinds jsonl.zst,jsonl.zst-frames --workers 1,2 --rounds 1 --pin)
     VE=(--docs 3000 --repeats 1)
-    SC=(--sizes 1MB,2MB --workers 1,2 --repeat 1 --vocab-size 1000 --work-dir "$WORK/scale")
+    SC=(--sizes 1MB,2MB --workers 1,2 --repeat 1 --vocab-size 1000 --work-dir "$WORK/scale" --pin)
 else
     LARGE=benchmarks/data/large; LARGE_SIZE=200MB
     ECS=(--mb 300 --side-mb 2 --rounds 3)
-    E2E=(--size 100MB --files 4 --workers 1,2 --repeat 3)
-    CS=(--mb 200 --workers 1,2 --rounds 1)
+    E2E=(--size 100MB --files 4 --workers 1,2 --repeat 3 --pin)
+    CS=(--mb 200 --workers 1,2 --rounds 1 --pin)
     VE=(--docs 200000 --repeats 3)
-    SC=(--sizes 10MB,100MB --workers 1,2 --repeat 3)
+    SC=(--sizes 10MB,100MB --workers 1,2 --repeat 3 --pin)
 fi
 
 started=$(date +%s)

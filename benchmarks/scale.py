@@ -7,6 +7,7 @@ predict N workers.
     python benchmarks/scale.py [--sizes 10MB,100MB,1000MB] [--workers 1,2] [--repeat 5]
     python benchmarks/scale.py --workers 1,2,4,8,16     # the scaling curve, on a 16-core machine
     python benchmarks/scale.py --input jsonl.zst        # each prefix as one compressed file
+    python benchmarks/scale.py --pin                    # W workers on W cores (the per-core speed-up)
 
 Every run is a fresh `python -m ube_stream ...` process of this checkout
 (`ube train --substrate utf8 --vocab-size V`, then `ube encode` with one fixed
@@ -32,6 +33,13 @@ its reading and writing run in threads beside the encoder), so on N cores N
 workers are at most N / cores_used(1) as fast.  `efficiency_vs_1_worker_cpu` =
 CPU s of one worker / (N x wall s of N workers) says how much of the N cores
 did one worker's work (1.0: all of it), which a loaded machine distorts less.
+`--pin` measures the per-core form directly: a run with W workers is
+restricted to W cores (the first W of this process's affinity, set in the
+child before exec, so the whole process tree inherits it; the `cores` column
+shows the mask, "all N" when unpinned), so `speedup_vs_1_worker` is N workers
+on N cores over one worker on one core, the issue's target.  A pinned run
+sizes its threads by its mask too (`usable_cores`): one worker on one core
+reads and writes in its encoder's thread.
 """
 import argparse
 import json
@@ -95,6 +103,8 @@ def main(argv=None):
     parser.add_argument("--input", choices=("jsonl", "jsonl.zst"), default="jsonl",
                         help="encode/train each prefix as plain JSON Lines (default) or as one .jsonl.zst file "
                              "(one zstd frame, level 3: today one work unit per compressed file)")
+    parser.add_argument("--pin", action="store_true",
+                        help="run W workers on W cores (the first W of this process's CPU affinity)")
     parser.add_argument("--work-dir", default=os.path.join(HERE, "data", "scale-work"),
                         help="prefixes and the fixed tokenizer (kept); run outputs go to a temporary folder")
     args = parser.parse_args(argv)
@@ -130,14 +140,16 @@ def main(argv=None):
                             cmd = measure.ube_cmd("encode", path, "--tokenizer", tokenizer, "--workers",
                                                   str(workers), "-o", out, "-q")
                         load = os.getloadavg()[0]
-                        run = measure.check(measure.run_measured(cmd, env=env),
+                        cores = measure.pinned_cores(workers, args.pin)
+                        run = measure.check(measure.run_measured(cmd, env=env, cores=cores),
                                             f"{task} {size // 10**6} MB, {workers} workers")
                         phases = PHASES.search(run["output_tail"]) if task == "train" else None
                         units = UNITS.search(run["output_tail"]) if task == "train" else None
                         record = {
                             "task": task, "input": args.input, "round": round_no,
                             "size_mb": round(text_bytes / 1e6, 3),
-                            "documents": documents, "workers": workers, "load_1min": round(load, 2),
+                            "documents": documents, "workers": workers, "cores": measure.cores_label(cores),
+                            "load_1min": round(load, 2),
                             "wall_s": run["wall_s"], "cpu_s": run["cpu_s"],
                             "mb_per_s_wall": round(text_bytes / 1e6 / run["wall_s"], 2),
                             "mb_per_cpu_s": round(text_bytes / 1e6 / run["cpu_s"], 2),
@@ -156,7 +168,8 @@ def main(argv=None):
                             record.update({k: manifest.get("totals", {}).get(k) for k in ("tokens", "shards")})
                             record["units"] = len({s.get("unit_id") for s in manifest.get("shards", [])}) or None
                         records.append(record)
-                        print(f"round {round_no} {task} {record['size_mb']:.0f} MB x{workers}: "
+                        print(f"round {round_no} {task} {record['size_mb']:.0f} MB x{workers} "
+                              f"(cores {record['cores']}): "
                               f"{record['wall_s']:.2f} s wall, {record['cpu_s']:.2f} CPU s, "
                               f"worker peak {record['worker_peak_rss_mb']} MB, load {load:.2f}", file=sys.stderr)
                         shutil.rmtree(out, ignore_errors=True) if os.path.isdir(out) else os.remove(out)
@@ -165,10 +178,15 @@ def main(argv=None):
     most = max(worker_counts)
     headline = "; ".join(
         f"{r['task']} {r['size_mb']:.0f} MB: {r['mb_per_cpu_s']} MB per CPU s, x{r['speedup_vs_1_worker']} wall "
-        f"at {most} workers" for r in summary["summary"] if r["size_mb"] == largest and r["workers"] == most)
+        f"at {most} workers" + (f" on {most} cores" if args.pin else "")
+        for r in summary["summary"] if r["size_mb"] == largest and r["workers"] == most)
     notes = [
         f"`{args.input}` prefixes of {os.path.relpath(args.corpus)}; tokenizer utf8, {args.vocab_size} tokens, "
         f"trained on {sizes[0] / 1e6:g} MB; medians of {args.repeat} interleaved rounds",
+        ("pinned (--pin): W workers ran on W cores (the `cores` column: the CPU affinity of the whole process "
+         "tree), so the speed-up is per core" if args.pin else
+         "unpinned: every run could use every core (the `cores` column); one worker already keeps more than one "
+         "core busy, so the speed-up is not per core (--pin measures that)"),
         "wall/CPU are the whole process tree (wait4 rusage); per-process figures are the last /proc poll (0.1 s) of "
         "each process: peak RSS is the kernel's VmHWM; rchar/wchar count every read/write call (files and pipes), "
         "so the driver's are an upper bound on the bytes it exchanged with its workers",
@@ -178,7 +196,8 @@ def main(argv=None):
                  columns=[f"{c} ({u})" if u else c for c, u in ((c["name"], c["unit"]) for c in summary["columns"])],
                  rows=summary["rows"], notes=notes, headline=headline,
                  argv=sys.argv[1:] if argv is None else argv,
-                 data={"per_worker_costs": summary["per_worker_costs"], "prediction": summary["prediction"],
+                 data={"pinned": args.pin, "per_worker_costs": summary["per_worker_costs"],
+                       "prediction": summary["prediction"],
                        "runs": records, "tokenizer": {"path": os.path.relpath(tokenizer), "substrate": "utf8",
                                                       "vocab_size": args.vocab_size,
                                                       "trained_on_mb": sizes[0] / 1e6}})
@@ -198,7 +217,7 @@ def summarize(records, sizes, worker_counts, tasks):
             "workers_rchar_mb", "workers_wchar_mb", "workers_seen", "output_mb", "load_1min"]
     rows = []
     for (task, size_mb, workers), rs in sorted(groups.items()):
-        rows.append({"task": task, "size_mb": size_mb, "workers": workers, "runs": len(rs),
+        rows.append({"task": task, "size_mb": size_mb, "workers": workers, "cores": rs[0]["cores"], "runs": len(rs),
                      **{k: med(rs, k) for k in keys}})
     by = {(r["task"], r["size_mb"], r["workers"]): r for r in rows}
     smallest = min(r["size_mb"] for r in rows)
@@ -215,7 +234,7 @@ def summarize(records, sizes, worker_counts, tasks):
         r["efficiency_vs_1_worker_cpu"] = round(ref["cpu_s"] / (r["workers"] * r["wall_s"]), 3)
         if r["task"] == "train" and r["counts_s"] and ref["counts_s"]:
             r["counting_speedup_vs_1_worker"] = round(ref["counts_s"] / r["counts_s"], 3)
-    columns = [("task", ""), ("size_mb", "MB"), ("workers", ""), ("units", ""), ("wall_s", "s"), ("cpu_s", "s"),
+    columns = [("task", ""), ("size_mb", "MB"), ("workers", ""), ("cores", ""), ("units", ""), ("wall_s", "s"), ("cpu_s", "s"),
                ("mb_per_s_wall", "MB/s"), ("mb_per_cpu_s", "MB/CPU s"), ("speedup_vs_1_worker", "x"),
                ("cores_used", "cores"), ("efficiency_vs_1_worker_cpu", "x"),
                ("s_per_mb_vs_smallest", "x"), ("cpu_s_per_mb_vs_smallest", "x"), ("counts_s", "s"), ("merges_s", "s"),

@@ -4,7 +4,7 @@ fresh process, `ube encode` against dolma's `tokens` command, datatrove's
 (gigatoken or fastokens), on the same text and the same `utf8` vocabulary.
 
     python benchmarks/make_large_corpus.py                       # once
-    python benchmarks/side_by_side_e2e.py [--size 100MB] [--files 4] [--workers 1,2] [--repeat 5]
+    python benchmarks/side_by_side_e2e.py [--size 100MB] [--files 4] [--workers 1,2] [--repeat 5] [--pin]
 
 The peers live in their own virtual environments: dolma pins `tokenizers`
 <= 0.19.1, which clashes with datatrove's and transformers' needs, so
@@ -37,6 +37,12 @@ The same work for every tool:
 - threads: the peers run with `RAYON_NUM_THREADS=1` and
   `TOKENIZERS_PARALLELISM=false`, so W workers use W cores (HF tokenizers and
   the Rust peers would otherwise add a thread pool per process).
+- cores: with `--pin`, every tool's run with W workers is restricted to W
+  cores (the first W of this process's CPU affinity, set in the child before
+  exec, so its whole process tree inherits it: `ube encode`'s read-ahead and
+  write-behind threads, dolma's Rust threads and datatrove's processes alike),
+  so the ordering at each worker count is per core; the `cores` column shows
+  the mask ("all N": unpinned).
 
 Runs are interleaved (round r runs every tool at every worker count once);
 figures are medians over `--repeat` rounds: wall seconds, CPU seconds of the
@@ -259,6 +265,8 @@ def main(argv=None):
     parser.add_argument("--vocab-size", type=int, default=32768)
     parser.add_argument("--train-size", default="10MB", help="the tokenizer is trained on this prefix")
     parser.add_argument("--tools", default=",".join(TOOLS))
+    parser.add_argument("--pin", action="store_true",
+                        help="run every tool's W workers on W cores (the first W of this process's CPU affinity)")
     parser.add_argument("--dolma", default=default_program("UBE_BENCH_DOLMA", "/work/peers-venv/bin/dolma", "dolma"),
                         help="dolma's program ($UBE_BENCH_DOLMA, else /work/peers-venv/bin/dolma, else PATH)")
     parser.add_argument("--peer-python", default=default_program("UBE_BENCH_PEER_PYTHON",
@@ -337,7 +345,8 @@ def main(argv=None):
                         shutil.rmtree(leftover, ignore_errors=True)
                     cmd, run_env = command(tool, workers, out)
                     load = os.getloadavg()[0]
-                    run = measure.run_measured(cmd, env=run_env)
+                    cores = measure.pinned_cores(workers, args.pin)
+                    run = measure.run_measured(cmd, env=run_env, cores=cores)
                     polled_cpu = sum(p.get("cpu_s", 0) for p in run["processes"])
                     if run["returncode"] != 0:
                         skipped[f"{tool} x{workers} round {round_no}"] = run["output_tail"][-2000:]
@@ -345,7 +354,8 @@ def main(argv=None):
                         continue
                     rss = [p.get("peak_rss_mb", 0) for p in run["processes"]]
                     records.append({
-                        "tool": tool, "workers": workers, "round": round_no, "load_1min": round(load, 2),
+                        "tool": tool, "workers": workers, "cores": measure.cores_label(cores), "round": round_no,
+                        "load_1min": round(load, 2),
                         "wall_s": run["wall_s"], "cpu_s": max(run["cpu_s"], polled_cpu),
                         "cpu_s_rusage": run["cpu_s"], "cpu_s_polled": round(polled_cpu, 3),
                         "mb_per_s_wall": round(text_bytes / 1e6 / run["wall_s"], 2),
@@ -354,8 +364,8 @@ def main(argv=None):
                         "peak_rss_mb_sum": round(sum(rss), 1), "processes": len(run["processes"]),
                         "output_mb": round(measure.dir_bytes(out) / 1e6, 3),
                     })
-                    print(f"round {round_no} {tool} x{workers}: {run['wall_s']:.2f} s wall, {records[-1]['cpu_s']:.2f} CPU s,"
-                          f" load {load:.2f}", file=sys.stderr)
+                    print(f"round {round_no} {tool} x{workers} (cores {records[-1]['cores']}): {run['wall_s']:.2f} s "
+                          f"wall, {records[-1]['cpu_s']:.2f} CPU s, load {load:.2f}", file=sys.stderr)
                     if round_no == 0:
                         got = readers[tool](out, ids)
                         if tool == "ube" and reference is None:
@@ -363,12 +373,16 @@ def main(argv=None):
                         checks[f"{tool} x{workers}"] = compare(reference, got) if reference else {
                             "equal": None, "detail": "no ube encode output to compare with"}
     summary = summarize(records, tools, worker_counts)
+    on_cores = lambda w: f" on {w} core{'s' if w != '1' else ''}" if args.pin else ""   # noqa: E731
     headline = "; ".join(
         f"{w} worker{'s' if w != '1' else ''}: ube {t['ube_vs_best_per_cpu_s']:.2f}x {t['best_peer_per_cpu_s']} per "
-        f"CPU s, {t['ube_vs_best_wall']:.2f}x {t['best_peer_wall']} wall" for w, t in summary["targets"].items()) or None
+        f"CPU s, {t['ube_vs_best_wall']:.2f}x {t['best_peer_wall']} wall{on_cores(w)}"
+        for w, t in summary["targets"].items()) or None
     notes = [f"{round(text_bytes / 1e6, 1)} MB of text of {os.path.relpath(args.corpus)} in {len(paths)} files, "
              f"{sum(len(i) for i in ids)} documents; utf8 tokenizer, {args.vocab_size} tokens, trained on "
              f"{args.train_size}; medians of {args.repeat} interleaved rounds",
+             ("pinned (--pin): every tool's W workers ran on W cores (the `cores` column: the CPU affinity of its "
+              "whole process tree)" if args.pin else "unpinned: every run could use every core (the `cores` column)"),
              "token checks (first round, document by document against ube encode): " + ", ".join(
                  f"{k} {'equal' if c.get('equal') else 'DIFFERENT' if c.get('equal') is False else 'unchecked'}"
                  for k, c in checks.items()),
@@ -382,7 +396,7 @@ def main(argv=None):
                  columns=[f"{c} ({u})" if u else c for c, u in ((c["name"], c["unit"]) for c in summary["columns"])],
                  rows=summary["rows"], notes=notes, headline=headline, peers=versions,
                  argv=sys.argv[1:] if argv is None else argv,
-                 data={"targets": summary["targets"],
+                 data={"pinned": args.pin, "targets": summary["targets"],
                        "same_order_at_every_worker_count": summary["same_order_at_every_worker_count"],
                        "runs": records, "token_checks": checks, "skipped_or_failed": skipped,
                        "corpus": {"source": os.path.relpath(args.corpus), "text_mb": round(text_bytes / 1e6, 3),
@@ -404,7 +418,7 @@ def summarize(records, tools, worker_counts):
         for tool in tools:
             rs = groups.get((tool, workers))
             if rs:
-                rows.append({"tool": tool, "workers": workers, "runs": len(rs),
+                rows.append({"tool": tool, "workers": workers, "cores": rs[0]["cores"], "runs": len(rs),
                              **{k: round(statistics.median(r[k] for r in rs), 3) for k in keys}})
     targets = {}
     for workers in worker_counts:
@@ -424,7 +438,7 @@ def summarize(records, tools, worker_counts):
                 "met": ube["mb_per_cpu_s"] >= 1.5 * best_core["mb_per_cpu_s"],
             }
     orders = [t["order_by_mb_per_cpu_s"] for t in targets.values()]
-    columns = [("tool", ""), ("workers", ""), ("wall_s", "s"), ("cpu_s", "s"), ("mb_per_s_wall", "MB/s"),
+    columns = [("tool", ""), ("workers", ""), ("cores", ""), ("wall_s", "s"), ("cpu_s", "s"), ("mb_per_s_wall", "MB/s"),
                ("mb_per_cpu_s", "MB/CPU s"), ("peak_rss_mb_largest", "MB"), ("peak_rss_mb_sum", "MB"),
                ("output_mb", "MB"), ("load_1min", "")]
     return {"columns": [{"name": c, "unit": u} for c, u in columns],

@@ -144,7 +144,7 @@ def test_a_damaged_stream_gives_the_same_error_on_threads(texts, tok_path, tmp_p
 
 
 def test_unit_threads_share_out_the_workers(monkeypatch):
-    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
     assert unit_threads("local", 8, 1) == 8         # one big file: all workers' cores in its one process
     assert unit_threads("local", 8, 3) == 2
     assert unit_threads("local", 8, 20) == 1
@@ -156,10 +156,10 @@ def test_unit_threads_share_out_the_workers(monkeypatch):
 def test_encoder_threads_leave_a_core_to_the_read_ahead_and_write_behind(monkeypatch):
     from ube_stream.shards.encode import _encoder_threads
 
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(2)), raising=False)
     assert _encoder_threads("local", 2, 1, True) == 1    # 2 cores: reader + encoder + writer already fill them
     assert _encoder_threads("local", 2, 1, False) == 2
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     assert _encoder_threads("local", 16, 1, True) == 15
     assert _encoder_threads("local", 16, 16, False) == 1
 
@@ -266,3 +266,46 @@ def test_frame_units_give_the_same_shards_as_one_unit(files, tok_path, tmp_path,
     assert documents(out) == documents(tmp_path / "one")
     assert _compression.zstd_frame_units(files["jsonl.zst"], 500, None) is None   # one frame: one unit
     assert base
+
+
+AFFINITY_PROBE = """
+import json, os, sys
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})   # as `taskset -c N` or a container's cpuset does
+from ube_stream.cli.main import build_parser
+from ube_stream.executors import LocalExecutor, usable_cores
+from ube_stream.shards.encode import _encoder_threads, _overlap
+from ube_stream.shards.overlap import unit_threads
+from ube_stream.verification.report import default_workers
+parser = build_parser()
+print(json.dumps({
+    "usable_cores": usable_cores(), "cpu_count": os.cpu_count(),
+    "encode_workers": parser.parse_args(["encode", "c.jsonl", "--tokenizer", "t.json", "-o", "out"]).workers,
+    "train_workers": parser.parse_args(["train", "c.jsonl", "--vocab-size", "300", "-o", "t.json"]).workers,
+    "pool_workers": LocalExecutor().workers, "verify_workers": default_workers(None, 10),
+    "unit_threads": unit_threads("local", 8, 1), "encoder_threads": _encoder_threads("local", 8, 1, False),
+    "overlap": _overlap("local", 1, 1)}))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(getattr(os, "sched_getaffinity", set)(0)) < 2,
+                    reason="needs CPU affinity and at least 2 usable cores")
+def test_defaults_follow_the_cpu_affinity_not_the_machine(tmp_path):
+    """Under ``taskset -c 0`` (a process limited to one of the machine's cores) every default
+    sized by cores is one: the workers of ``ube encode``/``ube train``, the pool, the verify
+    tasks, the encoder threads of one large unit; and one worker fills the core, so no thread
+    reads ahead beside it."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", AFFINITY_PROBE], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": os.path.dirname(
+                              os.path.dirname(os.path.abspath(__file__)))})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["cpu_count"] >= 2   # the machine's cores, which the defaults must not use
+    assert found == {"usable_cores": 1, "cpu_count": found["cpu_count"], "encode_workers": 1, "train_workers": 1,
+                     "pool_workers": 1, "verify_workers": 1, "unit_threads": 1, "encoder_threads": 1,
+                     "overlap": False}
+    # the same probe's calls in this (unrestricted) process see every core of the mask
+    cores = len(os.sched_getaffinity(0))
+    assert unit_threads("local", 8, 1) == min(8, cores) and _encode_module._overlap("local", 1, 1)

@@ -46,10 +46,23 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tupl
 from . import progress
 from .errors import UbeError
 
-__all__ = ["Executor", "LocalExecutor", "WorkerDiedError", "RayExecutor", "EXECUTORS", "executor_class", "get_executor", "worker_state",
+__all__ = ["usable_cores", "Executor", "LocalExecutor", "WorkerDiedError", "RayExecutor", "EXECUTORS", "executor_class", "get_executor", "worker_state",
            "seed_worker_state", "start_method", "will_fork", "storage_env", "STORAGE_ENV_PREFIXES"]
 
 _WORKER_STATE: Dict[Tuple[Any, ...], Any] = {}
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: the size of its CPU affinity mask
+    (``taskset``, a container's cpuset, a batch scheduler's allotment), which
+    ``os.cpu_count()`` ignores; the machine's cores where the platform has no
+    affinity (macOS, Windows).  Every default worker count and thread count
+    that follows the cores uses it.  A CPU quota (cgroup ``cpu.max``,
+    ``docker --cpus``) is not a mask and is not seen: pass ``--workers``."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:   # no affinity on this platform
+        return os.cpu_count() or 1
 _START_METHOD = ["spawn"]   # what local pools start workers with (see start_method)
 
 
@@ -157,7 +170,7 @@ class LocalExecutor(Executor):
     max_attempts = 2
 
     def __init__(self, workers: int | None = None):
-        self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
+        self.workers = max(1, workers if workers is not None else usable_cores())
 
     def map(self, fn: Callable[[Any], Any], tasks: Sequence[Any], *,
             on_result: Callable[[Any], None] | None = None) -> list[Any]:

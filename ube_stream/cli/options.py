@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 from typing import Sequence
+
+from ..executors import usable_cores
 
 INPUTS_HELP = ("files, directories, globs or URLs (s3://, gs://, hf://, ...): Parquet, Arrow IPC/Feather, JSONL "
                "(.jsonl/.ndjson/.json), text (plain, .zst or .gz), HF datasets save_to_disk directories (a "
@@ -55,7 +56,7 @@ def add_format_options(p: argparse.ArgumentParser, *, prefix: str = "", column: 
 
 
 def add_input_options(p: argparse.ArgumentParser, *, positional: bool = True, prefix: str = "",
-                      workers_help: str = "worker processes (default: all cores)") -> None:
+                      workers_help: str = "worker processes (default: the cores this process may use)") -> None:
     """``INPUT...`` (when ``positional``), ``--column``, ``--format``, ``--split``, ``--text-mode``,
     ``--unit-rows``, ``--on-error``, ``--max-document-bytes`` and ``--workers``; ``prefix`` starts each help text (e.g. ``"--corpus: "``)."""
     if positional:
@@ -74,8 +75,8 @@ def add_input_options(p: argparse.ArgumentParser, *, positional: bool = True, pr
     add_workers_option(p, help=workers_help)
 
 
-def add_workers_option(p: argparse.ArgumentParser, help: str = "worker processes (default: all cores)") -> None:
-    p.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, metavar="N", help=help)
+def add_workers_option(p: argparse.ArgumentParser, help: str = "worker processes (default: the cores this process may use)") -> None:
+    p.add_argument("--workers", type=positive_int, default=usable_cores(), metavar="N", help=help)
 
 
 def add_executor_options(p: argparse.ArgumentParser, where: str = "") -> None:

@@ -18,8 +18,9 @@ def register(subparsers) -> None:
                               description="Encode documents into a token shard directory: uint32 token files "
                                           "with a memory-mapped index and MANIFEST.json. Rerun the same command "
                                           "after a crash to resume.")
-    add_input_options(p, workers_help="worker processes (default: all cores; with --executor ray: the CPUs of a "
-                                      "Ray started here); the output does not depend on it")
+    add_input_options(p, workers_help="worker processes (default: the cores this process may use; with "
+                                      "--executor ray: the CPUs of a Ray started here); the output does not "
+                                      "depend on it")
     add_tokenizer_options(p)
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="shard directory to write (or resume)")
     add_executor_options(p, " writing straight to --output, which must be shared storage every node sees")

@@ -16,6 +16,7 @@ from typing import Any, Generator, Optional
 
 import numpy as np
 
+from ..executors import usable_cores
 from ..progress import note_input
 from ..storage import is_url, open_input
 from .batch import Reporter
@@ -257,7 +258,7 @@ def _frame_lines(path: str, frames: list[tuple[int, int, int | None]]) -> list[t
                 newlines += int(np.count_nonzero(np.frombuffer(piece, np.uint8) == 10))
                 last = piece[-1]
 
-    with ThreadPoolExecutor(max_workers=min(len(frames), os.cpu_count() or 1, 16)) as pool:
+    with ThreadPoolExecutor(max_workers=min(len(frames), usable_cores(), 16)) as pool:
         return list(pool.map(count, frames))
 
 

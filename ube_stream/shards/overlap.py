@@ -27,10 +27,11 @@ count; an exception is raised where its item would have come.
 """
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from typing import Any, Callable, Iterable, Iterator, Optional
+
+from ..executors import usable_cores
 
 _POLL_S = 0.05   # how often a blocked thread looks at its stop flag
 _DONE = object()
@@ -180,7 +181,7 @@ def unit_threads(executor: object, workers: int, units: int) -> int:
     Outputs never depend on it."""
     if executor != "local" or units <= 0:
         return 1
-    return max(1, min(workers, os.cpu_count() or 1) // min(workers, units))
+    return max(1, min(workers, usable_cores()) // min(workers, units))
 
 
 class OrderedMap:

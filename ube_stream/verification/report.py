@@ -7,9 +7,10 @@ not depend on completion order).
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+
+from ..executors import usable_cores
 
 __all__ = ["Mismatch", "VerifyReport", "first_difference", "around"]
 
@@ -168,7 +169,7 @@ T = TypeVar("T")
 
 def default_workers(workers: Optional[int], tasks: int) -> int:
     if workers is None:
-        workers = os.cpu_count() or 1
+        workers = usable_cores()
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     return max(1, min(workers, tasks))
