@@ -9,8 +9,9 @@ text, built by `make_large_corpus.py`) and the same `utf8` tokenizer:
 1. **Stages**, one process, one thread, CPU seconds (`time.process_time`) of
    each step `ube encode` takes, run one after the other on the same bytes:
    Python start-up, imports and the CLI parser (a fresh `python -m ube_stream encode --help`),
-   loading the tokenizer (the HF `tokenizer.json` the CLI is given, and the
-   ube-stream file a worker loads), the plan (sources and units), reading (the
+   loading the tokenizer (`as_tokenizer`, as the command does: the HF `tokenizer.json` the
+   CLI is given, and the ube-stream file a worker loads), the driver's `tokenizer.json`
+   and fingerprint of the run, the plan (sources and units), reading (the
    JSON Lines reader and its `_jsonl` kernel: batches of UTF-8 + offsets), the
    kernel alone (`Tokenizer.encode_utf8_batch` over those batches with a fresh
    chunk cache, again with the cache warm, and split over two fresh caches as two
@@ -134,6 +135,7 @@ def stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp, package_dir=measure.R
     sys.path.insert(0, package_dir)
     from ube_stream import Tokenizer
     from ube_stream.runs.corpus import Corpus
+    from ube_stream.tokenizer import as_tokenizer
 
     out = {}
     imports = []
@@ -141,9 +143,17 @@ def stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp, package_dir=measure.R
         run = measure.run_measured(measure.ube_cmd("encode", "--help"), env=package_env(package_dir))
         imports.append(run["cpu_s"])
     out["start-up, imports, CLI parser (fresh process)"] = statistics.median(imports)
-    out["tokenizer load, HF tokenizer.json (the driver)"] = median_cpu(lambda: Tokenizer.from_hf(hf_tokenizer),
-                                                                      repeat)
-    out["tokenizer load, ube-stream file (a worker)"] = median_cpu(lambda: Tokenizer.load(ube_tokenizer), repeat)
+    # as the command loads them: `--tokenizer` and a worker's file both through as_tokenizer
+    out["tokenizer load, HF tokenizer.json (the driver)"] = median_cpu(lambda: as_tokenizer(hf_tokenizer), repeat)
+    out["tokenizer load, ube-stream file (a worker)"] = median_cpu(lambda: as_tokenizer(ube_tokenizer), repeat)
+
+    def run_file(tok):   # a fresh tokenizer each time: its fingerprint is computed once per object
+        t0 = time.process_time()
+        tok.to_json()
+        assert tok.fingerprint
+        return time.process_time() - t0
+    out["the run's tokenizer file and fingerprint (the driver)"] = statistics.median(
+        run_file(as_tokenizer(hf_tokenizer)) for _ in range(repeat))
     corpus = Corpus([path], even_bytes=True)
     units = corpus.units(corpus.sources())
     out["plan: sources and units"] = median_cpu(lambda: corpus.units(corpus.sources()), repeat)
