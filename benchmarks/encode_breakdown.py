@@ -9,8 +9,9 @@ text, built by `make_large_corpus.py`) and the same `utf8` tokenizer:
 1. **Stages**, one process, one thread, CPU seconds (`time.process_time`) of
    each step `ube encode` takes, run one after the other on the same bytes:
    Python start-up, imports and the CLI parser (a fresh `python -m ube_stream encode --help`),
-   loading the tokenizer (the HF `tokenizer.json` the CLI is given, and the
-   ube-stream file a worker loads), the plan (sources and units), reading (the
+   loading the tokenizer (`as_tokenizer`, as the command does: the HF `tokenizer.json` the
+   CLI is given, and the ube-stream file a worker loads), the driver's `tokenizer.json`
+   and fingerprint of the run, the plan (sources and units), reading (the
    JSON Lines reader and its `_jsonl` kernel: batches of UTF-8 + offsets), the
    kernel alone (`Tokenizer.encode_utf8_batch` over those batches with a fresh
    chunk cache, again with the cache warm, and split over two fresh caches as two
@@ -18,7 +19,12 @@ text, built by `make_large_corpus.py`) and the same `utf8` tokenizer:
    crc32 and xxh3 when `xxhash` is installed), and writing the token files
    with fsync.  Then the whole command, `ube encode --workers 1` in a fresh
    process (wait4 rusage), so the gap between it and the kernel is shown
-   stage by stage.  Each stage is the median of `--repeat` runs.
+   stage by stage, and the same command by part (`inside` rows): its CLI run
+   in a fresh process with each part's CPU taken by the thread it runs in
+   (`time.thread_time`: loading `--tokenizer`, the plan's line scan, the
+   tokenizer's fingerprint and the run's `tokenizer.json`, the kernel calls, the reading thread, the writing
+   thread, MANIFEST), so the parts are what the command itself spends, not
+   the stages rebuilt one by one.  Each stage is the median of `--repeat` runs.
 2. **Layouts** of two workers, each a fresh process, rounds interleaved, the
    load average beside each run: `w1` one worker (units in the calling
    process, reading ahead and writing behind in threads), `p2` the default
@@ -89,6 +95,61 @@ print("RESULT", time.perf_counter() - t0, s.ru_utime + s.ru_stime + c.ru_utime +
 """
 
 
+# the whole command by part: `ube encode` through the CLI's main in a fresh process, each part's
+# CPU time taken by the thread it runs in (time.thread_time), so the reading and writing
+# threads' work is told apart from the kernel's; prints the parts as JSON
+_PARTS_SCRIPT = r"""
+import gc, json, os, sys, time
+gc.disable()   # as main() does in a process of its own, before numpy is imported here
+parts = {}
+
+
+def timed(owner, name, label):
+    fn = getattr(owner, name)
+
+    def run(*args, **kwargs):
+        start = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            parts[label] = parts.get(label, 0.0) + time.thread_time() - start
+    setattr(owner, name, run)
+
+
+import ube_stream.cli.options as options
+import ube_stream.readers.inputs as inputs
+import ube_stream.shards.encode as encode
+import ube_stream.shards.overlap as overlap
+from ube_stream.cli import main
+from ube_stream.cli.main import build_parser
+from ube_stream.tokenizer import file_format
+from ube_stream.tokenizer.core import Tokenizer
+
+build_parser()
+gc.freeze()
+gc.enable()
+owners = {"options": options, "inputs": inputs, "encode": encode, "ReadAhead": overlap.ReadAhead,
+          "WriteBehind": overlap.WriteBehind, "Tokenizer": Tokenizer, "file_format": file_format}
+for owner, name, label in json.loads(sys.argv[1]):
+    timed(owners[owner], name, label)
+code = main(sys.argv[2:])
+usage = os.times()
+parts["whole process"] = usage.user + usage.system
+print("PARTS", json.dumps(parts))
+sys.exit(code)
+"""
+PARTS = [   # (its module or class, as _PARTS_SCRIPT names them; function; what it is)
+    ("options", "load_tokenizer", "in the command: loading --tokenizer"),
+    ("inputs", "scan_line_starts", "in the command: the plan's line scan"),
+    ("file_format", "fingerprint", "in the command: the tokenizer's fingerprint"),
+    ("Tokenizer", "to_json", "in the command: the run's tokenizer.json"),
+    ("Tokenizer", "encode_utf8_batch", "in the command: the encoder kernel (unit thread)"),
+    ("ReadAhead", "_run", "in the command: the reading thread (JSON Lines -> batches)"),
+    ("WriteBehind", "_run", "in the command: the writing thread (sha256, writes, index)"),
+    ("encode", "_finalize", "in the command: MANIFEST and cleanup"),
+]
+
+
 def package_env(package_dir):
     """Environment in which `python -m ube_stream` imports the package in `package_dir`."""
     env = dict(os.environ)
@@ -134,6 +195,7 @@ def stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp, package_dir=measure.R
     sys.path.insert(0, package_dir)
     from ube_stream import Tokenizer
     from ube_stream.runs.corpus import Corpus
+    from ube_stream.tokenizer import as_tokenizer
 
     out = {}
     imports = []
@@ -141,9 +203,17 @@ def stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp, package_dir=measure.R
         run = measure.run_measured(measure.ube_cmd("encode", "--help"), env=package_env(package_dir))
         imports.append(run["cpu_s"])
     out["start-up, imports, CLI parser (fresh process)"] = statistics.median(imports)
-    out["tokenizer load, HF tokenizer.json (the driver)"] = median_cpu(lambda: Tokenizer.from_hf(hf_tokenizer),
-                                                                      repeat)
-    out["tokenizer load, ube-stream file (a worker)"] = median_cpu(lambda: Tokenizer.load(ube_tokenizer), repeat)
+    # as the command loads them: `--tokenizer` and a worker's file both through as_tokenizer
+    out["tokenizer load, HF tokenizer.json (the driver)"] = median_cpu(lambda: as_tokenizer(hf_tokenizer), repeat)
+    out["tokenizer load, ube-stream file (a worker)"] = median_cpu(lambda: as_tokenizer(ube_tokenizer), repeat)
+
+    def run_file(tok):   # a fresh tokenizer each time: its fingerprint is computed once per object
+        t0 = time.process_time()
+        tok.to_json()
+        assert tok.fingerprint
+        return time.process_time() - t0
+    out["the run's tokenizer file and fingerprint (the driver)"] = statistics.median(
+        run_file(as_tokenizer(hf_tokenizer)) for _ in range(repeat))
     corpus = Corpus([path], even_bytes=True)
     units = corpus.units(corpus.sources())
     out["plan: sources and units"] = median_cpu(lambda: corpus.units(corpus.sources()), repeat)
@@ -222,6 +292,19 @@ def whole(files, hf_tokenizer, workers, tmp, round_no, package_dir=measure.REPO)
     return run["wall_s"], run["cpu_s"], load
 
 
+def parts_run(files, hf_tokenizer, tmp, round_no):
+    """CPU seconds of each of PARTS inside one `ube encode --workers 1` (see _PARTS_SCRIPT)."""
+    out = os.path.join(tmp, f"parts-{round_no}")
+    res = subprocess.run([sys.executable, "-c", _PARTS_SCRIPT, json.dumps(PARTS), "encode", *files, "--tokenizer",
+                          hf_tokenizer, "-o", out, "--workers", "1", "-q"], capture_output=True, text=True,
+                         env=dict(measure.ube_env(), OPENBLAS_NUM_THREADS="1"), cwd=measure.REPO)
+    shutil.rmtree(out, ignore_errors=True)
+    line = next((x for x in res.stdout.splitlines() if x.startswith("PARTS ")), None)
+    if res.returncode != 0 or line is None:
+        raise SystemExit(f"the parts run failed:\n{res.stderr[-2000:]}")
+    return json.loads(line[len("PARTS "):])
+
+
 def layout_run(layout, files, tokenizer, tmp, round_no):
     out = os.path.join(tmp, f"layout-{layout}-{round_no}")
     load = os.getloadavg()[0]
@@ -279,7 +362,11 @@ def main(argv=None):
             rows.append(["stage", stage, round(cpu, 3), round(100 * cpu / whole_cpu, 1), None, None])
         rows.append(["whole", "ube encode --workers 1 (fresh process, HF tokenizer.json)", round(whole_cpu, 3), 100.0,
                      round(statistics.median(r[0] for r in runs), 3), round(statistics.median(r[2] for r in runs), 2)])
-        data.update(stages=costs, whole_runs=runs, tokens=tokens, units=units)
+        inside = [parts_run(files, hf_tokenizer, tmp, r) for r in range(args.repeat)]
+        for label in inside[0]:
+            cpu = statistics.median(run.get(label, 0.0) for run in inside)
+            rows.append(["inside", label, round(cpu, 3), round(100 * cpu / whole_cpu, 1), None, None])
+        data.update(stages=costs, whole_runs=runs, tokens=tokens, units=units, inside_runs=inside)
         layout_runs = {name: [] for name in layouts}
         failed = {}
         for round_no in range(args.repeat if layouts else 0):

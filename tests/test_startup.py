@@ -71,6 +71,44 @@ def test_a_thread_count_the_user_set_is_kept(tmp_path, tokenizer_file):
     assert found["code"] == 0 and found["openblas"] == "3"
 
 
+def test_a_hf_file_is_parsed_once_with_the_collector_paused(tokenizer_file, tmp_path, monkeypatch):
+    from ube_stream.errors import TokenizerFormatError
+
+    hf_file = tmp_path / "tokenizer.json"
+    Tokenizer.load(tokenizer_file).export_hf(hf_file)
+    text = hf_file.read_text(encoding="utf-8")
+    direct = Tokenizer.from_hf(hf_file)
+    real_loads = json.loads
+    parses = []   # (whole file?, collector on?) of each json.loads while as_tokenizer runs
+
+    def loads(doc, *args, **kwargs):
+        parses.append((doc == text, gc.isenabled()))
+        return real_loads(doc, *args, **kwargs)
+
+    monkeypatch.setattr(json, "loads", loads)
+    via = as_tokenizer(hf_file)
+    monkeypatch.setattr(json, "loads", real_loads)
+    assert (via.fingerprint, via.merges, via.special_tokens) == (direct.fingerprint, direct.merges,
+                                                                 direct.special_tokens)
+    assert [p for p in parses if p[0]] == [(True, False)] and gc.isenabled()   # once, collector off, on after
+    doc = real_loads(text)
+    doc["model"]["merges"][3] = "x \u2603"   # not a byte-level token: refused, the same way by both paths
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(TokenizerFormatError) as by_content:
+        as_tokenizer(bad)
+    with pytest.raises(TokenizerFormatError) as by_hf:
+        Tokenizer.from_hf(bad)
+    assert str(by_content.value) == str(by_hf.value) and "model.merges[3]" in str(by_hf.value)
+    assert gc.isenabled()   # on again after a refusal
+    gc.disable()
+    try:
+        as_tokenizer(hf_file)
+        assert not gc.isenabled()   # a caller's collector left off stays off
+    finally:
+        gc.enable()
+
+
 def test_main_in_a_callers_process_leaves_its_settings(tmp_path, tokenizer_file, monkeypatch, capsys):
     # numpy is imported here: main() is a library call, so neither the environment nor
     # the collector of the caller's process is touched

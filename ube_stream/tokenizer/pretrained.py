@@ -532,11 +532,16 @@ def _load_hf_json(path: str) -> Any:
         raise TokenizerFormatError(f"{path}: JSON nested too deeply to be a tokenizer.json") from None
 
 
-def tokenizer_from_hf(cls: Callable[..., T], path) -> T:
+def tokenizer_from_hf(cls: Callable[..., T], path, doc: Any = None) -> T:
+    """The HF ``tokenizer.json`` at ``path`` as a ``cls`` tokenizer; ``doc``: the file's
+    JSON when the caller has parsed it already (:func:`~.core.as_tokenizer` reads a file
+    once to tell its kind: parsing 1 MB of JSON again cost a command ~0.02 CPU s)."""
     path = os.fspath(path)
-    if os.path.isdir(path):
-        path = os.path.join(path, "tokenizer.json")
-    hf = _HFDoc(_load_hf_json(path), path)
+    if doc is None:
+        if os.path.isdir(path):
+            path = os.path.join(path, "tokenizer.json")
+        doc = _load_hf_json(path)
+    hf = _HFDoc(doc, path)
     model = _check_model(hf)
     pattern = _hf_pattern(hf, hf.doc.get("pre_tokenizer"))
     table = hf.get(model, "vocab", "model.vocab", dict, "an object {token: id}")
