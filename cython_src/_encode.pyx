@@ -433,7 +433,10 @@ cdef struct ChunkCache:
     int64_t hits
     int64_t misses
     int64_t sweeps              # times the cache was full and swept
-    bint busy                   # (128 bytes in all: two cache lines, see Encoder.__cinit__)
+    bint busy
+    bint new_chunks             # the last block encode_span looked up cached new chunks (or the cache is
+                                # new): its next block prefetches seed slots too (128 bytes in all: two
+                                # cache lines, see Encoder.__cinit__)
 
 
 cdef struct Key:
@@ -989,11 +992,19 @@ cdef inline const Slot* seed_find(const Tables* t, const Key* k) noexcept nogil:
 
 cdef inline void store_lanes(uint32_t* o, uint64_t v0, uint64_t v1) noexcept nogil:
     """The four id lanes of an inline slot value at ``o`` (whatever its count: the
-    output keeps INLINE_IDS ids of room per chunk left in the block)."""
-    o[0] = <uint32_t>((v0 >> 8) & ID24)
-    o[1] = <uint32_t>(v0 >> 32)
-    o[2] = <uint32_t>v1
-    o[3] = <uint32_t>(v1 >> 32)
+    output keeps INLINE_IDS ids of room per chunk left in the block).  Little-endian:
+    two 8-byte stores, the count and hit bits cleared from the first (the lanes
+    assembled one by one in a vector register cost six more instructions a chunk)."""
+    cdef uint64_t lanes01
+    if LITTLE_ENDIAN:
+        lanes01 = ((v0 >> 8) & ID24) | (v0 & 0xFFFFFFFF00000000ull)
+        memcpy(o, &lanes01, 8)
+        memcpy(o + 2, &v1, 8)
+    else:
+        o[0] = <uint32_t>((v0 >> 8) & ID24)
+        o[1] = <uint32_t>(v0 >> 32)
+        o[2] = <uint32_t>v1
+        o[3] = <uint32_t>(v1 >> 32)
 
 
 cdef inline void hash_block(const uint8_t* p, const uint8_t* limit, Py_ssize_t start, const int64_t* ends,
@@ -1032,6 +1043,8 @@ cdef inline Py_ssize_t hit_block(const Key* keys, Py_ssize_t j, Py_ssize_t cnt, 
     cdef int64_t found = 0
     cdef Slot* pair
     cdef uint64_t k0, k1, v0, v1, count
+    cdef uint64_t saturated_sink = 0
+    cdef uint64_t* count_at
     cdef bint hit0, hit1
     while j < cnt:
         if chunk_tokens != NULL:
@@ -1046,7 +1059,10 @@ cdef inline Py_ssize_t hit_block(const Key* keys, Py_ssize_t j, Py_ssize_t cnt, 
         count = (v0 & COUNT_MASK) if (hit0 | hit1) else 0   # 0: spilled, long, a miss, or an empty chunk
         if count == 0:
             break
-        pair[0 if hit0 else 1].v0 = bumped(v0)
+        # the count goes to a local when it is saturated: the hot chunks, most hits, then leave
+        # their lines clean (no write-back as they leave the cache), and no branch is taken
+        count_at = &saturated_sink if (v0 & FREQ_BITS) == FREQ_BITS else &pair[0 if hit0 else 1].v0
+        count_at[0] = bumped(v0)
         store_lanes(out + n, v0, v1)
         n += <Py_ssize_t>count
         found += 1
@@ -1066,9 +1082,11 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
     Chunks go in blocks of BLOCK: first every chunk of the block is hashed and the
     cache line of its slot pair prefetched (hash_block), then the block is looked
     up (hit_block), so the slot loads of a block overlap instead of waiting one
-    after another.  While blocks bring new chunks (the block before cached one
-    or more), each chunk's seed slot is prefetched too: a new chunk is then
-    looked up among the seeds (chunk_slow) without waiting for that line.  A chunk found in its slot pair with its ids inline (most
+    after another.  While blocks bring new chunks (the block before, in this call
+    or the cache's last one, cached one or more: ChunkCache.new_chunks), each
+    chunk's seed slot is prefetched too: a new chunk is then looked up among the
+    seeds (chunk_slow) without waiting for that line; once every chunk hits (a
+    corpus's second pass), no block reads the seed filter.  A chunk found in its slot pair with its ids inline (most
     chunks) takes no branch of its own: both slots are compared, the four id lanes
     are stored whatever the count and the output advances by the count (the output
     keeps INLINE_IDS ids of room per chunk left in the block).  Everything else (a
@@ -1080,7 +1098,7 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
     cdef int64_t* ct
     cdef int status = STATUS_OK
     cdef bint seeded = t.num_seeds != 0 and 2 * t.num_seeds <= cache.max_entries
-    cdef bint fresh = seeded
+    cdef bint fresh = seeded and cache.new_chunks
     cdef Py_ssize_t count_before
     while b < nchunks:
         cnt = min(<Py_ssize_t>BLOCK, nchunks - b)
@@ -1114,7 +1132,8 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
             break
         if ct != NULL:
             w.chunk_n += cnt
-        fresh = seeded and cache.count != count_before
+        cache.new_chunks = cache.count != count_before
+        fresh = seeded and cache.new_chunks
         b += cnt
     cache.hits += hits
     return status
@@ -1573,6 +1592,8 @@ cdef class Encoder:
                 c.vals = NULL
                 raise MemoryError(f"cannot allocate chunk cache {slot} ({self.cache_bytes} bytes); pass a "
                                   "smaller cache (Tokenizer.set_cache(bytes=...))")
+        if c.count == 0:
+            c.new_chunks = True    # an empty cache: its first block looks at the seeds at once
         c.busy = True
         return c
 
