@@ -388,7 +388,9 @@ cdef enum:
     INITIAL_SLOTS = 1 << 12     # a cache's first slot table (128 KiB); it doubles as it fills
     MIN_SLOTS = 16              # the smallest slot table (512 bytes), whatever cache_bytes says
     PRESIZE_BYTES = 64          # cache_presize: one new chunk per this many bytes of a call (mixed text: ~100)
-    BLOCK = 32                  # chunks hashed (and their slots prefetched) ahead of the lookups
+    BLOCK = 128                 # chunks hashed (and their slots prefetched) ahead of the lookups: the
+                                # first lookup of a block comes 128 hashes after its prefetch, time for
+                                # a line from memory (32 left the second pass waiting on the table)
 
 
 cdef uint64_t PAIR = ~<uint64_t>1  # a chunk's probe starts at the even slot of its hash: the two
