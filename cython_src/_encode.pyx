@@ -452,28 +452,32 @@ cdef struct Key:
 cdef inline void key_of(const uint8_t* p, Py_ssize_t n, const uint8_t* limit, Key* k) noexcept nogil:
     """Slot key and hash of chunk ``p[0:n]`` (``limit``: end of readable memory).  The
     words are little-endian on every platform, so the length byte never meets a
-    chunk byte."""
+    chunk byte.  Worked out in registers, each field of ``k`` written once (built in
+    ``k`` itself, the two words went through the stack into a vector register and the
+    hash read them back from ``k``: a longer chain for every chunk of encode_span)."""
     cdef Py_ssize_t m = n if n < 16 else 16, i
-    k.n = n
+    cdef uint64_t k0 = 0, k1 = 0, h
     if LITTLE_ENDIAN and p + 16 <= limit:
-        memcpy(&k.k0, p, 8)
-        memcpy(&k.k1, p + 8, 8)
-        k.k0 &= LO_MASK[m]
-        k.k1 &= HI_MASK[m]
+        memcpy(&k0, p, 8)
+        memcpy(&k1, p + 8, 8)
+        k0 &= LO_MASK[m]
+        k1 &= HI_MASK[m]
     else:
-        k.k0 = 0
-        k.k1 = 0
         for i in range(m):
             if i < 8:
-                k.k0 |= <uint64_t>p[i] << (8 * i)
+                k0 |= <uint64_t>p[i] << (8 * i)
             else:
-                k.k1 |= <uint64_t>p[i] << (8 * (i - 8))
+                k1 |= <uint64_t>p[i] << (8 * (i - 8))
     if n <= INLINE_KEY:
-        k.k1 |= <uint64_t>n << 56
-        k.h = inline_hash(k.k0, k.k1)
+        k1 |= <uint64_t>n << 56
+        h = inline_hash(k0, k1)
     else:
-        k.h = hash_bytes(p, n) | 1
-        k.k1 = LONG_KEY | (k.h & HASH56)
+        h = hash_bytes(p, n) | 1
+        k1 = LONG_KEY | (h & HASH56)
+    k.k0 = k0
+    k.k1 = k1
+    k.h = h
+    k.n = n
 
 
 cdef inline uint64_t inline_hash(uint64_t k0, uint64_t k1) noexcept nogil:
