@@ -1039,7 +1039,8 @@ cdef inline uint64_t bumped(uint64_t v0) noexcept nogil:
 cdef inline Py_ssize_t hit_block(const Key* keys, Py_ssize_t j, Py_ssize_t cnt, Slot* slots,
                                  uint64_t mask, uint32_t* out, Py_ssize_t* out_size,
                                  int64_t* chunk_tokens, int64_t* hits) noexcept nogil:
-    """The branch-free hits of chunks ``keys[j:cnt]``: appends their ids at
+    """The hits of chunks ``keys[j:cnt]`` in their home slot pair with inline ids:
+    appends their ids at
     ``out + out_size[0]`` until a chunk it does not take; returns that chunk's index
     (``cnt``: none), and counts each hit in its slot (cache_sweep keeps the most-hit
     entries).  ``chunk_tokens`` (NULL: none) gets the output size before each chunk,
@@ -1066,7 +1067,9 @@ cdef inline Py_ssize_t hit_block(const Key* keys, Py_ssize_t j, Py_ssize_t cnt, 
         if count == 0:
             break
         # the count goes to a local when it is saturated: the hot chunks, most hits, then leave
-        # their lines clean (no write-back as they leave the cache), and no branch is taken
+        # their lines clean (no write-back as they leave the cache).  Compilers make this and the
+        # choice of slot branches; selects by masks measured slower (a masked address or value
+        # waits for the slot's line, where a predicted branch runs ahead to the next chunks)
         count_at = &saturated_sink if (v0 & FREQ_BITS) == FREQ_BITS else &pair[0 if hit0 else 1].v0
         count_at[0] = bumped(v0)
         store_lanes(out + n, v0, v1)
@@ -1093,7 +1096,7 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
     chunk's seed slot is prefetched too: a new chunk is then looked up among the
     seeds (chunk_slow) without waiting for that line; once every chunk hits (a
     corpus's second pass), no block reads the seed filter.  A chunk found in its slot pair with its ids inline (most
-    chunks) takes no branch of its own: both slots are compared, the four id lanes
+    chunks) takes no slow path: both slots are compared, the four id lanes
     are stored whatever the count and the output advances by the count (the output
     keeps INLINE_IDS ids of room per chunk left in the block).  Everything else (a
     slot further on, spilled ids, long keys, misses, empty chunks) goes to
