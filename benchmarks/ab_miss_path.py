@@ -1,6 +1,7 @@
 """A/B of two builds of the encoder kernel (``_encode``) in one process, interleaved.
 
     python benchmarks/ab_miss_path.py BEFORE_SO [--data DIR] [--kb 300] [--rounds 7]
+    python benchmarks/ab_miss_path.py BEFORE_SO --pretok-before BEFORE_PRETOK_SO ...
 
 ``BEFORE_SO``: the ``_encode*.so`` of the old build (copy it aside before
 rebuilding); the new one is this checkout's.  Both are loaded into this process
@@ -17,6 +18,11 @@ some), each round times, alternating which build goes first:
   call) encoding the set once: the miss path on first sightings plus the hits;
 * ``second``: that tokenizer encoding the set again, five times (every chunk a
   hit; five passes, as one takes a millisecond or so).
+
+With ``--pretok-before`` (the ``_pretok*.so`` of the old build), each round also
+times ``split``: the pre-tokenizer kernel alone (``_pretok.split_batch`` of the
+vocabulary's pattern over the set's UTF-8, ten passes), the old build's module
+against this checkout's: the share of the second pass that is pre-tokenization.
 
 Prints and records (``benchmarks/_record.py``) the median over rounds of each
 figure (MB/s) and the after/before ratio of the medians.
@@ -62,13 +68,13 @@ def texts(data, kb):
             "cjk": take((r["text"] for r in rows("docs") if r["lang"].split("-")[0] in ("zh", "ja", "ko")), kb * 1000)}
 
 
-def load_kernel(path):
-    """The ``_encode`` extension at ``path`` as a module of its own (not in sys.modules)."""
-    loader = importlib.machinery.ExtensionFileLoader("ube_stream._encode", path)
+def load_kernel(path, name="_encode"):
+    """The ``name`` extension at ``path`` as a module of its own (not in sys.modules)."""
+    loader = importlib.machinery.ExtensionFileLoader(f"ube_stream.{name}", path)
     module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(
-        "ube_stream._encode", path, loader=loader))
+        f"ube_stream.{name}", path, loader=loader))
     loader.exec_module(module)
-    if not hasattr(module.Encoder, "seed_caches"):   # a build from before cache seeding: no seeds
+    if name == "_encode" and not hasattr(module.Encoder, "seed_caches"):   # a build from before seeding
         module.Encoder = type("Encoder", (module.Encoder,), {"seed_caches": lambda self, *tables: 0})
     return module
 
@@ -96,12 +102,16 @@ def main():
     p.add_argument("--kb", type=int, default=300, help="KB of text per set")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--sets", default="english,indic,cjk", help="comma-separated: english, indic, cjk")
+    p.add_argument("--pretok-before", help="the old build's _pretok*.so: also time the pre-tokenizer alone")
     args = p.parse_args()
     sys.path.insert(0, os.path.dirname(HERE))
     import bpe_openai
+    import numpy as np
 
-    from ube_stream import _encode
+    from ube_stream import _encode, _pretok
+    from ube_stream.pretokenizer import encoder_split, tiktoken_class_table
     kernels = {"before": load_kernel(args.before_so), "after": _encode}
+    splitters = {"before": load_kernel(args.pretok_before, "_pretok"), "after": _pretok} if args.pretok_before else {}
     sets = {name: tx for name, tx in texts(args.data, args.kb).items() if name in args.sets.split(",")}
     runs = {}
     for vocab in ("cl100k", "o200k"):
@@ -109,8 +119,17 @@ def main():
         miss = {side: tokenizer(path, vocab, k, True) for side, k in kernels.items()}
         for label, tx in sets.items():
             mb = sum(len(t.encode()) for t in tx) / 1e6
+            data, offsets = _encode.utf8_join(tx)
+            ends, doc_chunks = np.empty(data.shape[0], np.int64), np.empty(offsets.shape[0], np.int64)
+            kind, classes = encoder_split(miss["after"].pattern), tiktoken_class_table()
             for r in range(args.rounds):
                 for side in (("before", "after") if r % 2 == 0 else ("after", "before")):
+                    if splitters:
+                        t0 = time.process_time()
+                        for _ in range(10):
+                            splitters[side].split_batch(data, offsets, classes, ends, doc_chunks, kind)
+                        runs.setdefault(f"{vocab}/{label}/split", {}).setdefault(side, []).append(
+                            10 * mb / (time.process_time() - t0))
                     for mode in ("miss", "fresh", "second"):
                         if mode != "second":   # the second pass reuses the fresh tokenizer
                             tok = miss[side] if mode == "miss" else tokenizer(path, vocab, kernels[side], False)
@@ -132,7 +151,9 @@ def main():
                  rows=[[key, f"{v['before']:.2f}", f"{v['after']:.2f}", f"{v['ratio']:.3f}"]
                        for key, v in table.items()],
                  notes=["miss: the chunk cache off, every chunk routed and merged; fresh: a fresh tokenizer "
-                        "encoding the set once; second: five more passes", f"before: {os.path.abspath(args.before_so)}"],
+                        "encoding the set once; second: five more passes; split (with --pretok-before): the "
+                        "pre-tokenizer kernel alone, ten passes", f"before: {os.path.abspath(args.before_so)}"]
+                 + ([f"pretok before: {os.path.abspath(args.pretok_before)}"] if args.pretok_before else []),
                  data={"rounds": args.rounds, "kb": args.kb, "data": os.path.abspath(args.data), "results": table})
 
 if __name__ == "__main__":

@@ -388,7 +388,9 @@ cdef enum:
     INITIAL_SLOTS = 1 << 12     # a cache's first slot table (128 KiB); it doubles as it fills
     MIN_SLOTS = 16              # the smallest slot table (512 bytes), whatever cache_bytes says
     PRESIZE_BYTES = 64          # cache_presize: one new chunk per this many bytes of a call (mixed text: ~100)
-    BLOCK = 32                  # chunks hashed (and their slots prefetched) ahead of the lookups
+    BLOCK = 128                 # chunks hashed (and their slots prefetched) ahead of the lookups: the
+                                # first lookup of a block comes 128 hashes after its prefetch, time for
+                                # a line from memory (32 left the second pass waiting on the table)
 
 
 cdef uint64_t PAIR = ~<uint64_t>1  # a chunk's probe starts at the even slot of its hash: the two
@@ -433,7 +435,10 @@ cdef struct ChunkCache:
     int64_t hits
     int64_t misses
     int64_t sweeps              # times the cache was full and swept
-    bint busy                   # (128 bytes in all: two cache lines, see Encoder.__cinit__)
+    bint busy
+    bint new_chunks             # the last block encode_span looked up cached new chunks (or the cache is
+                                # new): its next block prefetches seed slots too (128 bytes in all: two
+                                # cache lines, see Encoder.__cinit__)
 
 
 cdef struct Key:
@@ -447,28 +452,32 @@ cdef struct Key:
 cdef inline void key_of(const uint8_t* p, Py_ssize_t n, const uint8_t* limit, Key* k) noexcept nogil:
     """Slot key and hash of chunk ``p[0:n]`` (``limit``: end of readable memory).  The
     words are little-endian on every platform, so the length byte never meets a
-    chunk byte."""
+    chunk byte.  Worked out in registers, each field of ``k`` written once (built in
+    ``k`` itself, the two words went through the stack into a vector register and the
+    hash read them back from ``k``: a longer chain for every chunk of encode_span)."""
     cdef Py_ssize_t m = n if n < 16 else 16, i
-    k.n = n
+    cdef uint64_t k0 = 0, k1 = 0, h
     if LITTLE_ENDIAN and p + 16 <= limit:
-        memcpy(&k.k0, p, 8)
-        memcpy(&k.k1, p + 8, 8)
-        k.k0 &= LO_MASK[m]
-        k.k1 &= HI_MASK[m]
+        memcpy(&k0, p, 8)
+        memcpy(&k1, p + 8, 8)
+        k0 &= LO_MASK[m]
+        k1 &= HI_MASK[m]
     else:
-        k.k0 = 0
-        k.k1 = 0
         for i in range(m):
             if i < 8:
-                k.k0 |= <uint64_t>p[i] << (8 * i)
+                k0 |= <uint64_t>p[i] << (8 * i)
             else:
-                k.k1 |= <uint64_t>p[i] << (8 * (i - 8))
+                k1 |= <uint64_t>p[i] << (8 * (i - 8))
     if n <= INLINE_KEY:
-        k.k1 |= <uint64_t>n << 56
-        k.h = inline_hash(k.k0, k.k1)
+        k1 |= <uint64_t>n << 56
+        h = inline_hash(k0, k1)
     else:
-        k.h = hash_bytes(p, n) | 1
-        k.k1 = LONG_KEY | (k.h & HASH56)
+        h = hash_bytes(p, n) | 1
+        k1 = LONG_KEY | (h & HASH56)
+    k.k0 = k0
+    k.k1 = k1
+    k.h = h
+    k.n = n
 
 
 cdef inline uint64_t inline_hash(uint64_t k0, uint64_t k1) noexcept nogil:
@@ -989,11 +998,19 @@ cdef inline const Slot* seed_find(const Tables* t, const Key* k) noexcept nogil:
 
 cdef inline void store_lanes(uint32_t* o, uint64_t v0, uint64_t v1) noexcept nogil:
     """The four id lanes of an inline slot value at ``o`` (whatever its count: the
-    output keeps INLINE_IDS ids of room per chunk left in the block)."""
-    o[0] = <uint32_t>((v0 >> 8) & ID24)
-    o[1] = <uint32_t>(v0 >> 32)
-    o[2] = <uint32_t>v1
-    o[3] = <uint32_t>(v1 >> 32)
+    output keeps INLINE_IDS ids of room per chunk left in the block).  Little-endian:
+    two 8-byte stores, the count and hit bits cleared from the first (the lanes
+    assembled one by one in a vector register cost six more instructions a chunk)."""
+    cdef uint64_t lanes01
+    if LITTLE_ENDIAN:
+        lanes01 = ((v0 >> 8) & ID24) | (v0 & 0xFFFFFFFF00000000ull)
+        memcpy(o, &lanes01, 8)
+        memcpy(o + 2, &v1, 8)
+    else:
+        o[0] = <uint32_t>((v0 >> 8) & ID24)
+        o[1] = <uint32_t>(v0 >> 32)
+        o[2] = <uint32_t>v1
+        o[3] = <uint32_t>(v1 >> 32)
 
 
 cdef inline void hash_block(const uint8_t* p, const uint8_t* limit, Py_ssize_t start, const int64_t* ends,
@@ -1022,7 +1039,8 @@ cdef inline uint64_t bumped(uint64_t v0) noexcept nogil:
 cdef inline Py_ssize_t hit_block(const Key* keys, Py_ssize_t j, Py_ssize_t cnt, Slot* slots,
                                  uint64_t mask, uint32_t* out, Py_ssize_t* out_size,
                                  int64_t* chunk_tokens, int64_t* hits) noexcept nogil:
-    """The branch-free hits of chunks ``keys[j:cnt]``: appends their ids at
+    """The hits of chunks ``keys[j:cnt]`` in their home slot pair with inline ids:
+    appends their ids at
     ``out + out_size[0]`` until a chunk it does not take; returns that chunk's index
     (``cnt``: none), and counts each hit in its slot (cache_sweep keeps the most-hit
     entries).  ``chunk_tokens`` (NULL: none) gets the output size before each chunk,
@@ -1032,6 +1050,8 @@ cdef inline Py_ssize_t hit_block(const Key* keys, Py_ssize_t j, Py_ssize_t cnt, 
     cdef int64_t found = 0
     cdef Slot* pair
     cdef uint64_t k0, k1, v0, v1, count
+    cdef uint64_t saturated_sink = 0
+    cdef uint64_t* count_at
     cdef bint hit0, hit1
     while j < cnt:
         if chunk_tokens != NULL:
@@ -1046,7 +1066,12 @@ cdef inline Py_ssize_t hit_block(const Key* keys, Py_ssize_t j, Py_ssize_t cnt, 
         count = (v0 & COUNT_MASK) if (hit0 | hit1) else 0   # 0: spilled, long, a miss, or an empty chunk
         if count == 0:
             break
-        pair[0 if hit0 else 1].v0 = bumped(v0)
+        # the count goes to a local when it is saturated: the hot chunks, most hits, then leave
+        # their lines clean (no write-back as they leave the cache).  Compilers make this and the
+        # choice of slot branches; selects by masks measured slower (a masked address or value
+        # waits for the slot's line, where a predicted branch runs ahead to the next chunks)
+        count_at = &saturated_sink if (v0 & FREQ_BITS) == FREQ_BITS else &pair[0 if hit0 else 1].v0
+        count_at[0] = bumped(v0)
         store_lanes(out + n, v0, v1)
         n += <Py_ssize_t>count
         found += 1
@@ -1066,10 +1091,12 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
     Chunks go in blocks of BLOCK: first every chunk of the block is hashed and the
     cache line of its slot pair prefetched (hash_block), then the block is looked
     up (hit_block), so the slot loads of a block overlap instead of waiting one
-    after another.  While blocks bring new chunks (the block before cached one
-    or more), each chunk's seed slot is prefetched too: a new chunk is then
-    looked up among the seeds (chunk_slow) without waiting for that line.  A chunk found in its slot pair with its ids inline (most
-    chunks) takes no branch of its own: both slots are compared, the four id lanes
+    after another.  While blocks bring new chunks (the block before, in this call
+    or the cache's last one, cached one or more: ChunkCache.new_chunks), each
+    chunk's seed slot is prefetched too: a new chunk is then looked up among the
+    seeds (chunk_slow) without waiting for that line; once every chunk hits (a
+    corpus's second pass), no block reads the seed filter.  A chunk found in its slot pair with its ids inline (most
+    chunks) takes no slow path: both slots are compared, the four id lanes
     are stored whatever the count and the output advances by the count (the output
     keeps INLINE_IDS ids of room per chunk left in the block).  Everything else (a
     slot further on, spilled ids, long keys, misses, empty chunks) goes to
@@ -1080,7 +1107,7 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
     cdef int64_t* ct
     cdef int status = STATUS_OK
     cdef bint seeded = t.num_seeds != 0 and 2 * t.num_seeds <= cache.max_entries
-    cdef bint fresh = seeded
+    cdef bint fresh = seeded and cache.new_chunks
     cdef Py_ssize_t count_before
     while b < nchunks:
         cnt = min(<Py_ssize_t>BLOCK, nchunks - b)
@@ -1114,7 +1141,8 @@ cdef int encode_span(const Tables* t, ChunkCache* cache, Work* w, const uint8_t*
             break
         if ct != NULL:
             w.chunk_n += cnt
-        fresh = seeded and cache.count != count_before
+        cache.new_chunks = cache.count != count_before
+        fresh = seeded and cache.new_chunks
         b += cnt
     cache.hits += hits
     return status
@@ -1573,6 +1601,8 @@ cdef class Encoder:
                 c.vals = NULL
                 raise MemoryError(f"cannot allocate chunk cache {slot} ({self.cache_bytes} bytes); pass a "
                                   "smaller cache (Tokenizer.set_cache(bytes=...))")
+        if c.count == 0:
+            c.new_chunks = True    # an empty cache: its first block looks at the seeds at once
         c.busy = True
         return c
 

@@ -399,6 +399,60 @@ def test_one_token_chunks_hit_on_first_sight():
     assert len(several) < len(chunks) // 100
 
 
+def test_seeds_found_after_a_pass_of_hits(docs_rows):
+    """A call whose blocks are all hits (a second pass) does not prefetch seed slots,
+    and the call after it still finds new one-token chunks among the seeds: after two
+    passes over real English text, the text of each token misses only the chunks that
+    are several tokens and were not cached by the passes (once each), and every call
+    gives tiktoken's ids; then any sequence of calls, repeated and new text (hypothesis),
+    gives tiktoken's ids."""
+    import regex
+    import tiktoken
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from ube_stream.pretokenizer import resolve_pattern
+
+    ranks = openai_ranks("cl100k_base", limit=30000)
+    pattern = resolve_pattern("cl100k")[1]
+    enc = tiktoken.Encoding("cl100k", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+    tok = Tokenizer.from_tiktoken(ranks, "cl100k")
+    english = [r["text"] for r in docs_rows if r["lang"].split("-")[0] == "en"][:20]
+    assert sum(len(t) for t in english) > 20000
+    for _ in range(2):
+        assert [g.tolist() for g in tok.encode_ordinary_batch(english, num_threads=1)] == [
+            enc.encode_ordinary(t) for t in english]
+    (before,) = [s for s in _slot_stats(tok) if s["hits"]]
+    tokens = []
+    for token in ranks:
+        if 1 <= len(token) <= 15:
+            try:
+                tokens.append(token.decode("utf-8"))
+            except UnicodeDecodeError:
+                continue
+    assert [g.tolist() for g in tok.encode_ordinary_batch(tokens, num_threads=1)] == [
+        enc.encode_ordinary(t) for t in tokens]
+    (after,) = [s for s in _slot_stats(tok) if s["hits"]]
+    cached = {c for t in english for c in regex.findall(pattern, t)}
+    chunks = [c for t in tokens for c in regex.findall(pattern, t)]
+    several = {c for c in chunks if c not in cached and (len(c.encode()) > 15 or len(enc.encode_ordinary(c)) > 1)}
+    assert after["misses"] - before["misses"] == len(several)
+    assert after["hits"] - before["hits"] == len(chunks) - len(several)
+
+    words = sorted({w for t in english for w in t[:3000].split()})[:300]
+    pieces = st.one_of(st.sampled_from(words), st.sampled_from(tokens[:2000]), st.text(max_size=6))
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(calls=st.lists(st.lists(st.lists(pieces, max_size=80).map(" ".join), min_size=1, max_size=4),
+                          min_size=1, max_size=4), repeat=st.booleans())
+    def check(calls, repeat):
+        for docs in calls + (calls if repeat else []):
+            assert [g.tolist() for g in tok.encode_ordinary_batch(docs, num_threads=1)] == [
+                enc.encode_ordinary(d) for d in docs]
+
+    check()
+
+
 @pytest.mark.parametrize("substrate", SUBSTRATES)
 def test_seeds_give_the_twins_ids(toks, substrate):
     """Seeds are what a miss of their chunk would cache, under every substrate and
