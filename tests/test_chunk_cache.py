@@ -503,3 +503,36 @@ def test_cache_bound_is_checked():
     for bad in ({"bytes": -1}, {"bytes": 1 << 40}, {"bytes": 1 << 20, "entries": -2}):
         with pytest.raises(ValueError, match="chunk cache takes bytes"):
             tok.set_cache(**bad)
+
+
+def test_the_threads_of_a_first_call_build_one_encoder(toks, real_sample, monkeypatch):
+    """Four threads starting together on a fresh tokenizer build its encoder once (a lock): each
+    used to build its own, all but the last thrown away with the chunks they had cached."""
+    import threading
+
+    from ube_stream import _encode
+
+    tok = Tokenizer.from_json(toks["ube"].to_json())
+    built, gate = [], threading.Barrier(4)
+    real_encoder = _encode.Encoder
+
+    def counted(*args, **kwargs):
+        built.append(threading.get_ident())
+        return real_encoder(*args, **kwargs)
+
+    monkeypatch.setattr(_encode, "Encoder", counted)
+    texts = real_sample[:8]
+
+    def encode():
+        gate.wait()
+        return [list(ids) for ids in tok.encode_ordinary_batch(texts)]
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(encode())) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(built) == 1
+    expected = [encode_reference(toks["ube"], t) for t in texts]
+    assert results == [expected] * 4

@@ -94,6 +94,11 @@ def _utf8_keeps_characters(token: bytes, rule: str = "pieces") -> bool:
     return continuations and len(token) < need
 
 
+#: held while a tokenizer builds its encoder (:meth:`Tokenizer._kernel`), so that the threads of a
+#: first multi-thread call build one, not one each (all but the last then thrown away)
+_KERNEL_LOCK = threading.RLock()
+
+
 class _SlotPool:
     """The free chunk-cache slots of one encoder: :meth:`get` hands out the warmest free
     slot (the one whose cache holds the most chunks), waiting while none is free.
@@ -536,7 +541,12 @@ class Tokenizer:
         SuperBPE tokenizer the encoder holds the stage-1 merges only and writes internal
         ids (:meth:`_stage2` maps them)."""
         state = self.__dict__.get("_kernel_state")
-        if state is None:
+        if state is not None:
+            return state
+        with _KERNEL_LOCK:   # threads of a first batch build one encoder, which they then share
+            state = self.__dict__.get("_kernel_state")
+            if state is not None:
+                return state
             from ..pretokenizer import SPLIT_GPT2, encoder_split, gpt2_class_table, tiktoken_class_table
             from ..substrate import substrate_code
 
@@ -562,7 +572,7 @@ class Tokenizer:
                 token_bytes, entries = self._decode_tables()[:2]
                 encoder.seed_caches(token_bytes, entries)
             state = self._kernel_state = (encoder, _SlotPool(encoder))
-        return state
+            return state
 
     def _stage2(self):
         """SuperBPE: the stage-2 kernel (``_superword.Stage2``: merges[k:] across the
