@@ -49,7 +49,7 @@ from libcpp.vector cimport vector
 from cython.view cimport array as cvarray
 
 from _hash cimport P1, P2, P3, fold_mul, hash_bytes, prefetch
-from _heap cimport heap_pop, heap_push
+from _heap cimport heap_build, heap_pop, heap_push
 from _pretok_core cimport gpt2_split
 from _pretok_tiktoken cimport (SPLIT_CL100K, SPLIT_GPT2, SPLIT_LLAMA3, SPLIT_O200K, TT_HEAD, TT_LETTER,
                                tiktoken_split)
@@ -63,7 +63,7 @@ import numpy as np
 ctypedef vector[int32_t] int32_t_vec
 
 cdef enum:
-    SHORT_CHUNK = 64            # symbols; longer chunks take the heap path
+    SHORT_CHUNK = 24            # symbols; longer chunks take the heap path
     # Tables.char_integrity: the trainer's rules (_merge.pyx CHAR_PIECES / CHAR_PREFIX)
     CHAR_PIECES = 1             # any two pieces of one character may merge
     CHAR_PREFIX = 2             # only a character's prefix and its next piece (SCRIPT's rule)
@@ -310,7 +310,8 @@ cdef Py_ssize_t merge_long(const Tables* t, uint32_t* ids, const uint8_t* flags,
         r = pair_rank(t, flags, ids[i], ids[i + 1], i, i + 1, i + 2)
         node_rank[i] = r
         if r != NO_RANK:
-            heap_push(heap, (<uint64_t>r << 32) | <uint64_t>i)
+            heap.push_back((<uint64_t>r << 32) | <uint64_t>i)
+    heap_build(heap)
     while heap.size() > 0:
         r = <uint32_t>(heap[0] >> 32)
         batch.clear()
