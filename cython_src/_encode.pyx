@@ -63,7 +63,7 @@ import numpy as np
 ctypedef vector[int32_t] int32_t_vec
 
 cdef enum:
-    SHORT_CHUNK = 24            # symbols; longer chunks take the heap path
+    SHORT_CHUNK = 32            # symbols; longer chunks take the heap path
     # Tables.char_integrity: the trainer's rules (_merge.pyx CHAR_PIECES / CHAR_PREFIX)
     CHAR_PIECES = 1             # any two pieces of one character may merge
     CHAR_PREFIX = 2             # only a character's prefix and its next piece (SCRIPT's rule)

@@ -471,7 +471,7 @@ def test_hf_tokenizers_loads_our_export_and_gives_tiktokens_ids(rank_file, name,
 @pytest.mark.parametrize("rank_file, name", slow_after([("cl100k_base", "cl100k"), ("o200k_base", "o200k")],
                                                        several=True))
 def test_chunks_across_the_min_scan_limit_encode_like_tiktoken(rank_file, name, docs_rows, parallel_rows):
-    """One chunk of every length from 1 symbol to 150 (the encoder merges up to 24 by
+    """One chunk of every length from 1 symbol to 150 (the encoder merges up to 32 by
     min-scan, longer ones with a heap), cut from real Chinese, Japanese, Korean, Hindi,
     Russian and English runs, cache on and off, gives tiktoken's ids."""
     import tiktoken
