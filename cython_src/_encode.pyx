@@ -49,7 +49,7 @@ from libcpp.vector cimport vector
 from cython.view cimport array as cvarray
 
 from _hash cimport P1, P2, P3, fold_mul, hash_bytes, prefetch
-from _heap cimport heap_pop, heap_push
+from _heap cimport heap_build, heap_pop, heap_push
 from _pretok_core cimport gpt2_split
 from _pretok_tiktoken cimport (SPLIT_CL100K, SPLIT_GPT2, SPLIT_LLAMA3, SPLIT_O200K, TT_HEAD, TT_LETTER,
                                tiktoken_split)
@@ -63,13 +63,22 @@ import numpy as np
 ctypedef vector[int32_t] int32_t_vec
 
 cdef enum:
-    SHORT_CHUNK = 64            # symbols; longer chunks take the heap path
+    SHORT_CHUNK = 32            # symbols; longer chunks take the heap path
     # Tables.char_integrity: the trainer's rules (_merge.pyx CHAR_PIECES / CHAR_PREFIX)
     CHAR_PIECES = 1             # any two pieces of one character may merge
     CHAR_PREFIX = 2             # only a character's prefix and its next piece (SCRIPT's rule)
 
-cdef uint32_t NO_RANK = 0xFFFFFFFFu
-cdef uint64_t EMPTY_KEY = 0xFFFFFFFFFFFFFFFFull
+cdef extern from *:
+    """
+    /* Constants the C compiler sees as such (a module-level cdef variable is a static
+       it must load again after every store through a pointer of its type). */
+    #define UBE_NO_RANK 0xFFFFFFFFu
+    #define UBE_EMPTY_KEY 0xFFFFFFFFFFFFFFFFull
+    #define UBE_PACK_MASK ((1ull << 21) - 1)
+    """
+    const uint32_t NO_RANK "UBE_NO_RANK"
+    const uint64_t EMPTY_KEY "UBE_EMPTY_KEY"
+    const uint64_t PACK_MASK "UBE_PACK_MASK"    # (1 << PACK_BITS) - 1
 
 
 # --------------------------------------------------------------------------- big tables
@@ -125,9 +134,6 @@ cdef enum:
     PACK_BITS = 21               # packed pair slots: left, right and rank of 21 bits each
     DENSE_IDS = 512              # the dense pair table covers ids below this (1 MiB of ranks): pairs of
                                  # the base symbols and the first merges are most lookups of a fresh encode
-
-
-cdef uint64_t PACK_MASK = (1 << PACK_BITS) - 1
 
 
 cdef struct Tables:
@@ -200,19 +206,35 @@ cdef inline uint32_t rank_of(const Tables* t, uint32_t left, uint32_t right) noe
 
 # --------------------------------------------------------------------------- merging
 
+cdef extern from *:
+    """
+    /* The least of a[0:n] (0xFFFFFFFF when n is 0), one element at a time: the empty asm
+       keeps the compiler from vectorizing the loop, whose 16-byte loads would read
+       ranks the merge has just written one at a time (a store-forwarding stall per
+       load: the vector scan was 8-20% slower on chunks of up to 16 symbols). */
+    static inline uint32_t ube_min_scan(const uint32_t* a, Py_ssize_t n) {
+        uint32_t best = 0xFFFFFFFFu;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint32_t v = a[i];
+            best = v < best ? v : best;
+            __asm__("" : "+r"(best));
+        }
+        return best;
+    }
+    """
+    uint32_t min_scan "ube_min_scan"(const uint32_t* a, Py_ssize_t n) noexcept nogil
+
+
 cdef Py_ssize_t merge_short(const Tables* t, uint32_t* ids, uint32_t* ranks,
                             Py_ssize_t n) noexcept nogil:
-    """Merge ``ids[0:n]`` in place by repeated min-scan; returns the new length."""
+    """Merge ``ids[0:n]`` in place by repeated min-scan (min_scan); returns the new length."""
     cdef Py_ssize_t i, j
     cdef uint32_t best, result
     cdef bint merged_prev
     for i in range(n - 1):
         ranks[i] = rank_of(t, ids[i], ids[i + 1])
     while n >= 2:
-        best = NO_RANK
-        for i in range(n - 1):
-            if ranks[i] < best:
-                best = ranks[i]
+        best = min_scan(ranks, n - 1)
         if best == NO_RANK:
             break
         result = best if t.key_is_id else t.results[best]
@@ -288,7 +310,8 @@ cdef Py_ssize_t merge_long(const Tables* t, uint32_t* ids, const uint8_t* flags,
         r = pair_rank(t, flags, ids[i], ids[i + 1], i, i + 1, i + 2)
         node_rank[i] = r
         if r != NO_RANK:
-            heap_push(heap, (<uint64_t>r << 32) | <uint64_t>i)
+            heap.push_back((<uint64_t>r << 32) | <uint64_t>i)
+    heap_build(heap)
     while heap.size() > 0:
         r = <uint32_t>(heap[0] >> 32)
         batch.clear()
@@ -856,10 +879,7 @@ cdef Py_ssize_t merge_short_ci(const Tables* t, uint32_t* ids, uint32_t* ranks, 
     for i in range(n - 1):
         ranks[i] = ci_rank(t, flags, ids[i], ids[i + 1], i, i + 1, i + 2)
     while n >= 2:
-        best = NO_RANK
-        for i in range(n - 1):
-            if ranks[i] < best:
-                best = ranks[i]
+        best = min_scan(ranks, n - 1)
         if best == NO_RANK:
             break
         result = t.results[best]

@@ -37,7 +37,7 @@ def with_merges(substrate, merges, char_integrity=True):
 
 
 def chunk_kernel(tok, symbols, char_integrity=None):
-    """The kernel's merge of one routed chunk (short path up to 64 symbols, heap path above):
+    """The kernel's merge of one routed chunk (short path up to 32 symbols, heap path above):
     the tokenizer's encoder, or one built with ``char_integrity`` forced."""
     if char_integrity is None:
         encoder, _ = tok._kernel()

@@ -137,7 +137,7 @@ def test_golden_encoder_refuses_a_piece_that_does_not_start_the_character():
     assert prefix._kernel()[0].char_rule == "prefix" and pieces._kernel()[0].char_rule == "pieces"
     assert ref.encode_chunk_reference(symbols, [(0, 0xDE, 256), (0x3D, 0xD8, 257), (257, 256, 258)],
                                       [1, 0, 0, 0], "prefix") == [257, 0x00, 0xDE]
-    # the heap path (a chunk of more than 64 symbols) applies the same rule
+    # the heap path (a chunk of more than 32 symbols) applies the same rule
     assert prefix.encode("😀" * 40).tolist() == [257, 0x00, 0xDE] * 40
     assert pieces.encode("😀" * 40).tolist() == [258] * 40
 

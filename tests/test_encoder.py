@@ -142,7 +142,7 @@ def test_kernel_equals_reference_hypothesis(tokenizers_by_substrate, substrate):
 
 @pytest.mark.parametrize("substrate", SUBSTRATES)
 def test_long_chunks_take_the_heap_path_and_agree(tokenizers_by_substrate, substrate):
-    """Chunks longer than the min-scan limit (64 symbols): CJK runs, repeated letters."""
+    """Chunks longer than the min-scan limit (SHORT_CHUNK, 32 symbols): CJK runs, repeated letters."""
     tok = tokenizers_by_substrate[substrate]
     texts = ["的" * 300, "a" * 257, "ab" * 200, "데비안데비안" * 40, "1" * 500, "!?" * 150,
              "ﻻ" * 99 + "ال" * 99, "😀" * 77]
@@ -153,7 +153,7 @@ def test_long_chunks_take_the_heap_path_and_agree(tokenizers_by_substrate, subst
 @HYPO
 @given(symbols=st.lists(st.sampled_from([97, 98, 99, 32, 228, 184, 173]), min_size=0, max_size=200))
 def test_chunk_merge_kernel_equals_reference(utf8_tok, symbols):
-    """Encoder.encode_chunk_symbols (min-scan for <= 64 symbols, heap above) vs the reference rule."""
+    """Encoder.encode_chunk_symbols (min-scan for <= 32 symbols, heap above) vs the reference rule."""
     encoder, _ = utf8_tok._kernel()
     merges = [(a, b, r) for (a, b), r in zip(utf8_tok.merges, utf8_tok.merge_results)]
     got = encoder.encode_chunk_symbols(np.array(symbols, dtype=np.uint16)).tolist()

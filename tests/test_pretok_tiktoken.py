@@ -466,3 +466,30 @@ def test_hf_tokenizers_loads_our_export_and_gives_tiktokens_ids(rank_file, name,
             f"text {i} {text[:60]!r} differs"
     back = Tokenizer.from_hf(path)
     assert back.pattern_name == name
+
+
+@pytest.mark.parametrize("rank_file, name", slow_after([("cl100k_base", "cl100k"), ("o200k_base", "o200k")],
+                                                       several=True))
+def test_chunks_across_the_min_scan_limit_encode_like_tiktoken(rank_file, name, docs_rows, parallel_rows):
+    """One chunk of every length from 1 symbol to 150 (the encoder merges up to 32 by
+    min-scan, longer ones with a heap), cut from real Chinese, Japanese, Korean, Hindi,
+    Russian and English runs, cache on and off, gives tiktoken's ids."""
+    import tiktoken
+    ranks = openai_ranks(rank_file)
+    encoding = tiktoken.Encoding("ube-test", pat_str=PATTERNS[name], mergeable_ranks=ranks, special_tokens={})
+    scripts = {"Han": 4, "Hiragana": 2, "Hangul": 2, "Devanagari": 2, "Cyrillic": 2, "Latin": 4}
+    runs = []
+    for script, want in scripts.items():
+        found = [m.group() for r in docs_rows + parallel_rows
+                 for m in regex.finditer(rf"[\p{{{script}}}\p{{M}}]{{4,}}", r["text"])]
+        assert len(found) >= want, script
+        runs += sorted(found, key=len)[-want:]
+    texts = [run[:k] for run in runs for k in range(1, len(run) + 1) if len(run[:k].encode()) <= 150]
+    assert max(len(t.encode()) for t in texts) > 100
+    cached = Tokenizer.from_tiktoken(ranks, name)
+    uncached = Tokenizer.from_tiktoken(ranks, name)
+    uncached.set_cache(bytes=0)
+    theirs = [encoding.encode_ordinary(t) for t in texts]
+    for tok in (cached, uncached):
+        for text, ours, want in zip(texts, tok.encode_batch(texts, num_threads=1), theirs):
+            assert ours.tolist() == want, text
