@@ -416,17 +416,28 @@ cdef enum:
                                 # a line from memory (32 left the second pass waiting on the table)
 
 
-cdef uint64_t PAIR = ~<uint64_t>1  # a chunk's probe starts at the even slot of its hash: the two
-                                   # slots of a pair share one cache line (one prefetch, and a hit
-                                   # displaced by one collision reads no second line)
-cdef uint64_t LONG_KEY = <uint64_t>0xFF << 56   # k1's top byte for a chunk longer than INLINE_KEY
-cdef uint64_t HASH56 = (<uint64_t>1 << 56) - 1  # ... whose other 56 bits are its hash's low bits
-cdef uint64_t ID24 = (1 << 24) - 1
+cdef extern from *:
+    """
+    /* The cache's bit layout as constants the C compiler sees as such (see UBE_NO_RANK). */
+    #define UBE_PAIR (~1ull)
+    #define UBE_LONG_KEY (0xFFull << 56)
+    #define UBE_HASH56 ((1ull << 56) - 1)
+    #define UBE_ID24 ((1ull << 24) - 1)
+    #define UBE_COUNT_MASK 7ull
+    #define UBE_FREQ_BITS 0xF8ull
+    #define UBE_FREQ_ONE 8ull
+    """
+    const uint64_t PAIR "UBE_PAIR"            # a chunk's probe starts at the even slot of its hash: the two
+                                              # slots of a pair share one cache line (one prefetch, and a hit
+                                              # displaced by one collision reads no second line)
+    const uint64_t LONG_KEY "UBE_LONG_KEY"    # k1's top byte for a chunk longer than INLINE_KEY
+    const uint64_t HASH56 "UBE_HASH56"        # ... whose other 56 bits are its hash's low bits
+    const uint64_t ID24 "UBE_ID24"
+    const uint64_t COUNT_MASK "UBE_COUNT_MASK"  # v0's low 3 bits: inline id count (0: spilled)
+    const uint64_t FREQ_BITS "UBE_FREQ_BITS"    # v0's bits 3..7: the entry's hit count (0..31)
+    const uint64_t FREQ_ONE "UBE_FREQ_ONE"
 DEFAULT_CACHE_BYTES = 128 << 20                 # each slot's chunk cache: 1M entries (64 cores: 8 GiB)
 MAX_CACHE_BYTES = 16 << 30                      # long keys' arena offsets fit 32 bits
-cdef uint64_t COUNT_MASK = 7                    # v0's low 3 bits: inline id count (0: spilled)
-cdef uint64_t FREQ_BITS = 0xF8                  # v0's bits 3..7: the entry's hit count (0..31)
-cdef uint64_t FREQ_ONE = 8
 
 
 cdef struct Slot:
