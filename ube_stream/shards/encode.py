@@ -354,7 +354,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         options = dict(out_dir=out, corpus=corpus.reading(), shard_tokens=shard_tokens, eos_id=eos_id,
                        bos_id=bos_id, fingerprint=fingerprint, tokenizer_path=tokenizer_path,
                        dispatched=not remote and executor_class(executor).multi_host, overlap=overlap,
-                       threads=_encoder_threads(executor, workers, len(pending), overlap), cache_bytes=cache_bytes)
+                       threads=unit_threads(executor, workers, len(pending)), cache_bytes=cache_bytes)
         _run_units([dict(options, unit=u) for u in pending], tok, executor, workers, ray_address, show_progress,
                    _adder(summary), fn=remote_store.encode_unit_remote if remote else encode_unit_star)
         summary.wall_seconds = time.perf_counter() - started
@@ -363,16 +363,6 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         # finalized under the rank lock: a second run of this rank waits for MANIFEST.json (then finds the
         # directory complete) instead of resuming from the unit records while this run's cleanup removes them
         return _finished(_finalize(out, plan, units, world_size), summary, started)
-
-
-def _encoder_threads(executor, workers: int, tasks: int, overlap: bool) -> int:
-    """Encoder threads per unit (:func:`~.overlap.unit_threads`), less one where the unit
-    also reads ahead and writes behind in threads of its own: those take most of a core
-    (a one-worker encode of a 200 MB .jsonl.gz used 1.5 CPU s per wall second), and on
-    2 cores a second encoder thread beside them made `ube encode --workers 2` of one
-    compressed file 0.75-0.96x as fast as one worker (benchmarks/compressed_scaling.py)."""
-    threads = unit_threads(executor, workers, tasks)
-    return threads - 1 if overlap and threads > 1 else threads
 
 
 def _overlap(executor, workers: int, tasks: int) -> bool:
