@@ -32,7 +32,7 @@ text, built by `make_large_corpus.py`) and the same `utf8` tokenizer:
    one process whose units each run two encoder threads (`OrderedMap`) with
    the read-ahead and write-behind threads, `t2n` the same without them (the
    encoder threads read, the calling thread writes).  `t2` and `t2n` swap
-   `shards.encode`'s private thread choice (`_encoder_threads`, `_overlap`) for
+   `shards.encode`'s thread choice (`unit_threads`, `_overlap`) for
    the run; a layout whose hook is missing is reported, not run.  Wall ratios
    need idle cores: on a loaded machine only the CPU column and ratios of runs
    next to each other mean anything.
@@ -83,9 +83,9 @@ import ube_stream.shards.encode as E
 from ube_stream.executors import start_method
 workers = 2 if layout == "p2" else 1
 if layout in ("t2", "t2n"):
-    if not (hasattr(E, "_encoder_threads") and hasattr(E, "_overlap")):
-        print("MISSING shards.encode._encoder_threads/_overlap"); sys.exit(3)
-    E._encoder_threads = lambda *a: 2
+    if not (hasattr(E, "unit_threads") and hasattr(E, "_overlap")):
+        print("MISSING shards.encode.unit_threads/_overlap"); sys.exit(3)
+    E.unit_threads = lambda *a: 2
     if layout == "t2n":
         E._overlap = lambda *a: False
 with start_method("fork"):   # as the ube CLI runs
