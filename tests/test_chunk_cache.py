@@ -369,12 +369,9 @@ def test_superbpe_ids_identical_for_every_cache_size(toks, real_sample, docs_row
             assert [g.tolist() for g in tok.encode_ordinary_batch(texts)] == expected, name
 
 
-def test_one_token_chunks_hit_on_first_sight():
-    """The vocabulary's one-token chunks are seeds (gigatoken's seeding): a fresh cl100k
-    tokenizer given the text of each token (up to 15 bytes, well-formed UTF-8) as a
-    document finds every chunk that is one token among the seeds (a hit, no merge),
-    and misses only the chunks that are several tokens (once each); ids: tiktoken's."""
-    import regex
+def _cl100k_and_token_texts():
+    """cl100k (its first 30,000 ranks) as tiktoken's Encoding and as ours (a fresh instance),
+    its pattern, and the text of each of its tokens of 1-15 bytes that is well-formed UTF-8."""
     import tiktoken
 
     from ube_stream.pretokenizer import resolve_pattern
@@ -389,7 +386,17 @@ def test_one_token_chunks_hit_on_first_sight():
                 texts.append(token.decode("utf-8"))
             except UnicodeDecodeError:
                 continue
-    tok = Tokenizer.from_tiktoken(ranks, "cl100k")
+    return enc, Tokenizer.from_tiktoken(ranks, "cl100k"), pattern, texts
+
+
+def test_one_token_chunks_hit_on_first_sight():
+    """The vocabulary's one-token chunks are seeds (gigatoken's seeding): a fresh cl100k
+    tokenizer given the text of each token (up to 15 bytes, well-formed UTF-8) as a
+    document finds every chunk that is one token among the seeds (a hit, no merge),
+    and misses only the chunks that are several tokens (once each); ids: tiktoken's."""
+    import regex
+
+    enc, tok, pattern, texts = _cl100k_and_token_texts()
     assert [g.tolist() for g in tok.encode_ordinary_batch(texts, num_threads=1)] == [enc.encode_ordinary(t)
                                                                                        for t in texts]
     chunks = [c for t in texts for c in regex.findall(pattern, t)]
@@ -407,29 +414,16 @@ def test_seeds_found_after_a_pass_of_hits(docs_rows):
     gives tiktoken's ids; then any sequence of calls, repeated and new text (hypothesis),
     gives tiktoken's ids."""
     import regex
-    import tiktoken
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from ube_stream.pretokenizer import resolve_pattern
-
-    ranks = openai_ranks("cl100k_base", limit=30000)
-    pattern = resolve_pattern("cl100k")[1]
-    enc = tiktoken.Encoding("cl100k", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
-    tok = Tokenizer.from_tiktoken(ranks, "cl100k")
+    enc, tok, pattern, tokens = _cl100k_and_token_texts()
     english = [r["text"] for r in docs_rows if r["lang"].split("-")[0] == "en"][:20]
     assert sum(len(t) for t in english) > 20000
     for _ in range(2):
         assert [g.tolist() for g in tok.encode_ordinary_batch(english, num_threads=1)] == [
             enc.encode_ordinary(t) for t in english]
     (before,) = [s for s in _slot_stats(tok) if s["hits"]]
-    tokens = []
-    for token in ranks:
-        if 1 <= len(token) <= 15:
-            try:
-                tokens.append(token.decode("utf-8"))
-            except UnicodeDecodeError:
-                continue
     assert [g.tolist() for g in tok.encode_ordinary_batch(tokens, num_threads=1)] == [
         enc.encode_ordinary(t) for t in tokens]
     (after,) = [s for s in _slot_stats(tok) if s["hits"]]
