@@ -46,7 +46,7 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tupl
 from . import progress
 from .errors import UbeError
 
-__all__ = ["usable_cores", "Executor", "LocalExecutor", "WorkerDiedError", "RayExecutor", "EXECUTORS", "executor_class", "get_executor", "worker_state",
+__all__ = ["usable_cores", "worker_count", "Executor", "LocalExecutor", "WorkerDiedError", "RayExecutor", "EXECUTORS", "executor_class", "get_executor", "worker_state",
            "seed_worker_state", "start_method", "will_fork", "storage_env", "STORAGE_ENV_PREFIXES"]
 
 _WORKER_STATE: Dict[Tuple[Any, ...], Any] = {}
@@ -63,6 +63,14 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0)) or 1
     except AttributeError:   # no affinity on this platform
         return os.cpu_count() or 1
+
+
+def worker_count(workers: Optional[int]) -> int:
+    """``workers`` (at least 1), or :func:`usable_cores` when None: the one default
+    of every local pool, ``train`` and ``encode_corpus``."""
+    return max(1, workers if workers is not None else usable_cores())
+
+
 _START_METHOD = ["spawn"]   # what local pools start workers with (see start_method)
 
 
@@ -170,7 +178,7 @@ class LocalExecutor(Executor):
     max_attempts = 2
 
     def __init__(self, workers: int | None = None):
-        self.workers = max(1, workers if workers is not None else usable_cores())
+        self.workers = worker_count(workers)
 
     def map(self, fn: Callable[[Any], Any], tasks: Sequence[Any], *,
             on_result: Callable[[Any], None] | None = None) -> list[Any]:

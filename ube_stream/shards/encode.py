@@ -53,7 +53,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import ShardFormatError
-from ..executors import Executor, executor_class, import_ray, usable_cores, will_fork
+from ..executors import Executor, executor_class, import_ray, usable_cores, will_fork, worker_count
 from ..readers.inputs import skipped_files_lines
 from ..runs.corpus import Corpus
 from ..runs.engine import run_units, seed_tokenizer
@@ -273,7 +273,7 @@ def encode_corpus(inputs, *, tokenizer, output, workers: Optional[int] = None, e
         raise ValueError(f"unknown executor {executor!r}; expected 'local' or 'ray'")
     if executor == "ray":
         import_ray()   # says how to install it, before anything is written
-    workers = max(1, workers if workers is not None else usable_cores())
+    workers = worker_count(workers)
     out = local_path(output)
     remote = is_url(out)
     if remote:

@@ -35,7 +35,7 @@ from .. import _count, _merge, _route
 from .._faults import kill_point
 from .._version import __version__
 from ..errors import InvalidTextError, OptionError, check_status, err_buffer
-from ..executors import get_executor, usable_cores
+from ..executors import get_executor, worker_count
 from ..runs.corpus import Corpus
 from ..runs.engine import run_units
 from ..runs.records import UnitRecords
@@ -375,7 +375,7 @@ def train(inputs: Any, *, vocab_size: int, substrate: str = "ube", pattern: str 
     char_rule = char_rule_of(char_integrity)
     check_superbpe_options(substrate, superbpe, char_rule is not None)
     pattern = pattern_spec(*resolve_pattern(pattern))   # an unknown name fails here, before any work
-    workers = max(1, workers if workers is not None else usable_cores())
+    workers = worker_count(workers)
     summary = summary if summary is not None else TrainSummary()
     summary.requested_vocab_size = vocab_size
 
