@@ -9,6 +9,8 @@ the outputs are the same bytes for both worker counts (issue 24 item 2).
 
     python benchmarks/compressed_scaling.py --cpu-ab [--mb 200] [--rounds 5] [--workers 1,2]
 
+    python benchmarks/compressed_scaling.py --read-ab [--mb 200] [--rounds 5]
+
 ``--plan`` measures planning alone on a ``jsonl.zst-frames`` file (4 MB
 frames): ``plan_units`` (the frame headers walked, then every frame
 decompressed on up to 16 threads to count its lines), the header walk alone
@@ -58,6 +60,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import io
 import json
 import os
 import resource
@@ -67,6 +70,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -263,7 +267,7 @@ def cpu_ab(args, argv) -> None:
             for kind in args.kinds.split(","):
                 corpus = os.path.join(tmp, f"corpus.{kind}")
                 size = build_corpus(args.data, int(args.mb * 1e6), kind, corpus)
-                for command in ("encode", "train"):
+                for command in args.commands.split(","):
                     runs: dict = {w: [] for w in workers_list}
                     for _ in range(args.rounds):
                         for workers, cores in configs:
@@ -312,17 +316,75 @@ def cpu_ab(args, argv) -> None:
                  data={"pinned": True}, argv=argv)
 
 
+def read_ab(args, argv) -> None:
+    """The gzip readers side by side, interleaved in this process: Python's
+    ``gzip.GzipFile`` (the reader before 2026-12-04) and the package's
+    ``_GzipRaw`` with zlib and with zlib-ng, each drained with ``read1`` of
+    1 MiB as ``line_blocks`` does; CPU seconds, MB/s per CPU second and the
+    number of pieces handed out (each a batch for the encoder threads)."""
+    sys.path.insert(0, ROOT)
+    from ube_stream.readers import compression
+
+    def drain(stream) -> tuple[int, int]:
+        size = pieces = 0
+        with stream:
+            for block in iter(lambda: stream.read1(compression.BLOCK_BYTES), b""):
+                size += len(block)
+                pieces += 1
+        return size, pieces
+
+    def package(module):
+        def read(path):
+            raw = compression._GzipRaw(path)
+            raw._zlib = module
+            return drain(io.BufferedReader(raw, compression.BLOCK_BYTES))
+        return read
+
+    readers = {"gzip.GzipFile": lambda path: drain(gzip.open(path, "rb")), "_GzipRaw zlib": package(zlib)}
+    try:
+        from zlib_ng import zlib_ng
+        readers["_GzipRaw zlib-ng"] = package(zlib_ng)
+    except ImportError:
+        print("zlib-ng is not installed (the fastgzip extra): its row is left out", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "corpus.jsonl.gz")
+        size = build_corpus(args.data, int(args.mb * 1e6), "jsonl.gz", path)
+        cpu: dict = {name: [] for name in readers}
+        pieces: dict = {}
+        for _ in range(args.rounds):
+            for name, read in readers.items():
+                t = time.process_time()
+                got, pieces[name] = read(path)
+                cpu[name].append(time.process_time() - t)
+                assert got == size, (name, got, size)
+        rows = []
+        base = statistics.median(cpu["gzip.GzipFile"])
+        for name in readers:
+            median = statistics.median(cpu[name])
+            rows.append([name, round(median, 3), round(size / 1e6 / median, 1), pieces[name], round(base / median, 2)])
+            print(json.dumps(dict(zip(("reader", "cpu_s", "mb_per_cpu_s", "pieces", "speedup"), rows[-1]))), flush=True)
+    write_record("compressed_read_ab", title="Reading one .jsonl.gz: gzip.GzipFile against the package's gzip decoder",
+                 columns=["reader", "CPU (s)", "MB/s per CPU second", "pieces handed out", "speed-up over GzipFile (x)"],
+                 rows=rows, headline=", ".join(f"{r[0]} {r[2]} MB/s in {r[3]} pieces" for r in rows),
+                 notes=[f"{size / 1e6:.0f} MB of JSON Lines (real text, gzip level 6); medians of {args.rounds} "
+                        f"interleaved rounds in one process; read1 of 1 MiB until the end"],
+                 argv=argv)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=500)
     parser.add_argument("--kinds", default="jsonl.zst,jsonl.gz,txt.zst,jsonl.zst-frames")
     parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--commands", default="encode,train", help="which commands to time (default: both)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--data", default="/work/shared/data")
     parser.add_argument("--plan", action="store_true", help="measure the plan of a multi-frame .zst only")
     parser.add_argument("--pin", action="store_true",
                         help="run W workers on W cores (the first W of this process's CPU affinity)")
+    parser.add_argument("--read-ab", action="store_true",
+                        help="the gzip readers side by side in this process (GzipFile, ours with zlib and zlib-ng)")
     parser.add_argument("--cpu-ab", action="store_true",
                         help="the CPU of W workers on W cores against 1 on 1, in this process, interleaved")
     args = parser.parse_args(argv)
@@ -331,6 +393,9 @@ def main(argv=None) -> None:
         return
     if args.cpu_ab:
         cpu_ab(args, argv)
+        return
+    if args.read_ab:
+        read_ab(args, argv)
         return
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
     workers_list = [int(w) for w in args.workers.split(",")]
@@ -345,7 +410,7 @@ def main(argv=None) -> None:
         for kind in args.kinds.split(","):
             corpus = os.path.join(tmp, f"corpus.{kind}")
             size = build_corpus(args.data, int(args.mb * 1e6), kind, corpus)
-            for command in ("encode", "train"):
+            for command in args.commands.split(","):
                 times: dict = {}
                 outputs: dict = {}
                 for _ in range(args.rounds):

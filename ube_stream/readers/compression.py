@@ -1,7 +1,9 @@
 """Byte streams of line files (JSON Lines, text), plain, gzip or zstd.
 
-:func:`open_bytes` opens a file for streaming reads; the zstd decoder notices
-a truncated last frame and reads concatenated frames.  :func:`scan_line_starts`
+:func:`open_bytes` opens a file for streaming reads through one decoder loop
+(:class:`_DecodedRaw`) with two decoders: zstd, which walks frames and blocks
+itself, and gzip, which inflates members in 1 MiB steps; both notice a
+truncated file and read concatenated frames or members.  :func:`scan_line_starts`
 finds the unit boundaries of an uncompressed line file in one pass, and
 :func:`open_at` seeks a worker straight to its unit's first row.
 """
@@ -28,7 +30,186 @@ ZSTD_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
 _SKIPPABLE_MAGIC_BYTES = b"\x2a\x4d\x18"   # bytes 1..3 of a skippable frame's magic 0x184D2A5?
 
 
-class _ZstdRaw(io.RawIOBase):
+class _DecodedRaw(io.RawIOBase):
+    """A raw reader over a decoder's output: a subclass's ``_step()`` decodes
+    the next piece of the compressed file and returns its output (often
+    empty), setting ``_eof`` at the end; ``_offset`` is the compressed offset
+    read to (progress).  An error after some bytes is raised at the next
+    call, so what was decoded before it is read (``read1`` hands it out)."""
+
+    _errors: tuple = (EOFError,)   # what _step raises on a damaged stream
+
+    def __init__(self, path: str):
+        self._file = open_input(path)
+        self._offset = 0
+        self._pending = b""
+        self._pending_pos = 0
+        self._eof = False
+        self._error: BaseException | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def _step(self) -> bytes:
+        raise NotImplementedError
+
+    def readinto(self, buffer) -> int:
+        n = 0
+        while n < len(buffer):
+            if self._pending_pos == len(self._pending):
+                if self._eof:
+                    break
+                if self._error is not None:
+                    if n:
+                        break
+                    error, self._error = self._error, None
+                    self._eof = True
+                    raise error
+                try:
+                    self._pending, self._pending_pos = self._step(), 0
+                except self._errors as exc:
+                    self._error = exc
+                continue
+            take = min(len(buffer) - n, len(self._pending) - self._pending_pos)
+            buffer[n:n + take] = memoryview(self._pending)[self._pending_pos:self._pending_pos + take]
+            self._pending_pos += take
+            n += take
+        return n
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+GZIP_OUT_BYTES = BLOCK_BYTES      # a gzip step decodes at most this much (bounds memory on a bomb)
+GZIP_IN_BYTES = 256 << 10         # compressed bytes read at a time
+
+
+def _inflate_module():
+    """zlib-ng's zlib-compatible module when the optional ``fastgzip`` extra is
+    installed (about 1.5-2x faster inflation, identical output), else zlib."""
+    try:
+        from zlib_ng import zlib_ng
+        return zlib_ng
+    except ImportError:
+        return zlib
+
+
+class _GzipRaw(_DecodedRaw):
+    """Streaming gzip decoder (RFC 1952) that hands out up to
+    ``GZIP_OUT_BYTES`` per step (``gzip.GzipFile`` hands out ~24 KB pieces:
+    thousands of tiny batches for one reader feeding several encoders).
+    Reads concatenated members and the zero padding between them, as
+    ``gzip`` does; the header, CRC-32 and length of every member are checked
+    by the inflater.  A file that ends inside a member is ``EOFError``; bytes
+    that are not a member, or a damaged member, are ``gzip.BadGzipFile``
+    naming the compressed offset."""
+
+    _errors = (EOFError, OSError)
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        self._zlib = _inflate_module()
+        self._dobj: Any = None     # the inflater of the member being read, None between members
+        self._rest = b""           # compressed bytes read but not yet given to an inflater
+        self._members = 0
+
+    def _read(self) -> bytes:
+        data = self._file.read(GZIP_IN_BYTES)
+        self._offset += len(data)
+        return data
+
+    def _start_member(self) -> bool:
+        """Start the next member at ``_rest``; False at the end of the file."""
+        rest = self._rest
+        while True:
+            if self._members:
+                rest = rest.lstrip(b"\x00")          # zero padding after a member
+            if len(rest) >= 2:
+                break
+            data = self._read()
+            if not data:
+                if rest:
+                    raise gzip.BadGzipFile(f"not a gzip member at compressed byte offset "
+                                           f"{self._offset - len(rest)} (1 byte {rest!r} after the last member)")
+                return False
+            rest += data
+        if rest[:2] != GZIP_MAGIC:
+            raise gzip.BadGzipFile(f"not a gzip member at compressed byte offset {self._offset - len(rest)} "
+                                   f"(bytes {rest[:2]!r}, not the gzip magic 1f 8b)")
+        self._rest = rest
+        self._dobj = self._zlib.decompressobj(wbits=31)
+        self._members += 1
+        return True
+
+    def _step(self) -> bytes:
+        parts: list[bytes] = []
+        size = 0
+        try:
+            while size < GZIP_OUT_BYTES:
+                if self._dobj is None and not self._start_member():
+                    self._eof = True
+                    break
+                data, self._rest = self._rest or self._read(), b""
+                if not data:
+                    raise EOFError(f"gzip stream ends inside a member at compressed byte offset {self._offset} "
+                                   f"(the file is truncated)")
+                before = self._dobj.copy()
+                try:
+                    out = self._dobj.decompress(data, GZIP_OUT_BYTES - size)
+                except self._zlib.error:
+                    self._dobj = before
+                    out = self._salvage(data, GZIP_OUT_BYTES - size, parts)   # sets _rest and _dobj
+                    parts.append(out)
+                    size += len(out)
+                    continue
+                parts.append(out)
+                size += len(out)
+                if self._dobj.eof:
+                    self._rest, self._dobj = self._dobj.unused_data, None
+                else:
+                    self._rest = self._dobj.unconsumed_tail
+        except (EOFError, OSError) as exc:
+            if not any(parts):
+                raise
+            self._error = exc
+        return b"".join(parts)
+
+    def _salvage(self, data: bytes, limit: int, parts: list[bytes]) -> bytes:
+        """Inflate ``data`` again in small pieces (64 bytes, then single bytes
+        in the piece that fails) after the inflater raised on it: the output
+        before the damage is kept (``parts``) and the error raised where it
+        is, so a reader counts the rows decoded before it (``gzip`` hands
+        them out before its CRC check fails too)."""
+        out: list[bytes] = []
+        n = 0
+        i = 0
+        step = 64
+        while i < len(data):
+            before = self._dobj.copy()
+            try:
+                piece = self._dobj.decompress(data[i:i + step], limit - n)
+            except self._zlib.error as exc:
+                if step > 1:
+                    self._dobj, step = before, 1
+                    continue
+                parts.extend(out)
+                raise gzip.BadGzipFile(f"a damaged gzip member at compressed byte offset "
+                                       f"{self._offset - len(data) + i}: {exc}") from None
+            out.append(piece)
+            n += len(piece)
+            i += step
+            if self._dobj.eof:            # the piece ended the member
+                self._rest, self._dobj = self._dobj.unused_data + data[i:], None
+                break
+            if self._dobj.unconsumed_tail:   # the piece filled the step
+                self._rest = self._dobj.unconsumed_tail + data[i:]
+                break
+        return b"".join(out)
+
+
+class _ZstdRaw(_DecodedRaw):
     """Streaming zstd decoder that walks the frames' structure itself
     (RFC 8878: frame header, block headers, optional checksum) and feeds the
     decompressor one block at a time.  So no call decodes more than one block
@@ -44,8 +225,9 @@ class _ZstdRaw(io.RawIOBase):
     def __init__(self, path: str, start: int = 0, stop: int | None = None):
         import zstandard
 
+        super().__init__(path)
         self._zstd = zstandard
-        self._file = open_input(path)
+        self._errors = (EOFError, zstandard.ZstdError)
         if start:
             self._file.seek(start)
         self._offset = start            # compressed offset of the next byte to read
@@ -54,13 +236,6 @@ class _ZstdRaw(io.RawIOBase):
         self._dobj: Any = None          # the decompressor of the frame being read, None between frames
         self._last_block = False
         self._checksum = False
-        self._pending = b""
-        self._pending_pos = 0
-        self._eof = False
-        self._error: BaseException | None = None
-
-    def readable(self) -> bool:
-        return True
 
     def _take(self, n: int, what: str) -> bytes:
         data = self._file.read(n)
@@ -115,35 +290,6 @@ class _ZstdRaw(io.RawIOBase):
             self._dobj = None
         return out
 
-    def readinto(self, buffer) -> int:
-        """Fill ``buffer`` as far as the stream goes; an error after some bytes
-        is raised at the next call, so what was decoded before it is read."""
-        n = 0
-        while n < len(buffer):
-            if self._pending_pos == len(self._pending):
-                if self._eof:
-                    break
-                if self._error is not None:
-                    if n:
-                        break
-                    error, self._error = self._error, None
-                    self._eof = True
-                    raise error
-                try:
-                    self._pending, self._pending_pos = self._step(), 0
-                except (EOFError, self._zstd.ZstdError) as exc:
-                    self._error = exc
-                continue
-            take = min(len(buffer) - n, len(self._pending) - self._pending_pos)
-            buffer[n:n + take] = memoryview(self._pending)[self._pending_pos:self._pending_pos + take]
-            self._pending_pos += take
-            n += take
-        return n
-
-    def close(self) -> None:
-        self._file.close()
-        super().close()
-
 
 def frame_header_rest(descriptor: int) -> int:
     """Bytes of a zstd frame header after its descriptor byte (RFC 8878 3.1.1.1):
@@ -151,20 +297,6 @@ def frame_header_rest(descriptor: int) -> int:
     single_segment = bool(descriptor & 0x20)
     fcs = (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6]
     return (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3] + fcs
-
-
-class _RemoteGzip(gzip.GzipFile):
-    """A gzip reader over a remote object that closes the object with itself."""
-
-    def __init__(self, path: str):
-        self._raw = open_input(path)
-        super().__init__(fileobj=self._raw, mode="rb")
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._raw.close()
 
 
 def zstd_frame_layout(path: str) -> list[tuple[int, int, int | None]] | None:
@@ -317,7 +449,7 @@ def open_bytes(path: str, compression: str | None):
     if compression is None:
         return open_input(path)
     if compression == "gzip":
-        return _RemoteGzip(path) if is_url(path) else gzip.open(path, "rb")
+        return io.BufferedReader(_GzipRaw(path), buffer_size=BLOCK_BYTES)
     if compression == "zstd":
         return io.BufferedReader(_ZstdRaw(path), buffer_size=BLOCK_BYTES)
     raise ValueError(f"unknown compression {compression!r}")
@@ -490,11 +622,9 @@ def _disk_position(stream, compression: str | None):
     """A function giving the offset in the file on disk that ``stream`` (from
     :func:`open_bytes` / :func:`open_at`) has read to: the compressed offset
     for gzip and zstd (the progress of a running unit, :func:`note_input`)."""
-    if compression == "zstd":
+    if compression is not None:
         raw = stream.raw
         return lambda: raw._offset
-    if compression == "gzip":
-        return stream.fileobj.tell
     return stream.tell
 
 
