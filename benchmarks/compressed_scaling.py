@@ -11,6 +11,8 @@ the outputs are the same bytes for both worker counts (issue 24 item 2).
 
     python benchmarks/compressed_scaling.py --read-ab [--mb 200] [--rounds 5]
 
+    python benchmarks/compressed_scaling.py --scan [--scan-file benchmarks/data/large/large.jsonl] [--rounds 5]
+
 ``--plan`` measures planning alone on a ``jsonl.zst-frames`` file (4 MB
 frames): ``plan_units`` (the frame headers walked, then every frame
 decompressed on up to 16 threads to count its lines), the header walk alone
@@ -371,6 +373,48 @@ def read_ab(args, argv) -> None:
                  argv=argv)
 
 
+_SCAN_CASES = {
+    "scan_line_starts (one buffer and mask)":
+        "from ube_stream.readers.compression import scan_line_starts\n"
+        "def scan(path):\n    scan_line_starts(path, 10_000, 64 << 20)\n",
+    "fresh block and mask per read (before)":
+        "import numpy as np\n"   # as the code before: the last block and mask live on while the next are made
+        "def scan(path):\n    with open(path, 'rb') as f:\n"
+        "        while True:\n            block = f.read(1 << 20)\n            if not block:\n                break\n"
+        "            newline = np.frombuffer(block, dtype=np.uint8) == 10\n"
+        "            count = int(np.count_nonzero(newline))\n",
+}
+
+
+def scan_times(args, argv) -> None:
+    """``--scan``: the driver's plan of an uncompressed JSON Lines file
+    (``scan_line_starts``, every byte read to find the row starts), against
+    the same scan with a fresh block and mask per 1 MiB read (the code before
+    2026-12-04, where the last block and mask were still alive while the
+    next were made); each in a fresh process, as the driver of a run meets
+    it, CPU seconds of the scan alone per GB."""
+    path = args.scan_file
+    size = os.path.getsize(path)
+    cpu: dict = {name: [] for name in _SCAN_CASES}
+    for _ in range(args.rounds + 1):   # the first round puts the file in the page cache; dropped
+        for name, code in _SCAN_CASES.items():
+            code += ("import sys, time\nt = time.process_time()\nscan(sys.argv[1])\n"
+                     "print(time.process_time() - t)\n")
+            out = subprocess.run([sys.executable, "-c", code, path], check=True, capture_output=True, text=True,
+                                 cwd=ROOT).stdout
+            cpu[name].append(float(out))
+    rows = []
+    for name, runs in cpu.items():
+        median = statistics.median(runs[1:])
+        rows.append([name, round(median, 3), round(median / (size / 1e9), 3), round(size / 1e9 / median, 2)])
+        print(json.dumps(rows[-1]), flush=True)
+    write_record("plan_scan", title="Planning an uncompressed JSON Lines file: the driver's line scan",
+                 columns=["case", "CPU (s)", "CPU s per GB", "GB per CPU second"], rows=rows,
+                 headline=f"{rows[0][3]} GB per CPU second ({rows[1][3]} before)",
+                 notes=[f"{os.path.basename(path)}: {size / 1e9:.2f} GB, in the page cache; each case in a fresh "
+                        f"process, CPU of the scan alone; medians of {args.rounds} interleaved rounds"], argv=argv)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=500)
@@ -383,6 +427,10 @@ def main(argv=None) -> None:
     parser.add_argument("--plan", action="store_true", help="measure the plan of a multi-frame .zst only")
     parser.add_argument("--pin", action="store_true",
                         help="run W workers on W cores (the first W of this process's CPU affinity)")
+    parser.add_argument("--scan", action="store_true",
+                        help="the driver's line scan of an uncompressed file (--scan-file), CPU per GB")
+    parser.add_argument("--scan-file", default=os.path.join(ROOT, "benchmarks", "data", "large", "large.jsonl"),
+                        help="the file --scan reads (default: make_large_corpus.py's large.jsonl)")
     parser.add_argument("--read-ab", action="store_true",
                         help="the gzip readers side by side in this process (GzipFile, ours with zlib and zlib-ng)")
     parser.add_argument("--cpu-ab", action="store_true",
@@ -396,6 +444,9 @@ def main(argv=None) -> None:
         return
     if args.read_ab:
         read_ab(args, argv)
+        return
+    if args.scan:
+        scan_times(args, argv)
         return
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
     workers_list = [int(w) for w in args.workers.split(",")]

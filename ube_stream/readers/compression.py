@@ -516,16 +516,21 @@ def scan_line_starts(path: str, unit_rows: int, unit_bytes: int | None = None) -
     first; the cuts depend on the file alone."""
     starts = [(0, 0)]
     lines, pos, last = 0, 0, b"\n"
+    # one buffer and one mask for the whole pass: a fresh 1 MiB block and mask per read cost more in page
+    # faults than the newline search itself (0.57 -> ~0.2 CPU s per GB)
+    buffer = bytearray(BLOCK_BYTES)
+    data = np.frombuffer(buffer, dtype=np.uint8)
+    mask = np.empty(BLOCK_BYTES, dtype=bool)
     with open_input(path) as f:
         while True:
-            block = f.read(BLOCK_BYTES)
-            if not block:
+            size = f.readinto(buffer)
+            if not size:
                 break
             row0, byte0 = starts[-1]
-            newline = np.frombuffer(block, dtype=np.uint8) == 10
+            newline = np.equal(data[:size], 10, out=mask[:size])
             count = int(np.count_nonzero(newline))   # (bytes.count is a byte loop: 4x slower)
-            if lines + count < row0 + unit_rows and (unit_bytes is None or pos + len(block) < byte0 + unit_bytes):
-                lines, pos, last = lines + count, pos + len(block), block[-1:]   # no cut in this block
+            if lines + count < row0 + unit_rows and (unit_bytes is None or pos + size < byte0 + unit_bytes):
+                lines, pos, last = lines + count, pos + size, buffer[size - 1:size]   # no cut in this block
                 continue
             ends = np.flatnonzero(newline) + (pos + 1)   # byte after each \n
             while True:
@@ -537,8 +542,8 @@ def scan_line_starts(path: str, unit_rows: int, unit_bytes: int | None = None) -
                     break
                 starts.append((lines + cut + 1, int(ends[cut])))
             lines += len(ends)
-            pos += len(block)
-            last = block[-1:]
+            pos += size
+            last = buffer[size - 1:size]
     num_rows = lines + (1 if last != b"\n" else 0)
     return num_rows, [(row, byte) for row, byte in starts if row < num_rows or row == 0]
 
