@@ -25,22 +25,90 @@ from libc.string cimport memchr, memcmp, memcpy
 
 from _utf8 cimport utf8_decode, utf8_encode
 
+
+cdef extern from *:
+    """
+    /* The end of the run at p[j] of bytes a JSON string holds as they are:
+       printable ASCII but '"' and '\\', and well-formed UTF-8 (as
+       ube_utf8_decode takes it).  The byte there is '"', '\\', a control
+       byte, the start of ill-formed UTF-8, or j == e.  ASCII goes 16 bytes a
+       step with SSE2 (8 with SWAR words elsewhere); a 3-byte sequence (CJK,
+       Indic, ...) is checked inline. */
+    static UBE_ALWAYS_INLINE Py_ssize_t ube_json_plain(const uint8_t* p, Py_ssize_t j, Py_ssize_t e) {
+        uint32_t c, b1, b2, cp;
+        int n, streak;
+        for (;;) {
+    #if UBE_SSE2_RUN
+            const __m128i c1f = _mm_set1_epi8(0x1F), quote = _mm_set1_epi8(0x22),
+                          slash = _mm_set1_epi8(0x5C);
+            while (j + 16 <= e) {
+                __m128i v = _mm_loadu_si128((const __m128i*)(p + j));
+                /* signed: 0x20-0x7F are > 0x1F, control bytes and 0x80-0xFF are not */
+                __m128i plain = _mm_andnot_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)),
+                                                 _mm_cmpgt_epi8(v, c1f));
+                unsigned m = (unsigned)_mm_movemask_epi8(plain);
+                if (m != 0xFFFFu) {
+                    j += __builtin_ctz(~m);
+                    break;
+                }
+                j += 16;
+            }
+    #elif UBE_SWAR_RUN
+            const uint64_t H = 0x8080808080808080ULL, L = 0x0101010101010101ULL;
+            uint64_t w;
+            while (j + 8 <= e) {
+                memcpy(&w, p + j, 8);
+                if ((w | (w - L * 32) | (((w ^ (L * 34)) - L) & ~(w ^ (L * 34)))
+                        | (((w ^ (L * 92)) - L) & ~(w ^ (L * 92)))) & H)
+                    break;
+                j += 8;
+            }
+    #endif
+            /* byte by byte (no 16-byte step per short ASCII run between words of
+               non-ASCII text), back to 16 bytes a step after 16 ASCII bytes in a row */
+            streak = 0;
+            for (;;) {
+                if (j >= e)
+                    return j;
+                c = p[j];
+                if (c < 0x80) {
+                    if (c < 0x20 || c == 0x22 || c == 0x5C)
+                        return j;
+                    j++;
+                    if (++streak == 16)
+                        break;
+                    continue;
+                }
+                streak = 0;
+                if ((c & 0xF0) == 0xE0 && j + 2 < e) {
+                    b1 = p[j + 1];
+                    b2 = p[j + 2];
+                    cp = ((c & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F);
+                    if (((b1 & 0xC0) != 0x80) | ((b2 & 0xC0) != 0x80) | (cp < 0x800)
+                            | ((cp >= 0xD800) & (cp <= 0xDFFF)))
+                        return j;
+                    j += 3;
+                } else if (c >= 0xC2 && c < 0xE0 && j + 1 < e && (p[j + 1] & 0xC0) == 0x80) {
+                    j += 2;    /* Latin, Greek, Cyrillic, Hebrew, Arabic */
+                } else {
+                    n = ube_utf8_decode(p, e, j, &cp);
+                    if (!n)
+                        return j;
+                    j += n;
+                }
+            }
+        }
+    }
+    """
+    Py_ssize_t json_plain "ube_json_plain"(const uint8_t* p, Py_ssize_t j, Py_ssize_t e) noexcept nogil
+
 DEF MAX_DEPTH = 256        # nesting the kernel parses (json.loads: about the recursion limit)
 DEF MAX_NUMBER = 1000      # characters of one number (int() refuses more than 4300 digits)
 
-cdef uint8_t _PLAIN[256]   # 1: a byte copied as is inside a string (printable ASCII but '"' and '\\')
 cdef int _HEX[256]         # value of a hex digit, -1 for other bytes
 cdef int _b
 for _b in range(256):
-    _PLAIN[_b] = 32 <= _b < 128 and _b != 34 and _b != 92
     _HEX[_b] = int(chr(_b), 16) if chr(_b) in "0123456789abcdefABCDEF" else -1
-
-cdef uint64_t ONES = 0x0101010101010101ULL
-
-
-cdef inline uint64_t _zero_byte(uint64_t v) noexcept nogil:
-    """High bit set in (at least) the lowest zero byte of v (and maybe in bytes above it)."""
-    return (v - ONES) & ~v
 
 
 cdef enum:
@@ -78,32 +146,13 @@ cdef Py_ssize_t _string(const uint8_t* p, Py_ssize_t i, Py_ssize_t e, uint8_t* o
     closing quote, or -1 when it is not a valid string (or, with ``out``, holds a
     lone surrogate).  With ``out`` its UTF-8 is written there (``written``
     bytes); ``escaped`` says whether it held a backslash."""
-    cdef Py_ssize_t j = i + 1, o = 0, n, run
-    cdef uint64_t w
+    cdef Py_ssize_t j = i + 1, o = 0, run
     cdef uint8_t c
     cdef uint32_t cp, low
     escaped[0] = False
     while j < e:
         run = j
-        while j + 8 <= e:   # 8 bytes at a time while none is '"', '\\', a control byte or non-ASCII
-            memcpy(&w, p + j, 8)
-            if ((w | (w - ONES * 32) | _zero_byte(w ^ (ONES * 34)) | _zero_byte(w ^ (ONES * 92)))
-                    & (ONES * 128)):
-                break
-            j += 8
-        while j < e:   # a run of bytes copied as they are: printable ASCII and well-formed UTF-8
-            c = p[j]
-            if _PLAIN[c]:
-                j += 1
-            elif 0xC2 <= c < 0xE0 and j + 1 < e and (p[j + 1] & 0xC0) == 0x80:   # 2 bytes, as utf8_decode
-                j += 2
-            elif c >= 128:
-                n = utf8_decode(p, e, j, &cp)
-                if n == 0:
-                    return -1
-                j += n
-            else:
-                break
+        j = json_plain(p, j, e)   # printable ASCII but '"' and '\\', and well-formed UTF-8
         if out != NULL and j > run:
             memcpy(out + o, p + run, j - run)
             o += j - run
