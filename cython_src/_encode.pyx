@@ -572,7 +572,8 @@ cdef void cache_sweep(ChunkCache* c) noexcept nogil:
     bound (entries, long-key bytes, spilled ids), their counts halved (ageing: an
     entry stays only while it keeps being hit), everything else dropped.  A chunk
     seen once is never kept; one hit since it was cached or last swept is enough
-    when the frequent ones fit.  The survivors move to a fresh slot table; their
+    when the frequent ones fit.  The survivors are re-placed in the same slot table
+    (no new memory, whose pages the kernel would zero); their
     spilled ids and long keys slide down in place (taken in arena order: both arenas
     are appended to in insertion order, which sweeps keep), so the arenas' pages stay
     mapped; out of memory, the cache is cleared instead.  Costs one pass over the
@@ -580,11 +581,11 @@ cdef void cache_sweep(ChunkCache* c) noexcept nogil:
     cdef Py_ssize_t cnt[32]
     cdef Py_ssize_t key_b[32]
     cdef Py_ssize_t val_n[32]
-    cdef uint64_t i, j, size = c.mask + 1
+    cdef uint64_t i, j, e, size = c.mask + 1
     cdef Slot* old = c.slots
     cdef Slot* s
     cdef Slot* d
-    cdef Slot* table
+    cdef Slot moved
     cdef Slot** spilled
     cdef Py_ssize_t nspilled = 0, k
     cdef int f, t = 32
@@ -611,30 +612,41 @@ cdef void cache_sweep(ChunkCache* c) noexcept nogil:
     if keep_n == 0:
         cache_clear(c)
         return
-    table = <Slot*>table_alloc(size * sizeof(Slot))
     spilled = <Slot**>malloc((keep_n if keep_n > 0 else 1) * sizeof(Slot*))
-    if table == NULL or spilled == NULL:
-        free(table)
+    if spilled == NULL:
+        cache_clear(c)
+        return
+    # In place: from a slot that was empty before the sweep (the table is at most half
+    # full), so no probe chain crosses it, walk the table once; each entry is taken out
+    # and, if kept, put back at the first empty slot from its home.  That slot is at or
+    # before the one it came from, in its own cluster, and what is put back never moves
+    # again, so every entry is found from its home when the walk ends.  (A fresh table
+    # per sweep was new memory: the kernel zeroed its pages at every sweep.)
+    e = 0
+    while e < size and old[e].k1 != 0:
+        e += 1
+    if e == size:              # never: inserts keep the table at most half full
         free(spilled)
         cache_clear(c)
         return
-    for i in range(size):
-        s = &old[i]
+    for i in range(1, size + 1):
+        s = &old[(e + i) & c.mask]
         if s.k1 == 0:
             continue
-        f = <int>((s.v0 & FREQ_BITS) >> 3)
+        moved = s[0]
+        s.k1 = 0
+        f = <int>((moved.v0 & FREQ_BITS) >> 3)
         if f < t:
             continue
-        j = slot_hash(s) & c.mask & PAIR
-        while table[j].k1 != 0:
+        j = slot_hash(&moved) & c.mask & PAIR
+        while old[j].k1 != 0:
             j = (j + 1) & c.mask
-        d = &table[j]
-        d[0] = s[0]
-        d.v0 = (s.v0 & ~FREQ_BITS) | (<uint64_t>(f >> 1) << 3)
-        if (s.v0 & COUNT_MASK) == 0:
+        d = &old[j]
+        d[0] = moved
+        d.v0 = (moved.v0 & ~FREQ_BITS) | (<uint64_t>(f >> 1) << 3)
+        if (moved.v0 & COUNT_MASK) == 0:
             spilled[nspilled] = d
             nspilled += 1
-    free(old)
     sort_by_arena_offset(<void**>spilled, nspilled)
     for k in range(nspilled):
         d = spilled[k]
@@ -648,7 +660,6 @@ cdef void cache_sweep(ChunkCache* c) noexcept nogil:
             d.v1 = (<uint64_t>n << 32) | <uint64_t>keys_used
             keys_used += n
     free(spilled)
-    c.slots = table
     c.keys_used = keys_used
     c.vals_used = vals_used
     c.evicted += c.count - keep_n

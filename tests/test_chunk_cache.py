@@ -530,3 +530,34 @@ def test_the_threads_of_a_first_call_build_one_encoder(toks, real_sample, monkey
     assert len(built) == 1
     expected = [encode_reference(toks["ube"], t) for t in texts]
     assert results == [expected] * 4
+
+
+def test_sweeps_in_place_keep_wrapped_clusters_findable():
+    """Sweeps re-place the kept entries in the same slot table.  Here the hot chunks
+    and half of the one-off ones have the last slot pair of the 16-slot table of an
+    8-entry cache as their home, so their cluster wraps round to the table's start,
+    and the other one-offs live elsewhere (the chunk whose insert sweeps does not
+    refill a hole the sweep left in the cluster): the hot words (hit between sweeps,
+    so kept) must still be found after every sweep (each distinct chunk misses
+    exactly once) and the ids are tiktoken's."""
+    import tiktoken
+
+    from ube_stream.pretokenizer import resolve_pattern
+
+    ranks = openai_ranks("cl100k_base", limit=20000)
+    enc = tiktoken.Encoding("cl100k", pat_str=resolve_pattern("cl100k")[1], mergeable_ranks=ranks, special_tokens={})
+    tok = Tokenizer.from_tiktoken(ranks, "cl100k")
+    tok.set_cache(bytes=1024, entries=8)   # the smallest table: 16 slots, 8 entries
+    at_end, elsewhere = _colliding_words(14, 15, 40, seed=3), _colliding_words(4, 15, 40, seed=4)
+    hot = at_end[:3]
+    once = [w for pair in zip(at_end[3:], elsewhere) for w in pair]   # a sweep's trigger lands anywhere
+    words = hot + once
+    stream = []
+    for i, word in enumerate(once):
+        stream += [word, hot[i % 3], hot[(i + 1) % 3]]
+    docs = ["".join(stream[i:i + 30]) for i in range(0, len(stream), 30)]
+    assert [g.tolist() for g in tok.encode_ordinary_batch(docs, num_threads=1)] == [enc.encode_ordinary(d)
+                                                                                     for d in docs]
+    (stats,) = [s for s in _slot_stats(tok) if s["misses"]]
+    assert stats["sweeps"] >= 10 and stats["bytes"] >= 16 * 32
+    assert stats["misses"] == len(words)
