@@ -864,13 +864,15 @@ def test_jsonl_surrogate_escapes_as_json_loads(tmp_path, escaped, expected):
 @settings(max_examples=60, deadline=None)
 @given(lengths=st.lists(st.integers(0, 300), min_size=0, max_size=60), unit_rows=st.integers(1, 30),
        unit_bytes=st.one_of(st.none(), st.integers(1, 2000)), block=st.sampled_from([7, 64, 1000]),
-       final_newline=st.booleans())
+       final_newline=st.booleans(), crlf=st.booleans())
 def test_scan_line_starts_equals_a_line_by_line_walk(tmp_path_factory, lengths, unit_rows, unit_bytes, block,
-                                                     final_newline):
+                                                     final_newline, crlf):
     """The unit cuts of a line file (a unit ends after unit_rows rows, or at the end of
     the first line reaching unit_bytes from its start) as a walk over the lines finds
-    them, for any block size the scan reads with."""
-    content = b"\n".join(b"x" * n for n in lengths) + (b"\n" if final_newline and lengths else b"")
+    them, for any block size the scan reads with: empty lines, lines longer than the
+    block, CRLF endings (the \\r stays in its row's bytes) and no final newline."""
+    cr = b"\r" if crlf else b""
+    content = b"\n".join(b"x" * n + cr for n in lengths) + (b"\n" if final_newline and lengths else b"")
     path = tmp_path_factory.mktemp("scan") / "f.txt"
     path.write_bytes(content)
     lines = content.split(b"\n")
