@@ -105,3 +105,28 @@ def test_decode(benchmark, corpus, tokenizer):
     ids, _ = tokenizer.encode_utf8_batch(data, offsets)
     text = benchmark(tokenizer.decode, ids)
     assert text == "".join(texts)
+
+
+def _scan_all_lines(block, key, out, ends, offsets, ok):
+    from ube_stream import _jsonl
+
+    at, rows, simple = 0, 0, 0
+    while at < block.shape[0]:
+        n = _jsonl.scan_lines(block, at, block.shape[0], key, out, ends, offsets, ok)
+        rows, simple, at = rows + n, simple + int(ok[:n].sum()), int(ends[n - 1])
+    return rows, simple
+
+
+def test_jsonl_scan_lines(benchmark, corpus):
+    """The read stage's kernel: JSONL lines scanned and their ``text`` strings
+    decoded to UTF-8 (what ``ube encode`` reads with); bytes = the JSONL's.
+    Written unescaped (``ensure_ascii=False``), as most corpora are, so the
+    strings' plain UTF-8 runs dominate."""
+    texts, _, _ = corpus
+    raw = b"".join(json.dumps({"id": i, "text": t}, ensure_ascii=False).encode("utf-8") + b"\n" for i, t in enumerate(texts))
+    block = np.frombuffer(raw, np.uint8)
+    key = np.frombuffer(b"text", np.uint8)
+    out = np.empty(len(raw), np.uint8)
+    ends, offsets, ok = np.empty(4096, np.int64), np.empty(4097, np.int64), np.empty(4096, np.uint8)
+    rows, simple = benchmark(_scan_all_lines, block, key, out, ends, offsets, ok)
+    assert rows == simple == len(texts)
