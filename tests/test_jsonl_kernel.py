@@ -239,3 +239,17 @@ def test_every_piece_at_every_offset_of_a_16_byte_step(filler):
             except ValueError:
                 valid = False
             assert check(line) == valid, (piece, before, line)
+
+
+@pytest.mark.parametrize("cut", [b"\xc3", b"\xe4", b"\xe4\xb8", b"\xf0", b"\xf0\x9f", b"\xf0\x9f\x98", b"\\", b"\\u00"])
+@pytest.mark.parametrize("newline", [b"", b"\n"])
+def test_input_that_ends_inside_a_sequence(cut, newline):
+    """The block ends (or the line does) right after a lead byte, part of a
+    UTF-8 sequence or part of an escape, at each offset 0..40 of the string:
+    the kernel hands the line back and reports its end as the input's (the twin,
+    json.loads, refuses these lines too)."""
+    for before in range(41):
+        line = b'{"text": "' + b"a" * before + cut + newline
+        with pytest.raises(ValueError):
+            json.loads(line.decode("utf-8", "surrogateescape"))
+        assert check(line) is False, line
