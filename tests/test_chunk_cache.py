@@ -561,3 +561,30 @@ def test_sweeps_in_place_keep_wrapped_clusters_findable():
     (stats,) = [s for s in _slot_stats(tok) if s["misses"]]
     assert stats["sweeps"] >= 10 and stats["bytes"] >= 16 * 32
     assert stats["misses"] == len(words)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entries", [512, 4096])
+def test_sweeps_in_place_on_real_text_keep_ids(docs_rows, parallel_rows, entries):
+    """Real multilingual text (running text of 26 languages, ~270 languages of parallel
+    items) through cl100k with a cache bounded to ``entries`` chunks: the slot table
+    grows, then sweeps again and again (each sweep re-places the kept chunks in the same
+    table); ids equal tiktoken's and those of cache 0, twice over."""
+    import tiktoken
+
+    from ube_stream.pretokenizer import resolve_pattern
+
+    ranks = openai_ranks("cl100k_base")
+    enc = tiktoken.Encoding("cl100k", pat_str=resolve_pattern("cl100k")[1], mergeable_ranks=ranks, special_tokens={})
+    texts = [r["text"] for r in docs_rows] + [r["text"] for r in parallel_rows[::3]]
+    texts = [t for t in texts if t]
+    expected = [enc.encode_ordinary(t) for t in texts]
+    tok = Tokenizer.from_tiktoken(ranks, "cl100k")
+    tok.set_cache(bytes=64 << 20, entries=entries)
+    cold = Tokenizer.from_tiktoken(ranks, "cl100k")
+    cold.set_cache(bytes=0)
+    for _ in range(2):
+        assert [g.tolist() for g in tok.encode_ordinary_batch(texts, num_threads=1)] == expected
+    assert [g.tolist() for g in cold.encode_ordinary_batch(texts, num_threads=1)] == expected
+    (stats,) = [s for s in _slot_stats(tok) if s["misses"]]
+    assert stats["sweeps"] > 5
