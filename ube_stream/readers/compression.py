@@ -14,7 +14,7 @@ import gzip
 import io
 import os
 import zlib
-from typing import Any, Generator, Optional
+from typing import Any, Generator, Optional, cast
 
 import numpy as np
 
@@ -523,14 +523,14 @@ def scan_line_starts(path: str, unit_rows: int, unit_bytes: int | None = None) -
     mask = np.empty(BLOCK_BYTES, dtype=bool)
     with open_input(path) as f:
         while True:
-            size = f.readinto(buffer)
+            size = cast(io.BufferedIOBase, f).readinto(buffer)   # local files and fsspec's have readinto
             if not size:
                 break
             row0, byte0 = starts[-1]
             newline = np.equal(data[:size], 10, out=mask[:size])
             count = int(np.count_nonzero(newline))   # (bytes.count is a byte loop: 4x slower)
             if lines + count < row0 + unit_rows and (unit_bytes is None or pos + size < byte0 + unit_bytes):
-                lines, pos, last = lines + count, pos + size, buffer[size - 1:size]   # no cut in this block
+                lines, pos, last = lines + count, pos + size, bytes(buffer[size - 1:size])   # no cut in this block
                 continue
             ends = np.flatnonzero(newline) + (pos + 1)   # byte after each \n
             while True:
@@ -543,7 +543,7 @@ def scan_line_starts(path: str, unit_rows: int, unit_bytes: int | None = None) -
                 starts.append((lines + cut + 1, int(ends[cut])))
             lines += len(ends)
             pos += size
-            last = buffer[size - 1:size]
+            last = bytes(buffer[size - 1:size])
     num_rows = lines + (1 if last != b"\n" else 0)
     return num_rows, [(row, byte) for row, byte in starts if row < num_rows or row == 0]
 
