@@ -436,18 +436,11 @@ def main(argv=None) -> None:
     parser.add_argument("--cpu-ab", action="store_true",
                         help="the CPU of W workers on W cores against 1 on 1, in this process, interleaved")
     args = parser.parse_args(argv)
-    if args.plan:
-        plan_times(args, argv)
-        return
-    if args.cpu_ab:
-        cpu_ab(args, argv)
-        return
-    if args.read_ab:
-        read_ab(args, argv)
-        return
-    if args.scan:
-        scan_times(args, argv)
-        return
+    for flag, mode in ((args.plan, plan_times), (args.cpu_ab, cpu_ab), (args.read_ab, read_ab),
+                       (args.scan, scan_times)):
+        if flag:
+            mode(args, argv)
+            return
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
     workers_list = [int(w) for w in args.workers.split(",")]
     result: dict = {"mb": args.mb, "rows": []}
