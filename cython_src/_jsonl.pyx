@@ -23,7 +23,7 @@ The readable twin is ``_reference.jsonl_field`` (``json.loads`` per line).
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy
 
-from _utf8 cimport utf8_decode, utf8_encode
+from _utf8 cimport utf8_encode
 
 
 cdef extern from *:
@@ -32,10 +32,10 @@ cdef extern from *:
        printable ASCII but '"' and '\\', and well-formed UTF-8 (as
        ube_utf8_decode takes it).  The byte there is '"', '\\', a control
        byte, the start of ill-formed UTF-8, or j == e.  ASCII goes 16 bytes a
-       step with SSE2 (8 with SWAR words elsewhere); a 3-byte sequence (CJK,
-       Indic, ...) is checked inline. */
+       step with SSE2 (8 with SWAR words elsewhere); other characters one at a
+       time through ube_utf8_decode. */
     static UBE_ALWAYS_INLINE Py_ssize_t ube_json_plain(const uint8_t* p, Py_ssize_t j, Py_ssize_t e) {
-        uint32_t c, b1, b2, cp;
+        uint32_t c, cp;
         int n, streak;
         for (;;) {
     #if UBE_SSE2_RUN
@@ -80,22 +80,10 @@ cdef extern from *:
                     continue;
                 }
                 streak = 0;
-                if ((c & 0xF0) == 0xE0 && j + 2 < e) {
-                    b1 = p[j + 1];
-                    b2 = p[j + 2];
-                    cp = ((c & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F);
-                    if (((b1 & 0xC0) != 0x80) | ((b2 & 0xC0) != 0x80) | (cp < 0x800)
-                            | ((cp >= 0xD800) & (cp <= 0xDFFF)))
-                        return j;
-                    j += 3;
-                } else if (c >= 0xC2 && c < 0xE0 && j + 1 < e && (p[j + 1] & 0xC0) == 0x80) {
-                    j += 2;    /* Latin, Greek, Cyrillic, Hebrew, Arabic */
-                } else {
-                    n = ube_utf8_decode(p, e, j, &cp);
-                    if (!n)
-                        return j;
-                    j += n;
-                }
+                n = ube_utf8_decode(p, e, j, &cp);   /* always inlined; 3-byte sequences first */
+                if (!n)
+                    return j;
+                j += n;
             }
         }
     }
