@@ -1451,8 +1451,10 @@ cdef class Encoder:
         n = merges_arr.shape[0]
         # a merge's key in the tables: its result id when those rise with rank and are dense enough
         # for merge_short_ci's identity ``results`` to stay small (below 2 (base + n)); its rank otherwise
-        cdef bint key_is_id = n > 0 and int(results_arr[-1]) < 2 * (base + n) and bool(
-            (results_arr[1:] > results_arr[:-1]).all())
+        # (indices written out: this function runs with wraparound off, where results_arr[-1] is undefined
+        # and Cython 3.3 raises IndexError for it)
+        cdef bint key_is_id = n > 0 and int(results_arr[n - 1]) < 2 * (base + n) and bool(
+            (results_arr[1:] > results_arr[:n - 1]).all())
         keys_arr = results_arr if key_is_id else np.arange(n, dtype=np.uint32)
         cdef const uint32_t[::1] kv = keys_arr
         cdef uint32_t dense = max(base, min(<Py_ssize_t>DENSE_IDS, base + n))
@@ -1521,7 +1523,7 @@ cdef class Encoder:
             raise ValueError(f"id_map has {id_map_arr.shape[0]} entries; it needs one per base symbol "
                              "and merged token")
         if key_is_id:  # merge_short_ci still reads ``results``: the identity over the keys
-            results_arr = np.arange(int(results_arr[-1]) + 1, dtype=np.uint32)
+            results_arr = np.arange(int(results_arr[n - 1]) + 1, dtype=np.uint32)
         self._keep = (base_ranks, bloom, results_arr, classes_arr, id_map_arr)
         cdef const uint32_t[::1] idv = id_map_arr
         self.tables.model_ids = &idv[0] if id_map_arr is not None else NULL
