@@ -216,6 +216,7 @@ def test_invalid_utf8_reaching_the_encoder_is_skipped_or_named(tok_path, tok, tm
     encoder drops that row (counted) or raises naming file and row."""
     from ube_stream import readers
     from ube_stream.readers.batch import TextBatch
+    from ube_stream.readers.inputs import _Parsed
 
     path = str(tmp_path / "x.jsonl")
     texts = ["first", "bad one", "third row", ""]
@@ -229,10 +230,10 @@ def test_invalid_utf8_reaching_the_encoder_is_skipped_or_named(tok_path, tok, tm
             data[offsets[1] + 2] = 0xFF          # inside row 1
             return data, offsets
 
-    def fake_read_unit(unit, **kwargs):
-        yield Corrupted(list(texts), np.arange(4, dtype=np.int64), unit.source.source_id)
+    def fake_read_unit_blocks(unit, **kwargs):   # the encoder reads a unit as parse jobs
+        yield _Parsed(Corrupted(list(texts), np.arange(4, dtype=np.int64), unit.source.source_id))
 
-    monkeypatch.setattr(readers, "read_unit", fake_read_unit)
+    monkeypatch.setattr(readers, "read_unit_blocks", fake_read_unit_blocks)
     with pytest.raises(InputError) as info:
         encode_corpus([path], tokenizer=tok_path, output=str(tmp_path / "r"), workers=1, show_progress=False)
     assert info.value.row == 1 and path in str(info.value) and "row 1" in str(info.value)

@@ -313,3 +313,51 @@ def test_defaults_follow_the_cpu_affinity_not_the_machine(tmp_path):
     # the same probe's calls in this (unrestricted) process see every core of the mask
     cores = len(os.sched_getaffinity(0))
     assert unit_threads("local", 8, 1) == min(8, cores) and _encode_module._overlap("local", 1, 1)
+
+
+def _bad_rows_file(texts, path):
+    """A .jsonl.zst whose lines include every kind of bad row, spread over many blocks."""
+    bad = ['{"text": "unterminated', '{"other": "no text key"}', '{"text": null}', '{"text": 7}', "",
+           '{"text": "' + "x" * 5000 + '"}', "[1, 2]", '{"text": "ok \\ud800 lone"}']
+    lines = []
+    for i, t in enumerate(texts):
+        lines.append(json.dumps({"text": t}, ensure_ascii=i % 2 == 0))
+        if i % 97 == 5:
+            lines.append(bad[(i // 97) % len(bad)])
+    with open(path, "wb") as f:
+        f.write(zstandard.ZstdCompressor().compress(("\n".join(lines) + "\n").encode()))
+    return path
+
+
+def test_blocks_parsed_on_threads_report_bad_rows_as_one_thread_does(texts, tok_path, tmp_path, monkeypatch):
+    """Several encoder or counting threads parse the blocks one thread decompressed: the skipped rows
+    (counts and examples, in the unit records), the shards, the tokenizer and the first error are those
+    of one thread."""
+    from ube_stream.readers import compression
+
+    monkeypatch.setattr(compression, "BLOCK_BYTES", 1 << 15)   # ~40 blocks, bad rows in most of them
+    path = _bad_rows_file(texts, str(tmp_path / "bad.jsonl.zst"))
+    limit = {"max_document_bytes": 4000}
+    runs = []
+    for threads in (1, 2, 3):
+        files = _shards(path, tok_path, tmp_path / f"s{threads}", threads, monkeypatch, on_error="skip", **limit)
+        with open(tmp_path / f"s{threads}" / "MANIFEST.json") as f:
+            manifest = json.load(f)
+        runs.append((files, manifest["totals"], manifest["sources"]))
+    assert runs[0] == runs[1] == runs[2]
+    skipped = runs[0][1]["skipped"]
+    assert set(skipped) == {"invalid_json", "missing_field", "null", "not_string", "blank_line",
+                            "document_too_large", "not_object", "invalid_text"}
+    assert sum(skipped.values()) == sum(1 for i in range(len(texts)) if i % 97 == 5)
+    errors = []
+    for threads in (1, 2, 3):
+        with pytest.raises(InputError) as info:
+            _shards(path, tok_path, tmp_path / f"r{threads}", threads, monkeypatch, **limit)
+        errors.append((info.value.reason, info.value.row, str(info.value)))
+    assert errors[0] == errors[1] == errors[2] and errors[0][1] == 6   # the first bad line, row 6
+    toks = []
+    for threads in (1, 2, 3):
+        monkeypatch.setattr(_trainer_module, "unit_threads", lambda *a, t=threads: t)
+        toks.append(train([path], vocab_size=512 + 200 + 1, workers=1, show_progress=False, unit_rows=10**9,
+                          on_error="skip", work_dir=str(tmp_path / f"w{threads}"), **limit).to_json())
+    assert toks[0] == toks[1] == toks[2]

@@ -26,6 +26,7 @@ from .inputs import (
                      memory_name,
                      plan_units,
                      read_unit,
+                     read_unit_blocks,
                      resolve_inputs,
                      skipped_files_lines,
                      spill_to_arrow,
@@ -33,7 +34,7 @@ from .inputs import (
 
 __all__ = [
     "Source", "WorkUnit", "TextBatch", "SkipCounter", "SkipExample", "Reporter", "drop_bad_documents",
-    "SkippedFile", "is_paths", "resolve_inputs", "spill_to_arrow", "memory_name", "plan_units", "read_unit",
+    "SkippedFile", "is_paths", "resolve_inputs", "spill_to_arrow", "memory_name", "plan_units", "read_unit", "read_unit_blocks",
     "iter_batches", "iter_texts", "DEFAULT_UNIT_ROWS", "DEFAULT_UNIT_BYTES", "DEFAULT_BATCH_ROWS", "DEFAULT_MAX_DOCUMENT_BYTES",
     "FORMATS", "ARROW_FORMATS", "TEXT_MODES",
     "MEMORY_PREFIX", "skipped_files_lines",

@@ -226,6 +226,11 @@ class Reporter:
         self.skips = skips if skips is not None else SkipCounter()
         self.max_document_bytes = check_max_document_bytes(max_document_bytes)
 
+    def fork(self, skips: SkipCounter) -> "Reporter":
+        """The same rules, counting into ``skips``: for a parse job run in
+        another thread (its counts are merged when its results are taken)."""
+        return Reporter(self.path, "raise" if self.raise_errors else "skip", skips, self.max_document_bytes)
+
     def too_large(self, row: int, size: int, *, offset: int | None = None, what: str = "document",
                   at_least: bool = False) -> None:
         """Report row ``row``, a document of ``size`` bytes (``at_least``: the

@@ -103,7 +103,7 @@ from .batch import (
     check_text_value,
 )
 from .compression import scan_line_starts
-from .jsonl import read_jsonl
+from .jsonl import jsonl_blocks, read_jsonl
 from .text import read_text_file, read_text_lines
 
 __all__ = [
@@ -548,6 +548,42 @@ def read_unit(unit: WorkUnit, *, column: str = "text", text_mode: str = "line", 
     if text_mode == "file":
         return read_text_file(unit, reporter)
     return read_text_lines(unit, reporter, batch_rows)
+
+
+def read_unit_blocks(unit: WorkUnit, *, column: str = "text", text_mode: str = "line", on_error: str = "raise",
+                     batch_rows: int = DEFAULT_BATCH_ROWS, skips: SkipCounter | None = None,
+                     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Iterator[Any]:
+    """:func:`read_unit` as parse jobs: objects whose ``parse(skips=None)``
+    gives a list of :class:`TextBatch` es; the jobs' batches, in job order,
+    are :func:`read_unit`'s.  Iterating reads (decompresses) the unit; a
+    JSON Lines unit's jobs then parse a block of lines each
+    (:class:`~.jsonl.LinesBlock`), so a pipeline can parse in several threads
+    what one thread reads: ``parse(skips)`` counts that job's skipped rows in
+    ``skips`` (raising, with ``on_error="raise"``, as :func:`read_unit`
+    would), ``parse()`` in the reader's ``skips``.  The other formats' jobs
+    hold one batch their reader already made."""
+    if unit.source.format == "jsonl":
+        if text_mode not in TEXT_MODES:
+            raise ValueError(f"text_mode must be one of {TEXT_MODES}, got {text_mode!r}")
+        if batch_rows <= 0:
+            raise ValueError(f"batch_rows must be positive, got {batch_rows!r}")
+        return jsonl_blocks(unit, column, Reporter(unit.source.path, on_error, skips, max_document_bytes),
+                            batch_rows)
+    return (_Parsed(batch) for batch in read_unit(unit, column=column, text_mode=text_mode, on_error=on_error,
+                                                  batch_rows=batch_rows, skips=skips,
+                                                  max_document_bytes=max_document_bytes))
+
+
+class _Parsed:
+    """A parse job whose batch is already read (formats read batch by batch)."""
+
+    __slots__ = ("batch",)
+
+    def __init__(self, batch: TextBatch):
+        self.batch = batch
+
+    def parse(self, skips: SkipCounter | None = None) -> list[TextBatch]:
+        return [self.batch]
 
 
 def iter_batches(inputs, *, column: str = "text", text_mode: str = "line", on_error: str = "raise",

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import _jsonl
 from ..substrate import find_lone_surrogate
-from .batch import SKIP_HINT, Reporter, TextBatch, Utf8Texts, check_text_value
+from .batch import SKIP_HINT, Reporter, SkipCounter, TextBatch, Utf8Texts, check_text_value
 from .compression import line_blocks, skip_if_broken
 
 _JSON_SPACE = " \t\r\n"
@@ -26,34 +26,66 @@ def read_jsonl(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterat
     """JSON Lines: one object per line, the text under ``column``.  A blank
     line is skipped and counted (``blank_line``); it keeps its row number.
 
-    The file is read in blocks; the ``_jsonl`` kernel takes every line it can
-    prove simple (see ``cython_src/_jsonl.pyx``) straight into one UTF-8
-    buffer, and every other line goes through :func:`_line_text` (the C
-    scanner, then ``json.loads``), which reads it exactly as ``json.loads``
-    does and names what is wrong with a bad one.  A batch holds lines of one
-    block only (at most ``batch_rows``): about ``BLOCK_BYTES`` of text, which
-    stays in the CPU caches from this reader through the encoder to the shard
-    writer, and no batch is copied together from several blocks."""
-    source = unit.source
-    start, stop = unit.row_start, unit.row_stop
+    The file is read in blocks (:func:`jsonl_blocks`); the ``_jsonl`` kernel
+    takes every line it can prove simple (see ``cython_src/_jsonl.pyx``)
+    straight into one UTF-8 buffer, and every other line goes through
+    :func:`_line_text` (the C scanner, then ``json.loads``), which reads it
+    exactly as ``json.loads`` does and names what is wrong with a bad one.  A
+    batch holds lines of one block only (at most ``batch_rows``): about
+    ``BLOCK_BYTES`` of text, which stays in the CPU caches from this reader
+    through the encoder to the shard writer, and no batch is copied together
+    from several blocks."""
+    for block in jsonl_blocks(unit, column, reporter, batch_rows):
+        yield from block.parse()
+
+
+def jsonl_blocks(unit, column: str, reporter: Reporter, batch_rows: int) -> Iterator["LinesBlock"]:
+    """The unit's lines as :class:`LinesBlock` s, read (decompressed) but not
+    parsed: the parse of each is a job of its own, which a pipeline may run in
+    any thread (one large compressed file: one thread decompresses, several
+    parse and encode).  Parsed in order, the blocks give :func:`read_jsonl`'s
+    batches; ``reporter`` gets the reading's own reports (a damaged stream, a
+    line too long to hold) and those of blocks parsed without ``skips``."""
     if skip_if_broken(unit, reporter):
         return
     try:
         key = np.frombuffer(column.encode("utf-8"), np.uint8)
     except UnicodeEncodeError:   # a lone surrogate: no unescaped key (the kernel's) matches '"'
         key = np.frombuffer(b'"', np.uint8)
-    batches = _Batches(batch_rows, source.source_id)
     blocks = line_blocks(unit, reporter)
-    next_row = None   # sent back: the kernel found every line, line_blocks need not count them
+    next_row = None   # sent back: a parsed block found every line, line_blocks need not count them
     while True:
         try:
             block, cut, row, pos = blocks.send(next_row)
         except StopIteration:
             break
-        # a batch never spans blocks: ~1 MiB of text, cache-sized, no join of blocks
-        next_row, _ = _read_lines(block, cut, row, pos, start, stop, key, column, reporter, batches)
-        yield from batches.rest()
-    yield from batches.rest()
+        lines = LinesBlock(unit, reporter, key, column, batch_rows, block, cut, row, pos)
+        yield lines
+        next_row = lines.next_row   # None while the block is not parsed yet (another thread parses it)
+
+
+class LinesBlock:
+    """Whole JSON lines ``block[:cut]`` of a unit, the first row ``row`` at
+    decompressed byte offset ``pos``: :meth:`parse` reads them into batches
+    (a parse job; see :func:`ube_stream.readers.read_unit_blocks`)."""
+
+    __slots__ = ("unit", "reporter", "key", "column", "batch_rows", "block", "cut", "row", "pos", "next_row")
+
+    def __init__(self, unit, reporter: Reporter, key: np.ndarray, column: str, batch_rows: int, block: bytes,
+                 cut: int, row: int, pos: int):
+        self.unit, self.reporter, self.key, self.column, self.batch_rows = unit, reporter, key, column, batch_rows
+        self.block, self.cut, self.row, self.pos = block, cut, row, pos
+        self.next_row: int | None = None   # the row after the block's lines, once parsed
+
+    def parse(self, skips: SkipCounter | None = None) -> list[TextBatch]:
+        """The block's documents as batches.  Bad rows are reported to the
+        reader's reporter, or, with ``skips``, under the same rules into
+        ``skips`` (a parse in another thread than the reader's)."""
+        reporter = self.reporter if skips is None else self.reporter.fork(skips)
+        batches = _Batches(self.batch_rows, self.unit.source.source_id)
+        self.next_row, _ = _read_lines(self.block, self.cut, self.row, self.pos, self.unit.row_start,
+                                       self.unit.row_stop, self.key, self.column, reporter, batches)
+        return list(batches.rest())
 
 
 _KERNEL_LINES = 4096   # lines per kernel call

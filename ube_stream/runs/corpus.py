@@ -92,6 +92,14 @@ class Corpus:
         return read_unit(unit, column=self.column, text_mode=self.text_mode, on_error=self.on_error,
                          skips=skips, max_document_bytes=self.document_cap, **extra)
 
+    def blocks(self, unit, *, skips=None, batch_rows: Optional[int] = None) -> Iterator[Any]:
+        """:meth:`batches` as parse jobs (``readers.read_unit_blocks``): reading in one thread, parsing in any."""
+        from ..readers import read_unit_blocks
+
+        extra = {} if batch_rows is None else {"batch_rows": batch_rows}
+        return read_unit_blocks(unit, column=self.column, text_mode=self.text_mode, on_error=self.on_error,
+                                skips=skips, max_document_bytes=self.document_cap, **extra)
+
     def fingerprint(self, sources) -> List[Dict[str, Any]]:
         """What identifies the bytes read: every source's path, size and
         modification time (URL: size and ETag), format, compression, rows."""

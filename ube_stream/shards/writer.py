@@ -201,6 +201,10 @@ def _files_agree(out_dir: str, unit_id: str, record: Dict[str, Any]) -> bool:
     return record["unit_id"] == unit_id
 
 
+def _same(item):
+    return item
+
+
 def committed_record(out_dir: str, unit_id: str) -> Optional[Dict[str, Any]]:
     """The unit's marker record when the unit is committed and its files match
     the recorded sizes and index checksums; None otherwise."""
@@ -252,13 +256,12 @@ def encode_unit(unit, *, out_dir: str, corpus: Corpus, shard_tokens: int,
         documents = tokens = nbytes = 0
         path = unit.source.path
 
-        invalid = readers.SkipCounter()   # the encoder's skips; the reader's thread counts in `skips`
+        invalid = readers.SkipCounter()   # the encoders' and parsers' skips; the reader's thread counts in `skips`
 
         def encode(data, offsets):
             return tokenizer.encode_utf8_batch(data, offsets, bos_id=bos_id, eos_id=eos_id)
 
-        def encode_batch(item):   # in an encoder thread (threads > 1), in any order
-            batch, data, offsets = item
+        def encode_batch(batch, data, offsets):
             dropped = None
             try:   # the kernel writes BOS/EOS around each document: no copy of the ids
                 ids, token_offsets = encode(data, offsets)
@@ -268,26 +271,42 @@ def encode_unit(unit, *, out_dir: str, corpus: Corpus, shard_tokens: int,
                     exc, batch, data, offsets, encode, path, corpus.on_error, dropped)
             return batch, data, offsets, ids, token_offsets, dropped
 
+        # One encoder: the read-ahead thread reads and parses.  Several (one large compressed file): it only
+        # reads (decompresses), and the encoder threads parse the blocks too, so the one serial stage is
+        # the decompression (docs/DESIGN.md, "Work units").
+        parse_ahead = threads == 1
+
+        def parse(block, parsed=None):
+            return [(batch, *batch.utf8()) for batch in block.parse(parsed)]
+
+        def encode_block(item):   # in an encoder thread (threads > 1), in any order
+            parsed = None if parse_ahead else readers.SkipCounter()
+            batches = item if parse_ahead else parse(item, parsed)
+            return [encode_batch(*batch) for batch in batches], parsed
+
         def write(ids, token_offsets, rows, data, offsets):   # in the write-behind thread, in batch order
             special_text.add(data, offsets)
             shards.add(ids, token_offsets, rows, unit.source.source_id)
             kill_point(out_dir, unit_id)
 
-        batches = corpus.batches(unit, skips=skips)
+        blocks = corpus.blocks(unit, skips=skips)
         running = UnitProgress(unit_id)   # the progress of a long unit while it runs
-        try:   # reading runs a batch ahead of the encoder(s) and writing a batch behind them (see .overlap)
-            with ReadAhead(batches, prepare=lambda b: (b, *b.utf8()), threaded=overlap) as ahead, \
-                    OrderedMap(ahead, encode_batch, threads) as encoded, WriteBehind(threaded=overlap) as behind:
-                for batch, data, offsets, ids, token_offsets, dropped in encoded:
-                    if dropped is not None:
-                        invalid.merge(dropped)
-                    if len(token_offsets) <= 1:
-                        continue
-                    behind.submit(write, ids, token_offsets, batch.rows, data, offsets)
-                    documents += len(token_offsets) - 1
-                    tokens += int(token_offsets[-1])
-                    nbytes += int(offsets[-1] - offsets[0])
-                    running.add(len(token_offsets) - 1, int(offsets[-1] - offsets[0]), int(token_offsets[-1]))
+        try:   # reading runs a block ahead of the encoder(s) and writing a batch behind them (see .overlap)
+            with ReadAhead(blocks, prepare=parse if parse_ahead else _same, threaded=overlap) as ahead, \
+                    OrderedMap(ahead, encode_block, threads) as encoded, WriteBehind(threaded=overlap) as behind:
+                for results, parsed in encoded:
+                    if parsed is not None:
+                        invalid.merge(parsed)
+                    for batch, data, offsets, ids, token_offsets, dropped in results:
+                        if dropped is not None:
+                            invalid.merge(dropped)
+                        if len(token_offsets) <= 1:
+                            continue
+                        behind.submit(write, ids, token_offsets, batch.rows, data, offsets)
+                        documents += len(token_offsets) - 1
+                        tokens += int(token_offsets[-1])
+                        nbytes += int(offsets[-1] - offsets[0])
+                        running.add(len(token_offsets) - 1, int(offsets[-1] - offsets[0]), int(token_offsets[-1]))
                 behind.wait()
             shard_records = shards.finish()
         except OSError as exc:   # disk full, quota, read-only output: say where and what to do

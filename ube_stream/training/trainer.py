@@ -184,7 +184,14 @@ def count_unit(unit, *, pattern: str, corpus: Corpus, byte_budget: Optional[int]
     skips = readers.SkipCounter()
     tables: Dict[int, Any] = {}   # thread id -> (chunk counter, span counter, err buffer) of that thread
 
-    def budgeted():
+    # Several counting threads (one large compressed file) parse the blocks too, so that only the reading
+    # (decompression) is serial; a byte budget cuts at a document, so its batches are parsed in order as read.
+    parse_in_threads = threads > 1 and byte_budget is None
+
+    def budgeted():   # lists of (batch, data, offsets), or parse jobs (parse_in_threads)
+        if parse_in_threads:
+            yield from corpus.blocks(unit, skips=skips, batch_rows=256)
+            return
         # 256-row batches keep the chunk-ends buffers small: the counting phase sets the peak memory
         read = 0
         for batch in corpus.batches(unit, skips=skips, batch_rows=256):
@@ -199,9 +206,14 @@ def count_unit(unit, *, pattern: str, corpus: Corpus, byte_budget: Optional[int]
                 offsets = offsets[: keep + 1]
                 data = data[: offsets[-1]]
             read += int(offsets[-1] - offsets[0])
-            yield batch, data, offsets
+            yield [(batch, data, offsets)]
 
-    def count_batch(item):   # in a counting thread (threads > 1), in any order
+    def count_block(item):   # in a counting thread (threads > 1), in any order
+        parsed = readers.SkipCounter() if parse_in_threads else None
+        batches = [(batch, *batch.utf8()) for batch in item.parse(parsed)] if parse_in_threads else item
+        return [count_batch(batch) for batch in batches], parsed
+
+    def count_batch(item):
         batch, data, offsets = item
         own = tables.get(threading.get_ident())
         if own is None:
@@ -228,14 +240,17 @@ def count_unit(unit, *, pattern: str, corpus: Corpus, byte_budget: Optional[int]
         return len(offsets) - 1, int(offsets[-1] - offsets[0]), len(ends), dropped
 
     documents = nbytes = nchunks = 0
-    invalid = readers.SkipCounter()   # the chunker's skips; the reader (in any thread) counts in `skips`
+    invalid = readers.SkipCounter()   # the chunker's and parsers' skips; the reader (any thread) counts in `skips`
     running = UnitProgress(unit.unit_id)   # the progress of a long unit while it runs
-    with OrderedMap(budgeted(), count_batch, threads) as counted:
-        for docs, size, chunks, dropped in counted:
-            documents, nbytes, nchunks = documents + docs, nbytes + size, nchunks + chunks
-            running.add(docs, size)
-            if dropped is not None:
-                invalid.merge(dropped)
+    with OrderedMap(budgeted(), count_block, threads) as counted:
+        for results, parsed in counted:
+            if parsed is not None:
+                invalid.merge(parsed)
+            for docs, size, chunks, dropped in results:
+                documents, nbytes, nchunks = documents + docs, nbytes + size, nchunks + chunks
+                running.add(docs, size)
+                if dropped is not None:
+                    invalid.merge(dropped)
     skips.merge(invalid)
 
     def summed(index: int):   # the unit's table: the one thread's, or the threads' tables summed
