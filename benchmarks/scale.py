@@ -177,7 +177,8 @@ def main(argv=None):
     largest = max(r["size_mb"] for r in summary["summary"])
     most = max(worker_counts)
     headline = "; ".join(
-        f"{r['task']} {r['size_mb']:.0f} MB: {r['mb_per_cpu_s']} MB per CPU s, x{r['speedup_vs_1_worker']} wall "
+        f"{r['task']} {r['size_mb']:.0f} MB" + (" as one .jsonl.zst file" if args.input == "jsonl.zst" else "")
+        + f": {r['mb_per_cpu_s']} MB per CPU s, x{r['speedup_vs_1_worker']} wall "
         f"at {most} workers" + (f" on {most} cores" if args.pin else "")
         for r in summary["summary"] if r["size_mb"] == largest and r["workers"] == most)
     notes = [
