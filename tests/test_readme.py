@@ -236,7 +236,7 @@ def test_readme_headline_block_comes_from_real_records_only(tmp_path, monkeypatc
     assert render_results.main(args) == 0 and render_results.main([*args, "--check"]) == 0
     text = readme.read_text(encoding="utf-8")
     assert text.startswith("# x\n\nintro\n\n") and text.endswith("\n\nafter\n") and "stale numbers" not in text
-    scripts = [script for _, script in render_results.HEADLINE]
+    scripts = [script for _, script, *_ in render_results.HEADLINE]
     assert {"encode_corpus_scale", "side_by_side_e2e", "compressed_scaling", "verify_vs_encode", "scale"} <= set(scripts)
     assert text.count(render_results.NOT_MEASURED_SINCE) == len(scripts)
     assert "benchmarks/run_headline.sh" in text
