@@ -216,3 +216,17 @@ def verify_killed_then_resumed(directory, tmp, kill_unit, argv):
         with open(report, "rb") as f:
             data = f.read()
     return records, first, second, killed_again, (rerun.returncode, rerun.stderr[-2000:]), data
+
+
+def wait_for_other_threads(timeout=10.0):
+    """Let threads that earlier tests' pools leave behind finish (a process pool's
+    management thread ends shortly after its shutdown returns): will_fork() is
+    rightly False while any runs, which made this test depend on the files before it."""
+    import threading
+
+    for t in threading.enumerate():
+        if type(t).__name__ == "TMonitor":   # tqdm's monitor (a test that showed a tqdm bar) lives until told
+            t.exit()
+        elif t is not threading.main_thread():
+            t.join(timeout)
+    assert threading.active_count() == 1, f"threads still alive: {threading.enumerate()}"

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from _helpers import write_jsonl
+from _helpers import wait_for_other_threads, write_jsonl
 
 from ube_stream.executors import LocalExecutor, get_executor, worker_state
 from ube_stream.training.trainer import train
@@ -132,26 +132,12 @@ def pid_and_state(task):
     return os.getpid(), worker_state(_counted_setup, log_dir)["pid"], x
 
 
-def _wait_for_other_threads(timeout=10.0):
-    """Let threads that earlier tests' pools leave behind finish (a process pool's
-    management thread ends shortly after its shutdown returns): will_fork() is
-    rightly False while any runs, which made this test depend on the files before it."""
-    import threading
-
-    for t in threading.enumerate():
-        if type(t).__name__ == "TMonitor":   # tqdm's monitor (a test that showed a tqdm bar) lives until told
-            t.exit()
-        elif t is not threading.main_thread():
-            t.join(timeout)
-    assert threading.active_count() == 1, f"threads still alive: {threading.enumerate()}"
-
-
 def test_forked_workers_inherit_the_seeded_state(tmp_path):
     """Under start_method("fork") the workers start with the driver's worker_state:
     the seeded value is used there and setup never runs."""
     from ube_stream.executors import seed_worker_state, start_method, will_fork
 
-    _wait_for_other_threads()
+    wait_for_other_threads()
     log_dir = str(tmp_path)
     seed_worker_state({"pid": os.getpid()}, _counted_setup, log_dir)
     assert not will_fork()   # spawn unless asked for
@@ -254,7 +240,7 @@ def test_a_progress_bar_leaves_no_thread_that_rules_out_forking():
     from ube_stream.executors import start_method, will_fork
     from ube_stream.progress import progress_bar
 
-    _wait_for_other_threads()
+    wait_for_other_threads()
     bar = progress_bar(total=3, desc="test", enabled=True)
     for _ in range(3):
         bar.update(1)

@@ -912,3 +912,44 @@ def test_rerun_replaces_a_run_that_committed_nothing_refuses_one_that_did(tok_pa
     assert "options.column: 'content' recorded, 'body' now" in message
     assert "rerun it with its own settings" in message and "new output directory" in message
     assert any(n.endswith(".json") and n != "_plan.json" for n in os.listdir(os.path.join(ranked, "units")))
+
+
+def test_forked_workers_start_from_the_drivers_warm_cache_and_write_the_same_shards(corpus, tok_path, tmp_path):
+    """Before it forks its workers the driver encodes the first documents of the
+    first units (``_warm_cache``; a bad row among them is left to its unit): the
+    workers inherit a chunk cache holding the corpus's frequent chunks, and the
+    shards are the bytes one worker writes.  The fork runs in a fresh ``ube
+    encode`` (the command forks; a test process may hold other tests' threads)."""
+    from ube_stream.runs import Corpus
+    from ube_stream.shards import encode as encode_module
+
+    paths = corpus[0]
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # `python -m ube_stream` of this checkout
+
+    def tasks(path, unit_rows, on_error="raise"):
+        c = Corpus(inputs=[path], unit_rows=unit_rows, on_error=on_error)
+        return [{"corpus": c.reading(), "unit": u} for u in c.units(c.sources())]
+
+    def entries(tok):
+        encoder = tok._kernel()[0]
+        return max(encoder.cache_stats(s)["entries"] for s in range(encoder.num_slots))
+
+    tok = Tokenizer.load(tok_path)
+    seeded = entries(tok)
+    encode_module._warm_cache(tok, tasks(paths[0], 97), encode_module.PREWARM_BYTES)
+    assert entries(tok) > seeded + 1000
+    # a unit whose first documents hold bad rows (row 33: invalid JSON): nothing raised here
+    tok = Tokenizer.load(tok_path)
+    encode_module._warm_cache(tok, tasks(paths[2], 5), 1 << 20)
+    assert entries(tok) > seeded
+    args = ["--tokenizer", tok_path, "--unit-rows", "97", "--on-error", "skip", "-q"]
+    for workers in ("1", "2"):
+        subprocess.run([sys.executable, "-m", "ube_stream", "encode", *paths, "-o", str(tmp_path / workers),
+                        "--workers", workers, *args], check=True, cwd=repo)
+    assert tree(tmp_path / "1" / "shards") == tree(tmp_path / "2" / "shards")
+    one, two = (json.loads((tmp_path / w / "MANIFEST.json").read_text())["totals"] for w in "12")
+    assert one == two
+    bad = subprocess.run([sys.executable, "-m", "ube_stream", "encode", *paths, "-o", str(tmp_path / "r"),
+                          "--workers", "2", "--tokenizer", tok_path, "--unit-rows", "5", "-q"],
+                         capture_output=True, text=True, cwd=repo)
+    assert bad.returncode != 0 and "row 33" in bad.stderr   # raised by the unit that holds it

@@ -52,8 +52,9 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from .._version import __version__
-from ..errors import ShardFormatError
+from ..errors import InputError, InvalidTextError, ShardFormatError
 from ..executors import Executor, executor_class, import_ray, usable_cores, will_fork, worker_count
+from ..readers.batch import SkipCounter
 from ..readers.inputs import skipped_files_lines
 from ..runs.corpus import Corpus
 from ..runs.engine import run_units, seed_tokenizer
@@ -449,6 +450,46 @@ def _committed(out: str, unit_ids: List[str]) -> Dict[str, Dict[str, Any]]:
             if (record := committed_record(out, unit_id)) is not None}
 
 
+PREWARM_BYTES = 4 << 20   # text the driver encodes before forking its workers (_warm_cache)
+PREWARM_UNITS = 8         # ... from the first documents of this many units
+
+
+def _warm_cache(tok, tasks, budget: int) -> None:
+    """Encode the first documents of the first ``PREWARM_UNITS`` units, ``budget``
+    bytes of text in all, in this process before its workers are forked: the
+    forked workers inherit the encoder's tables and a chunk cache that already
+    holds the corpus's most frequent chunks, where each would otherwise warm a
+    cold one of its own (ids are a pure function of the chunk: the cache changes
+    no output).  The units read these documents again; a unit whose start cannot
+    be read is left to report that itself.  Local line files only: reading an
+    object store or a Parquet/Arrow file here would start its library's threads
+    in the process about to fork."""
+    from ..readers.formats import COLUMNAR_FORMATS
+
+    tok.encode_utf8_batch(np.frombuffer(b" ", np.uint8), np.array([0, 1], np.int64))   # the encoder's tables
+    sample = [task for task in tasks[:PREWARM_UNITS]
+              if not is_url(task["unit"].source.path) and task["unit"].source.format not in COLUMNAR_FORMATS]
+    share = budget // max(len(sample), 1)
+    for task in sample:
+        left = share
+        batches = task["corpus"].batches(task["unit"], skips=SkipCounter())
+        try:
+            for batch in batches:
+                data, offsets = batch.utf8()
+                # the documents that hold the rest of the share (at least one)
+                n = min(max(int(np.searchsorted(offsets, offsets[0] + left, side="left")), 1), len(offsets) - 1)
+                tok.encode_utf8_batch(data, offsets[:n + 1])
+                left -= int(offsets[n] - offsets[0])
+                if left <= 0:
+                    break
+        except (InputError, InvalidTextError, OSError):
+            pass
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
+
+
 def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], show_progress: bool,
                add, fn=encode_unit_star) -> None:
     """Run the unit tasks on the executor, calling ``add(record)`` as units
@@ -467,8 +508,8 @@ def _run_units(tasks, tok, executor, workers: int, ray_address: Optional[str], s
         add(record)
 
     if executor == "local" and workers > 1 and len(tasks) > 1 and will_fork():
-        # forked workers inherit the tokenizer (seeded in worker_state): build its encoder tables once, here
-        tok.encode_utf8_batch(np.frombuffer(b" ", np.uint8), np.array([0, 1], np.int64))
+        # forked workers inherit the tokenizer (seeded in worker_state): its tables and a warm cache, made here
+        _warm_cache(tok, tasks, PREWARM_BYTES)
     try:
         run_units(fn, tasks, executor=executor, workers=workers, ray_address=ray_address, on_result=on_result)
     finally:
