@@ -535,11 +535,7 @@ def read_unit(unit: WorkUnit, *, column: str = "text", text_mode: str = "line", 
     rows with ``on_error="skip"``) are counted in ``skips``.  A document over
     ``max_document_bytes`` (see the module) is an error, or skipped and
     counted as ``document_too_large``, before it is read whole."""
-    if text_mode not in TEXT_MODES:
-        raise ValueError(f"text_mode must be one of {TEXT_MODES}, got {text_mode!r}")
-    if batch_rows <= 0:
-        raise ValueError(f"batch_rows must be positive, got {batch_rows!r}")
-    reporter = Reporter(unit.source.path, on_error, skips, max_document_bytes)
+    reporter = _unit_reporter(unit, text_mode, on_error, batch_rows, skips, max_document_bytes)
     fmt = unit.source.format
     if fmt in formats.COLUMNAR_FORMATS:
         return columnar.read_columnar(unit, column, reporter, batch_rows)
@@ -562,16 +558,22 @@ def read_unit_blocks(unit: WorkUnit, *, column: str = "text", text_mode: str = "
     ``skips`` (raising, with ``on_error="raise"``, as :func:`read_unit`
     would), ``parse()`` in the reader's ``skips``.  The other formats' jobs
     hold one batch their reader already made."""
-    if unit.source.format == "jsonl":
-        if text_mode not in TEXT_MODES:
-            raise ValueError(f"text_mode must be one of {TEXT_MODES}, got {text_mode!r}")
-        if batch_rows <= 0:
-            raise ValueError(f"batch_rows must be positive, got {batch_rows!r}")
-        return jsonl_blocks(unit, column, Reporter(unit.source.path, on_error, skips, max_document_bytes),
-                            batch_rows)
-    return (_Parsed(batch) for batch in read_unit(unit, column=column, text_mode=text_mode, on_error=on_error,
-                                                  batch_rows=batch_rows, skips=skips,
-                                                  max_document_bytes=max_document_bytes))
+    if unit.source.format != "jsonl":
+        return (_Parsed(batch) for batch in read_unit(unit, column=column, text_mode=text_mode, on_error=on_error,
+                                                      batch_rows=batch_rows, skips=skips,
+                                                      max_document_bytes=max_document_bytes))
+    return jsonl_blocks(unit, column, _unit_reporter(unit, text_mode, on_error, batch_rows, skips, max_document_bytes),
+                        batch_rows)
+
+
+def _unit_reporter(unit: WorkUnit, text_mode: str, on_error: str, batch_rows: int, skips: SkipCounter | None,
+                   max_document_bytes: int) -> Reporter:
+    """The checks a unit's read starts with (ValueError naming a bad option), and its reporter."""
+    if text_mode not in TEXT_MODES:
+        raise ValueError(f"text_mode must be one of {TEXT_MODES}, got {text_mode!r}")
+    if batch_rows <= 0:
+        raise ValueError(f"batch_rows must be positive, got {batch_rows!r}")
+    return Reporter(unit.source.path, on_error, skips, max_document_bytes)
 
 
 class _Parsed:

@@ -37,15 +37,21 @@ _POLL_S = 0.05   # how often a blocked thread looks at its stop flag
 _DONE = object()
 
 
+def _as_is(item):
+    return item
+
+
 class ReadAhead:
     """Iterate ``items`` in a thread, at most ``depth`` items ahead of the
-    consumer; ``prepare(item)`` (in that thread) gives what is yielded.  An
+    consumer; ``prepare(item)`` (in that thread; ``None``: the item as it is)
+    gives what is yielded.  An
     exception of the iterator (or of ``prepare``) is raised in the consumer
     where its item would have come.  Use as a context manager, or call
     :meth:`close`: it stops the thread, closes the iterator in it and joins."""
 
-    def __init__(self, items: Iterable[Any], prepare: Callable[[Any], Any] = lambda x: x, depth: int = 2,
+    def __init__(self, items: Iterable[Any], prepare: Optional[Callable[[Any], Any]] = None, depth: int = 2,
                  name: str = "ube-read-ahead", threaded: bool = True):
+        prepare = prepare or _as_is
         self._queue: queue.Queue = queue.Queue(depth)
         self._stop = threading.Event()
         self._items, self._prepare = iter(items), prepare

@@ -201,10 +201,6 @@ def _files_agree(out_dir: str, unit_id: str, record: Dict[str, Any]) -> bool:
     return record["unit_id"] == unit_id
 
 
-def _same(item):
-    return item
-
-
 def committed_record(out_dir: str, unit_id: str) -> Optional[Dict[str, Any]]:
     """The unit's marker record when the unit is committed and its files match
     the recorded sizes and index checksums; None otherwise."""
@@ -292,7 +288,7 @@ def encode_unit(unit, *, out_dir: str, corpus: Corpus, shard_tokens: int,
         blocks = corpus.blocks(unit, skips=skips)
         running = UnitProgress(unit_id)   # the progress of a long unit while it runs
         try:   # reading runs a block ahead of the encoder(s) and writing a batch behind them (see .overlap)
-            with ReadAhead(blocks, prepare=parse if parse_ahead else _same, threaded=overlap) as ahead, \
+            with ReadAhead(blocks, prepare=parse if parse_ahead else None, threaded=overlap) as ahead, \
                     OrderedMap(ahead, encode_block, threads) as encoded, WriteBehind(threaded=overlap) as behind:
                 for results, parsed in encoded:
                     if parsed is not None:
