@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from ube_stream._count import ChunkCounter, _hash
 from ube_stream._reference import GPT2_PATTERN
 from ube_stream.errors import InputError
-from ube_stream.training.chunk_table import load_table, merge_tables, save_table, table_to_dict
+from ube_stream.training.chunk_table import TableFile, load_table, merge_tables, save_table, table_intact, table_to_dict
 
 DATA = pathlib.Path(__file__).parent / "data"
 
@@ -493,6 +493,98 @@ def test_save_rejects_inconsistent_table(tmp_path):
     with pytest.raises(ValueError, match="len\\(counts\\) \\+ 1"):
         save_table(tmp_path / "x.npz", (np.zeros(2, np.uint8), np.array([0, 2]), np.array([1, 1])))
     assert list(tmp_path.iterdir()) == []
+
+
+def _table_of(counts):
+    """An exported table of ``{key bytes: count}`` (sorted by key, as export gives it)."""
+    keys = sorted(counts)
+    return (np.frombuffer(b"".join(keys), np.uint8).copy(), np.cumsum([0] + [len(k) for k in keys]).astype(np.int64),
+            np.array([counts[k] for k in keys], np.int64))
+
+
+keys_st = st.dictionaries(st.binary(max_size=6), st.integers(1, 10**12), max_size=60)
+
+
+@settings(max_examples=60, deadline=None)
+@given(counts=keys_st, lo=st.none() | st.binary(max_size=4), hi=st.none() | st.binary(max_size=4),
+       n=st.integers(1, 70))
+def test_table_file_reads_keys_ranges_and_samples_as_the_sorted_table_holds_them(tmp_path_factory, counts, lo, hi,
+                                                                                   n):
+    path = tmp_path_factory.mktemp("table") / "t.npz"
+    save_table(path, _table_of(counts))
+    keys = sorted(counts)          # bytes order: what export sorts by (a proper prefix first)
+    with TableFile(path) as table:
+        assert table.n_keys == len(keys)
+        assert [table.key(i) for i in range(len(keys))] == keys
+        for probe in (lo, hi):
+            if probe is not None:
+                assert table.lower_bound(probe) == sum(k < probe for k in keys)
+        part = table.range(lo, hi)
+        assert table_to_dict(part) == {k: v for k, v in counts.items()
+                                       if (lo is None or k >= lo) and (hi is None or k < hi)}
+        assert part[1][0] == 0 and all(a.flags.c_contiguous and a.flags.aligned for a in part)
+        sample = table.sample(n)
+        assert sample == sorted(sample) and set(sample) <= set(keys) and len(sample) == min(n, len(keys))
+    assert table_to_dict(load_table(path)) == counts
+
+
+def test_table_file_refuses_damage_before_reading_the_arrays(tmp_path, real_text):
+    data, ends = real_text
+    counter = ChunkCounter()
+    counter.add_chunks(data, ends[:3000])
+    good = tmp_path / "good.npz"
+    save_table(good, counter.export())
+    raw = good.read_bytes()
+    with TableFile(good) as table:
+        counts_at, offsets_at = table._data_at["counts"], table._data_at["key_offsets"]
+        n_keys = table.n_keys
+    assert table_intact(good)
+
+    def damaged(name, mutate):
+        path = tmp_path / name
+        buf = bytearray(raw)
+        mutate(buf)
+        path.write_bytes(bytes(buf))
+        return path
+
+    # cut anywhere: the zip directory, a header or an array is missing
+    for cut in (len(raw) - 10, counts_at + 8, offsets_at - 40, 100):
+        path = tmp_path / f"cut-{cut}.npz"
+        path.write_bytes(raw[:cut])
+        with pytest.raises(InputError, match=f"cut-{cut}.npz"):
+            TableFile(path)
+        assert not table_intact(path)
+    # a header that claims 10**15 counts is refused before anything is sized by it
+    header = raw.rindex(b"{'descr'", 0, counts_at)   # the counts array's .npy header
+    end = raw.index(b"\n", header)
+    claim = raw[header:end].replace(b"(%d,)" % n_keys, b"(%d,)" % 10**15).rstrip()
+    claim += b" " * (end - header - len(claim))     # the header keeps its length: only the shape changes
+    huge = damaged("huge.npz", lambda b: b.__setitem__(slice(header, end), claim))
+    with pytest.raises(InputError, match="huge.npz.*runs past"):
+        TableFile(huge)
+    # a header that is not a dict literal
+    broken = damaged("broken.npz", lambda b: b.__setitem__(slice(header, header + 1), b"("))
+    with pytest.raises(InputError, match="broken.npz.*header"):
+        TableFile(broken)
+    # offsets that run backwards are refused when read, naming the keys
+    back = damaged("back.npz", lambda b: b.__setitem__(slice(offsets_at + 8 * 5, offsets_at + 8 * 6),
+                                                       (10**9).to_bytes(8, "little")))
+    with TableFile(back) as table, pytest.raises(InputError, match="back.npz.*not increasing"):
+        table.range(None, None)
+    with pytest.raises(InputError, match="back.npz"):
+        load_table(back)
+    # a flipped count passes the structure checks (TableFile reads only what is asked) but not the CRC
+    flipped = damaged("flipped.npz", lambda b: b.__setitem__(counts_at + 3, b[counts_at + 3] ^ 0x10))
+    with TableFile(flipped) as table:
+        assert table.n_keys == n_keys
+    assert not table_intact(flipped)
+    # compressed members are not what save_table writes
+    table = counter.export()
+    packed = tmp_path / "packed.npz"
+    np.savez_compressed(packed, format=np.array("ube-stream-chunk-counts"), version=np.array(1, np.int64),
+                        key_data=table[0], key_offsets=table[1], counts=table[2])
+    with pytest.raises(InputError, match="packed.npz.*compressed"):
+        TableFile(packed)
 
 
 # ----------------------------------------------------------------------------- status convention

@@ -76,7 +76,10 @@ def one_worker_file(small_corpus, tmp_path_factory):
 # two workers on the files reversed (both changes at once) in the default suite; two
 # workers in order with the slow tests
 @pytest.mark.parametrize("reverse", slow_after([True, False]))
-def test_deterministic_across_workers_and_input_order(small_corpus, one_worker_file, tmp_path, reverse):
+def test_deterministic_across_workers_and_input_order(small_corpus, one_worker_file, tmp_path, reverse, monkeypatch):
+    from ube_stream.training import trainer
+
+    monkeypatch.setattr(trainer, "PARTITION_MIN_ENTRIES", 0)   # two workers reduce in key ranges, one in the driver
     inputs = list(reversed(small_corpus)) if reverse else small_corpus
     tok = train(inputs, vocab_size=900, substrate="ube", workers=2, show_progress=False, unit_rows=50)
     assert _saved_bytes(tok, tmp_path / "tok.json") == one_worker_file
@@ -395,6 +398,66 @@ def test_failed_phase2_keeps_tables_and_rerun_reuses_them(small_corpus, tmp_path
     assert summary.units_reused == summary.units == len(kept)
     assert out.read_bytes() == clean_tokenizer_bytes
     assert not os.path.exists(str(out) + ".ube-work")
+
+
+def test_damaged_table_of_a_finished_unit_is_counted_again(small_corpus, tmp_path, monkeypatch,
+                                                          clean_tokenizer_bytes):
+    from ube_stream.training import trainer
+    from ube_stream.training.chunk_table import TableFile
+
+    out = tmp_path / "tok.json"
+    monkeypatch.setattr(trainer, "_train_merges", lambda *a, **k: (_ for _ in ()).throw(MemoryError("injected")))
+    with pytest.raises(MemoryError, match="injected"):
+        train(small_corpus, output=str(out), **RESUME)
+    monkeypatch.undo()
+    tables = sorted(glob.glob(str(out) + ".ube-work/run-*/tables/*.npz"))
+    with TableFile(tables[1]) as table:
+        at = table._data_at["counts"] + 8 * (table.n_keys // 2)
+    raw = bytearray(open(tables[1], "rb").read())
+    raw[at] ^= 0x01          # one count off by one: the structure holds, the CRC does not
+    with open(tables[1], "wb") as f:
+        f.write(raw)
+    summary = TrainSummary()
+    train(small_corpus, output=str(out), summary=summary, **RESUME)
+    assert summary.units_reused == summary.units - 1 == len(tables) - 1
+    assert out.read_bytes() == clean_tokenizer_bytes
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3, 8])
+def test_range_partitioned_reduce_equals_adding_every_table(tmp_path, monkeypatch, small_corpus, parts):
+    """Unit tables of real text reduced in key ranges on two workers: the same table as one
+    ``merge_tables`` of them all, for any number of ranges (an empty table among them)."""
+    from ube_stream.executors import LocalExecutor
+    from ube_stream.pretokenizer import chunk_bounds_batch
+    from ube_stream.training import trainer
+    from ube_stream.training.chunk_table import load_table, merge_tables, save_table
+
+    monkeypatch.setattr(trainer, "PARTITION_MIN_ENTRIES", 0)
+    paths, tables = [], []
+    for i, path in enumerate(small_corpus * 2):
+        with open(path, encoding="utf-8") as f:
+            texts = [json.loads(line)["text"] for line in f][i::2]
+        raw = [t.encode("utf-8") for t in texts]
+        data = np.frombuffer(b"".join(raw), np.uint8)
+        offsets = np.cumsum([0] + [len(r) for r in raw]).astype(np.int64)
+        ends, _ = chunk_bounds_batch(data, offsets, "gpt2")
+        counter = _count.ChunkCounter()
+        counter.add_chunks(np.ascontiguousarray(data), ends, 0)
+        tables.append(counter.export())
+        paths.append(str(tmp_path / f"unit-{i}.npz"))
+        save_table(paths[-1], tables[-1])
+    empty = _count.ChunkCounter().export()
+    save_table(tmp_path / "empty.npz", empty)
+    paths.insert(2, str(tmp_path / "empty.npz"))
+    expected = merge_tables(tables)
+    assert len(expected[2]) > 5000
+    os.makedirs(tmp_path / "tmp")
+    with LocalExecutor(2) as runner:
+        got = trainer._reduce_tables(paths, runner, str(tmp_path / "tmp"), parts=parts)
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+    assert os.listdir(tmp_path / "tmp") == []          # the range tables are removed
+    assert all(len(load_table(p)[2]) == len(t[2]) for p, t in zip(paths[:2], tables))   # inputs kept
 
 
 def test_sigkilled_train_resumes_from_the_finished_units(small_corpus, tmp_path, clean_tokenizer_bytes):

@@ -9,7 +9,7 @@ beside a local output file, else ``$TMPDIR/ube-train-<uid>``)::
     <root>/run-<key>/tables/<unit>.npz   a finished unit's chunk-count table (phase 1)
     <root>/run-<key>/tables/<unit>.spans.npz   SuperBPE only: its span-count table (keys: chunks joined by 0xFF)
     <root>/run-<key>/tables/<unit>.json  its record, written after the table: the unit's commit point
-    <root>/run-<key>/tmp/             in-memory inputs spilled to a file, tree-reduce outputs
+    <root>/run-<key>/tmp/             in-memory inputs spilled to a file, the reduce's key-range tables
 
 ``<key>`` hashes everything that determines the phase-1 tables: the package
 and table-format versions, the pre-tokenization pattern, SuperBPE's span
@@ -158,12 +158,15 @@ class TrainWork:
     def finished(self, unit_ids: Iterable[str]) -> Dict[str, Dict[str, Any]]:
         """``{unit_id: record}`` of the units a previous run of this key finished
         (:class:`~ube_stream.runs.records.UnitRecords`: record present and
-        readable, table present when the record names one)."""
+        readable, table present and intact when the record names one: a damaged
+        table is counted again)."""
         if not self.resumable:
             return {}
         return UnitRecords(self.tables).committed(unit_ids, check=self._tables_present)
 
     def _tables_present(self, unit_id: str, record: Any, source: str) -> bool:
+        from .chunk_table import table_intact
+
         return (isinstance(record, dict) and record.get("unit_id") == unit_id
-                and (not record.get("table") or os.path.isfile(self.table_path(unit_id)))
-                and (not record.get("span_table") or os.path.isfile(self.table_path(unit_id, ".spans.npz"))))
+                and (not record.get("table") or table_intact(self.table_path(unit_id)))
+                and (not record.get("span_table") or table_intact(self.table_path(unit_id, ".spans.npz"))))
