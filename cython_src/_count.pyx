@@ -23,9 +23,11 @@ inside ``nogil``; a failed allocation leaves the table consistent (holding the
 chunks counted so far) and the adding call returns ``STATUS_NO_MEMORY``
 (the status convention of ``_status.pxd``; argument errors raise ValueError).
 
-The hash is ``_hash.hash_bytes`` (xxHash64's short-input path).  It reads
-native-endian words; the hash never leaves the table (export is sorted by key
-bytes), so results are the same on every platform.
+The hash is ``key_hash``: for keys of at most 8 bytes an invertible mix of the
+key word and its length (equal hash and length mean equal key, so those probes
+compare no bytes), for longer ones ``_hash.hash_bytes`` (xxHash64's short-input
+path).  It reads native-endian words; the hash never leaves the table (export
+is sorted by key bytes), so results are the same on every platform.
 
 One table must not be used from two threads at once; a call that finds the
 table busy raises RuntimeError instead of corrupting it.
@@ -35,7 +37,7 @@ from libc.stdint cimport int64_t, uint8_t, uint64_t, INT64_MAX
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy
 
-from _hash cimport hash_bytes, prefetch
+from _hash cimport P5, hash_bytes, prefetch
 from _status cimport STATUS_NO_MEMORY, STATUS_OK, check_err, fail
 
 import numpy as np
@@ -45,6 +47,14 @@ cdef extern from *:
     #include <algorithm>
     #include <cstdint>
     #include <cstring>
+    /* a word read from memory in little-endian byte order (a no-op on little-endian hosts) */
+    static inline uint64_t ube_le64(uint64_t x) {
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        return __builtin_bswap64(x);
+    #else
+        return x;
+    #endif
+    }
 
     struct ube_count_entry {
         uint64_t hash;
@@ -81,6 +91,7 @@ cdef extern from *:
         int64_t length
         int64_t count
     void ube_sort_entries(ube_count_entry* first, int64_t n, const uint8_t* arena) noexcept nogil
+    uint64_t ube_le64(uint64_t x) noexcept nogil
 
 
 # ----------------------------------------------------------------------------- sizes
@@ -100,9 +111,34 @@ cdef enum:
     RING = 32           # a power of two > AHEAD
 
 
+cdef inline uint64_t key_hash(const uint8_t* p, int64_t n, int64_t avail) noexcept nogil:
+    """The table's hash of the ``n`` key bytes at ``p``.  A key of at most 8 bytes is read as one
+    word (zero-padded), offset by its length and mixed by murmur3's finalizer, a bijection of the
+    word: two keys of one length <= 8 share a hash only when they are equal, so a probe that finds
+    the hash and the length needs no byte compare, and no read of the arena (most chunks are
+    short).  Longer keys: ``hash_bytes``.  ``avail``: the bytes readable at ``p`` (>= ``n``)."""
+    cdef uint64_t k = 0
+    cdef int64_t i
+    if n > 8:
+        return hash_bytes(p, n)
+    if avail >= 8:    # one unaligned load, the bytes past the key masked off (little-endian order below)
+        memcpy(&k, p, 8)
+        k = ube_le64(k) & (~(<uint64_t>0) >> (64 - 8 * n)) if n > 0 else 0
+    elif n > 0:
+        for i in range(n):
+            k |= <uint64_t>p[i] << (8 * i)
+    k += (<uint64_t>n << 56) + P5     # for one length, adding a constant is a bijection too
+    k ^= k >> 33
+    k *= <uint64_t>0xff51afd7ed558ccdULL
+    k ^= k >> 33
+    k *= <uint64_t>0xc4ceb9fe1a85ec53ULL
+    k ^= k >> 33
+    return k
+
+
 def _hash(const uint8_t[::1] key):
     """The table's hash of ``key`` (for tests and diagnostics)."""
-    return hash_bytes(&key[0] if key.shape[0] else NULL, key.shape[0])
+    return key_hash(&key[0] if key.shape[0] else NULL, key.shape[0], key.shape[0])
 
 
 # ----------------------------------------------------------------------------- table
@@ -217,8 +253,8 @@ cdef class ChunkCounter:
             entry = &slots[i]
             if entry.count == 0:
                 break
-            if entry.hash == h and entry.length == length and (
-                    length == 0 or memcmp(self._arena + entry.offset, key, length) == 0):
+            if entry.hash == h and entry.length == length and (   # <= 8 bytes: the hash is the key
+                    length <= 8 or memcmp(self._arena + entry.offset, key, length) == 0):
                 entry.count += count
                 return 0
             i = (i + 1) & mask
@@ -291,7 +327,7 @@ cdef class ChunkCounter:
                         while ahead < n and ahead <= i + AHEAD:
                             end = ends[ahead]
                             if end > ahead_start:
-                                hashes[ahead & (RING - 1)] = hash_bytes(base + ahead_start, end - ahead_start)
+                                hashes[ahead & (RING - 1)] = key_hash(base + ahead_start, end - ahead_start, size - ahead_start)
                                 self._prefetch_home(hashes[ahead & (RING - 1)])
                             ahead_start = end
                             ahead += 1
@@ -374,7 +410,7 @@ cdef class ChunkCounter:
                     for i in range(n):
                         while ahead < n and ahead <= i + AHEAD:
                             begin = key_offsets[ahead]
-                            hashes[ahead & (RING - 1)] = hash_bytes(base + begin, key_offsets[ahead + 1] - begin)
+                            hashes[ahead & (RING - 1)] = key_hash(base + begin, key_offsets[ahead + 1] - begin, size - begin)
                             self._prefetch_home(hashes[ahead & (RING - 1)])
                             ahead += 1
                         count = counts[i]
