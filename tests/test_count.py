@@ -355,6 +355,31 @@ def test_hash_spreads_similar_keys():
     assert _hash(b"abc") == _hash(bytearray(b"abc"))
 
 
+def test_short_keys_hash_apart_within_their_length():
+    """Keys of at most 8 bytes skip the byte compare on a hash-and-length match, which is
+    only right if no two such keys of one length share a hash: every 1- and 2-byte key,
+    and 50,000 random keys of each length 3..8."""
+    rng = np.random.default_rng(8)
+    for n in range(0, 9):
+        if n <= 2:
+            keys = [bytes(k) for k in itertools.product(range(256), repeat=n)]
+        else:
+            keys = list({rng.integers(0, 256, n, dtype=np.uint8).tobytes() for _ in range(50_000)})
+        assert len({_hash(k) for k in keys}) == len(keys), n
+
+
+def test_a_short_key_counts_as_one_wherever_it_lies_in_the_buffer():
+    """The word of a short key is one masked load inside the buffer and a byte loop in its
+    last 8 bytes: both read the same key alike."""
+    counter = ChunkCounter()
+    data = np.frombuffer(b"abc" + b"x" * 10 + b"abc" + b"hello w" + b"hello w", np.uint8)
+    counter.add_chunks(data, np.array([3, 13, 16, 23, 30], np.int64))
+    assert exported_dict(counter) == {b"abc": 2, b"x" * 10: 1, b"hello w": 2}
+    again = ChunkCounter()
+    again.add_weighted(*counter.export())
+    assert exported_dict(again) == exported_dict(counter)
+
+
 def test_threads_count_in_parallel_tables(real_text):
     """add_chunks releases the GIL; one table per thread, merged, equals one table."""
     data, ends = real_text
