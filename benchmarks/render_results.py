@@ -39,6 +39,8 @@ HEADLINE = (
     ("`ube encode` end to end vs dolma / datatrove / a gigatoken script", "side_by_side_e2e"),
     ("`ube encode` / `ube train` of one large .zst or .gz file, 2 workers vs 1", "compressed_scaling"),
     ("`ube verify --shards` vs `ube encode` of the same corpus", "verify_vs_encode"),
+    ("training vs gigatoken / rustbpe / HF `tokenizers` (wall and peak memory, each in a fresh process)",
+     "side_by_side_train"),
     ("`ube train` and `ube encode` at 10 MB and 100 MB, 1 and 2 workers", "scale", (1, 15)),
     ("`ube encode` / `ube train` of 1 GB on 16 cores, 1-16 workers pinned (the newest 16-core run)", "scale", (16, None)),
 )

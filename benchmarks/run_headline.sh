@@ -15,6 +15,8 @@
 #   compressed_scaling.py   200 MB per file: .jsonl.zst, .jsonl.gz, .txt.zst, 4 MB-frame .jsonl.zst;
 #                           ube encode and ube train, 1 and 2 workers, 1 round
 #   verify_vs_encode.py     200,000 documents of real running text, 1 worker, 3 repeats
+#   side_by_side_train.py   50 MB of the large corpus, vocabulary 32,000, one thread: ube-stream (utf8, ube),
+#                           gigatoken, rustbpe, HF tokenizers, 3 interleaved rounds (~1.5 min each)
 #   scale.py                10 MB and 100 MB prefixes of the large corpus, 1 and 2 workers, 3 rounds
 # side_by_side_e2e.py, compressed_scaling.py and scale.py run with --pin: W workers on W cores (the
 # process tree's CPU affinity), so "2 workers vs 1" is per core, the form of issue 24's targets.
@@ -40,6 +42,7 @@ if [ "$SMOKE" = 1 ]; then
     E2E=(--size 2MB --files 2 --workers 1,2 --repeat 1 --vocab-size 1000 --train-size 1MB --work-dir "$WORK/e2e" --pin)
     CS=(--mb 2 --kinds jsonl.zst,jsonl.zst-frames --workers 1,2 --rounds 1 --pin)
     VE=(--docs 3000 --repeats 1)
+    ST=(--mb 0.5 --vocab-size 800 --repeat 1)
     SC=(--sizes 1MB,2MB --workers 1,2 --repeat 1 --vocab-size 1000 --work-dir "$WORK/scale" --pin)
 else
     LARGE=benchmarks/data/large; LARGE_SIZE=200MB
@@ -47,6 +50,7 @@ else
     E2E=(--size 100MB --files 4 --workers 1,2 --repeat 3 --pin)
     CS=(--mb 200 --workers 1,2 --rounds 1 --pin)
     VE=(--docs 200000 --repeats 3)
+    ST=(--mb 50 --vocab-size 32000 --repeat 3)
     SC=(--sizes 10MB,100MB --workers 1,2 --repeat 3 --pin)
 fi
 
@@ -60,6 +64,7 @@ step python benchmarks/encode_corpus_scale.py --shared "$SHARED" "${ECS[@]}"
 step python benchmarks/side_by_side_e2e.py --corpus "$LARGE/large.jsonl" "${E2E[@]}"
 step python benchmarks/compressed_scaling.py --data "$SHARED" "${CS[@]}"
 step python benchmarks/verify_vs_encode.py "${VE[@]}"
+step python benchmarks/side_by_side_train.py "$LARGE/large.jsonl" "${ST[@]}"
 step python benchmarks/scale.py --corpus "$LARGE/large.jsonl" "${SC[@]}"
 python benchmarks/render_results.py
 echo "done in $(( $(date +%s) - started )) s; end: $(uptime)"

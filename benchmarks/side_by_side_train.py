@@ -132,7 +132,7 @@ def main(argv=None):
                     continue
                 runs[name].append(result)
                 print(f"  {name}: {result['wall']:.1f} s, peak {result['peak_kib'] / 1024:.0f} MiB", flush=True)
-        report(runs, size)
+        report(runs, size, vocab_size, args.threads)
     return 0
 
 
@@ -155,7 +155,7 @@ def run_child(name, corpus, vocab_size, threads, env):
     return result
 
 
-def report(runs, size):
+def report(runs, size, vocab, threads):
     results = {}
     for name, rs in runs.items():
         if rs:
@@ -183,7 +183,20 @@ def report(runs, size):
                             (r["wall"], base and base["wall"]), (r["peak_mib"], base and base["peak_mib"]),
                             (r["wall"], giga and giga["wall"]), (r["peak_mib"], giga and giga["peak_mib"]))])
                        for name, r in results.items()],
-                 notes=[f"{size / 1e6:.1f} MB of text; medians over the runs of each trainer"])
+                 notes=[f"{size / 1e6:.1f} MB of text, vocabulary {vocab}; medians over the runs of each trainer"],
+                 headline=_headline(results, size, vocab, threads))
+
+
+def _headline(results, size, vocab, threads):
+    """ube-stream (utf8, the substrate every peer trains on) against the fastest peer."""
+    ours = results.get("ube-stream:utf8")
+    peers = {name: r for name, r in results.items() if not name.startswith("ube-stream")}
+    if not ours or not peers:
+        return None
+    name, best = min(peers.items(), key=lambda item: item[1]["wall"])
+    return (f"{size / 1e6:.0f} MB, vocabulary {vocab}, {threads} thread(s): ube-stream (utf8) trains "
+            f"{best['wall'] / ours['wall']:.1f}x faster than the fastest peer ({name}) with "
+            f"{ours['peak_mib'] / best['peak_mib']:.2f}x its peak memory")
 
 
 if __name__ == "__main__":
