@@ -69,6 +69,39 @@ def test_worker_state_cached_per_process(workers, tmp_path):
     assert len(setup_pids) <= workers < len(task_pids)
 
 
+def pid_of(_task):
+    return os.getpid()
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][:1] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_workers_outlive_a_map_until_the_executor_closes():
+    """A second map reuses the first one's workers (training's reduce after its counting);
+    a failed map stops them and the next starts new ones; close() and garbage
+    collection stop them."""
+    import gc
+
+    with LocalExecutor(2) as runner:
+        first = set(runner.map(pid_of, range(8)))
+        assert len(first) == 2 and os.getpid() not in first
+        assert set(runner.map(pid_of, range(8))) == first
+        with pytest.raises(ValueError, match="bad input 3"):
+            runner.map(fail_on_three, range(6))
+        assert not any(_alive(p) for p in first)
+        second = set(runner.map(pid_of, range(8)))
+        assert len(second) == 2 and not second & first
+    assert not any(_alive(p) for p in second)
+    unclosed = set(LocalExecutor(2).map(pid_of, range(4)))   # never closed: collected at once
+    gc.collect()
+    assert not any(_alive(p) for p in unclosed)
+
+
 def test_unknown_executor():
     with pytest.raises(ValueError, match="unknown executor"):
         get_executor("dask")
