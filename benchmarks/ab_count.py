@@ -12,9 +12,7 @@ seconds (``time.process_time``), medians; every exported table is checked identi
 between the builds before anything is reported.
 """
 import argparse
-import glob
 import hashlib
-import importlib.util
 import json
 import os
 import statistics
@@ -23,21 +21,11 @@ import time
 
 import numpy as np
 from _record import write_record  # noqa: E402
+from measure import built_module  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 UNIT_BYTES = 16 << 20
-
-
-def load(label: str, root: str):
-    paths = glob.glob(os.path.join(root, "ube_stream", "_count*.so")) + \
-        glob.glob(os.path.join(root, "ube_stream", "_count*.pyd"))
-    if not paths:
-        raise SystemExit(f"{root}: no built ube_stream/_count module (run `python setup.py build_ext --inplace` there)")
-    spec = importlib.util.spec_from_file_location(f"{label}._count", paths[0])
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def units_of(corpus: str, mb: int):
@@ -94,8 +82,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if not os.path.exists(args.corpus):
         raise SystemExit(f"{args.corpus} missing: run python benchmarks/make_large_corpus.py first")
-    builds = {"before": load("before", os.path.abspath(args.before_root)),
-              "after": load("after", os.path.abspath(args.after_root))}
+    builds = {"before": built_module(os.path.abspath(args.before_root), "_count", "before"),
+              "after": built_module(os.path.abspath(args.after_root), "_count", "after")}
     units, text_bytes = units_of(args.corpus, args.mb)
     times = {label: {"add": [], "export": []} for label in builds}
     digests = {}
@@ -125,13 +113,11 @@ def main(argv=None) -> None:
              f"16 MiB, {chunks:,} chunks (GPT-2 pattern, split outside the timing); medians of {args.rounds} "
              "interleaved rounds in one process; exported tables identical",
              f"before: {os.path.abspath(args.before_root)}; after: {os.path.abspath(args.after_root)}"]
-    path = write_record("ab_count", title="A/B of two builds of the chunk-counting kernel (MB of text per CPU second)",
-                        columns=["step", "before (MB/s)", "after (MB/s)", "after / before (x)"], rows=rows,
-                        notes=notes, headline=headline, argv=sys.argv[1:] if argv is None else argv)
+    write_record("ab_count", title="A/B of two builds of the chunk-counting kernel (MB of text per CPU second)",
+                 columns=["step", "before (MB/s)", "after (MB/s)", "after / before (x)"], rows=rows,
+                 notes=notes, headline=headline, argv=sys.argv[1:] if argv is None else argv)
     for row in rows:
         print(row)
-    if path:
-        print(f"recorded {path} (python benchmarks/render_results.py writes RESULTS.md)")
 
 
 if __name__ == "__main__":

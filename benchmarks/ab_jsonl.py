@@ -11,8 +11,6 @@ builds; CPU seconds (``time.process_time``), medians; the texts the two builds
 write are checked identical before anything is reported.
 """
 import argparse
-import glob
-import importlib.util
 import json
 import os
 import statistics
@@ -20,19 +18,9 @@ import time
 
 import numpy as np
 from _record import write_record  # noqa: E402
+from measure import built_module  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def load(label: str, root: str):
-    paths = glob.glob(os.path.join(root, "ube_stream", "_jsonl*.so")) + \
-        glob.glob(os.path.join(root, "ube_stream", "_jsonl*.pyd"))
-    if not paths:
-        raise SystemExit(f"{root}: no built ube_stream/_jsonl module (run `python setup.py build_ext --inplace` there)")
-    spec = importlib.util.spec_from_file_location(f"{label}._jsonl", paths[0])
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def subsets(data: bytes) -> dict:
@@ -64,7 +52,7 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--corpus", default=os.path.join(HERE, "data", "large", "large.jsonl"))
     args = parser.parse_args(argv)
-    builds = {"before": load("before", args.before_root), "after": load("after", args.after_root)}
+    builds = {"before": built_module(args.before_root, "_jsonl", "before"), "after": built_module(args.after_root, "_jsonl", "after")}
     with open(args.corpus, "rb") as f:
         data = f.read(int(args.mb * 1e6))
     data = data[:data.rfind(b"\n") + 1]

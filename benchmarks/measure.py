@@ -238,3 +238,20 @@ def cpu_at(timeline, seconds):
     """The main process's CPU seconds at `seconds` after its start (the last poll before)."""
     before = [cpu for t, cpu in timeline if t <= seconds]
     return before[-1] if before else 0.0
+
+
+def built_module(root, name, label):
+    """The kernel ``ube_stream.<name>`` compiled in place in the checkout at ``root``, loaded
+    under its own name (``<label>.<name>``), so that the A/B scripts hold two builds of one
+    kernel side by side in one process."""
+    import glob
+    import importlib.util
+
+    paths = glob.glob(os.path.join(root, "ube_stream", f"{name}*.so")) + \
+        glob.glob(os.path.join(root, "ube_stream", f"{name}*.pyd"))
+    if not paths:
+        raise SystemExit(f"{root}: no built ube_stream/{name} module (run `python setup.py build_ext --inplace` there)")
+    spec = importlib.util.spec_from_file_location(f"{label}.{name}", paths[0])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -157,13 +157,11 @@ def main(argv=None) -> None:
              f"before: {checkouts['before']}; after: {checkouts['after']}; results identical (sha256 of the reduced "
              f"table{' and of the tokenizers' if args.train else ''})",
              "ratio: before / after (above 1: this checkout is faster or smaller)"]
-    path = write_record("reduce_tables", title="Training's reduce of the unit count tables: two checkouts",
-                        columns=["run", "measure", "before", "after", "before / after (x)"], rows=rows,
-                        notes=notes, headline=headline, argv=sys.argv[1:] if argv is None else argv)
+    write_record("reduce_tables", title="Training's reduce of the unit count tables: two checkouts",
+                 columns=["run", "measure", "before", "after", "before / after (x)"], rows=rows,
+                 notes=notes, headline=headline, argv=sys.argv[1:] if argv is None else argv)
     for row in rows:
         print(row)
-    if path:
-        print(f"recorded {path} (python benchmarks/render_results.py writes RESULTS.md)")
 
 
 if __name__ == "__main__":

@@ -249,17 +249,10 @@ def test_workers_exit_when_the_driver_is_killed(tmp_path, method):
     driver.send_signal(signal.SIGKILL)
     driver.wait()
 
-    def alive(pid):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().split(") ")[-1][:1] != "Z"
-        except FileNotFoundError:
-            return False
-
     deadline = time.monotonic() + 20
-    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
-    leftover = [p for p in pids if alive(p)]
+    leftover = [p for p in pids if _alive(p)]
     for pid in leftover:
         os.kill(pid, signal.SIGKILL)
     assert not leftover, f"workers {leftover} outlived their driver"
