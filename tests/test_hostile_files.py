@@ -587,7 +587,7 @@ def test_ctrl_c_in_ube_train_is_one_line_nothing_in_tmpdir_and_the_rerun_resumes
 
 # ---------------------------------------------------------------- mutation fuzzing of every file kind
 
-KINDS = ["manifest", "marker", "plan", "tokenizer", "index", "tokens", "class_table"]
+KINDS = ["manifest", "marker", "plan", "tokenizer", "index", "tokens", "class_table", "count_table"]
 
 
 def run_file_mutations(kind, cases, seed, tmp_path):

@@ -1,5 +1,6 @@
 """Fault injection child (run by tests/test_hostile_files.py): build a clean shard
-directory (and an unfinished one, for markers and the run plan), then for each
+directory (and an unfinished one, for markers and the run plan; for count tables
+the work directory a failed training keeps), then for each
 case copy it, mutate one file of KIND (random bytes, or one JSON value replaced
 by a hostile one: 2**31, -1, a path out of the directory, a device, a wrong
 type, deep nesting), run what reads that file, and print a JSON tally:
@@ -169,6 +170,36 @@ def run_case(case_dir: Path, rng: random.Random) -> str:
         same = (np.array_equal(p.gpt2_class_table(), CLEAN_TABLES[0])
                 and np.array_equal(p.tiktoken_class_table(), CLEAN_TABLES[1]))
         return "ok" if same else "served_wrong"
+    if kind == "count_table":
+        from ube_stream.training.chunk_table import TableFile
+
+        work = case_dir / "tok.json.ube-work"
+        shutil.copytree(counted_work, work)
+        path = rng.choice(sorted(work.glob("run-*/tables/*.npz")))
+        path.write_bytes(mutate_bytes(path.read_bytes(), rng))
+        try:   # read directly, CRC not checked: whatever it reads is structurally sound, or a UbeError
+            with TableFile(path) as table:
+                keys = table.sample(8)
+                for lo, hi in ((None, None), (None, keys[len(keys) // 2] if keys else None),
+                               (keys[0] if keys else None, None)):
+                    key_data, key_offsets, counts = table.range(lo, hi)
+                    if not (key_offsets[0] == 0 and key_offsets[-1] == len(key_data)
+                            and len(counts) == len(key_offsets) - 1 and (np.diff(key_offsets) >= 0).all()):
+                        DETAIL.append(f"{path.name}: a range of {len(counts)} keys with broken offsets")
+                        return "served_wrong"
+        except UbeError:
+            pass
+        # a rerun reuses only the tables whose CRCs match: the damaged unit is counted again
+        from ube_stream.training.trainer import TrainSummary
+
+        summary = TrainSummary()
+        got = train(str(corpus), output=str(case_dir / "tok.json"), summary=summary, **COUNT_OPTIONS)
+        if (got.merges, got.merge_results) != CLEAN_MERGES:
+            DETAIL.append(f"{path.name}: the rerun trained other merges")
+            return "served_wrong"
+        if summary.units_reused < summary.units - 1:    # the harness's own check: the copy was resumed
+            raise AssertionError(f"{summary.units_reused} of {summary.units} units reused, not the others")
+        return "ok"
     raise SystemExit(f"unknown kind {kind!r}")
 
 
@@ -180,6 +211,30 @@ if kind == "class_table":
     p.tiktoken_class_table.cache_clear()
     CLEAN_TABLES = (p._probe_gpt2_classes(), p._probe_tiktoken_classes())
     p.gpt2_class_table(), p.tiktoken_class_table()   # written to the cache
+
+if kind == "count_table":   # a training whose merge phase failed keeps its unit tables (four ranges reduce them)
+    from ube_stream.training import trainer as _trainer
+
+    _trainer.PARTITION_MIN_ENTRIES = 0
+    COUNT_OPTIONS = dict(vocab_size=600, workers=1, show_progress=False, unit_rows=30)
+    clean = train(str(corpus), **COUNT_OPTIONS)
+    CLEAN_MERGES = (clean.merges, clean.merge_results)
+    counted_out = workdir / "counted" / "tok.json"
+    counted_out.parent.mkdir()
+    train_merges = _trainer._train_merges
+
+    def failing_merges(*args, **kwargs):
+        raise MemoryError("the merge phase failed (injected)")
+
+    _trainer._train_merges = failing_merges
+    try:
+        train(str(corpus), output=str(counted_out), **COUNT_OPTIONS)
+    except MemoryError:
+        pass
+    finally:
+        _trainer._train_merges = train_merges
+    counted_work = Path(str(counted_out) + ".ube-work")
+    assert len(list(counted_work.glob("run-*/tables/*.npz"))) >= 4
 
 rng = random.Random(seed)
 tally = {"cases": 0, "ok": 0, "error": 0, "traceback": 0, "served_wrong": 0, "hang": 0, "crash": 0,

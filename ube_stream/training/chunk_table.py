@@ -93,7 +93,7 @@ def table_intact(path: Union[str, os.PathLike]) -> bool:
     try:
         with TableFile(path), zipfile.ZipFile(os.fspath(path)) as zf:
             return zf.testzip() is None
-    except (InputError, OSError, zipfile.BadZipFile, ValueError, EOFError):
+    except Exception:   # whatever zipfile raises on damaged bytes (BadZipFile, NotImplementedError, ...)
         return False
 
 
@@ -122,9 +122,9 @@ class TableFile:
         except InputError:
             self._file.close()
             raise
-        except (OSError, ValueError, zipfile.BadZipFile, struct.error, EOFError) as exc:
+        except Exception as exc:   # zipfile on damaged bytes: BadZipFile, NotImplementedError, EOFError, ...
             self._file.close()
-            raise self._bad(str(exc)) from exc
+            raise self._bad(f"{type(exc).__name__}: {exc}") from exc
 
     def __enter__(self) -> "TableFile":
         return self
