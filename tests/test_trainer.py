@@ -79,7 +79,7 @@ def one_worker_file(small_corpus, tmp_path_factory):
 def test_deterministic_across_workers_and_input_order(small_corpus, one_worker_file, tmp_path, reverse, monkeypatch):
     from ube_stream.training import trainer
 
-    monkeypatch.setattr(trainer, "PARTITION_MIN_ENTRIES", 0)   # two workers reduce in key ranges, one in the driver
+    monkeypatch.setattr(trainer, "PARTITION_MIN_BYTES", 0)   # two workers reduce in key ranges, one in the driver
     inputs = list(reversed(small_corpus)) if reverse else small_corpus
     tok = train(inputs, vocab_size=900, substrate="ube", workers=2, show_progress=False, unit_rows=50)
     assert _saved_bytes(tok, tmp_path / "tok.json") == one_worker_file
@@ -432,7 +432,7 @@ def test_range_partitioned_reduce_equals_adding_every_table(tmp_path, monkeypatc
     from ube_stream.training import trainer
     from ube_stream.training.chunk_table import load_table, merge_tables, save_table
 
-    monkeypatch.setattr(trainer, "PARTITION_MIN_ENTRIES", 0)
+    monkeypatch.setattr(trainer, "PARTITION_MIN_BYTES", 0)
     paths, tables = [], []
     for i, path in enumerate(small_corpus * 2):
         with open(path, encoding="utf-8") as f:

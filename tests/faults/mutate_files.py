@@ -215,7 +215,7 @@ if kind == "class_table":
 if kind == "count_table":   # a training whose merge phase failed keeps its unit tables (four ranges reduce them)
     from ube_stream.training import trainer as _trainer
 
-    _trainer.PARTITION_MIN_ENTRIES = 0
+    _trainer.PARTITION_MIN_BYTES = 0
     COUNT_OPTIONS = dict(vocab_size=600, workers=1, show_progress=False, unit_rows=30)
     clean = train(str(corpus), **COUNT_OPTIONS)
     CLEAN_MERGES = (clean.merges, clean.merge_results)

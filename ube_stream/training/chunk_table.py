@@ -221,9 +221,15 @@ class TableFile:
         return offsets
 
     def key(self, i: int) -> bytes:
-        """Key ``i``."""
-        begin, end = (int(x) for x in self._offsets(i, i + 2))
-        return self._read("key_data", begin, end).tobytes()
+        """Key ``i`` (two small reads: its offsets, then its bytes; the binary searches and the
+        sample read thousands of keys, so no arrays are made here)."""
+        if not 0 <= i < self.n_keys:
+            raise IndexError(f"key {i} of a table of {self.n_keys} keys")
+        begin, end = struct.unpack("<qq", self._read_bytes(self._data_at["key_offsets"] + 8 * i, 16))
+        if not 0 <= begin <= end <= self.n_bytes:
+            raise InputError(f"{self.path}: corrupt chunk-count table (key {i} spans bytes {begin}..{end} of its "
+                             f"{self.n_bytes} key bytes)", path=self.path)
+        return self._read_bytes(self._data_at["key_data"] + begin, end - begin) if end > begin else b""
 
     def lower_bound(self, key: bytes) -> int:
         """The index of the first key >= ``key`` (bytes order, as ``ChunkCounter.export`` sorts)."""
