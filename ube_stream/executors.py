@@ -258,7 +258,6 @@ class _Pool:
 
         self.multiprocessing = multiprocessing
         self.max_attempts = max_attempts
-        self.tasks: list[Any] = []
         self.workers: list[Any] = []   # [process, connection, index of its task or None, ready]
 
     def _start(self) -> None:
@@ -278,7 +277,6 @@ class _Pool:
             on_result: Callable[[Any], None] | None) -> None:
         from multiprocessing.connection import wait
 
-        self.tasks = tasks
         todo = list(range(len(tasks)))[::-1]       # a stack: pop() gives task order
         attempts = [0] * len(tasks)
         left = len(tasks)
@@ -309,7 +307,7 @@ class _Pool:
                         if process.is_alive() and ready is not process.sentinel:
                             continue
                         process.join(5)
-                        self._died(worker, index, attempts, todo)
+                        self._died(worker, tasks, index, attempts, todo)
                         continue
                     kind, payload = message
                     if kind == "ready":
@@ -327,10 +325,9 @@ class _Pool:
         except BaseException:
             self.stop()
             raise
-        finally:
-            self.tasks = []
 
-    def _died(self, worker: list[Any], index: int | None, attempts: list[int], todo: list[int]) -> None:
+    def _died(self, worker: list[Any], tasks: list[Any], index: int | None, attempts: list[int],
+              todo: list[int]) -> None:
         process, conn, _, ready = worker
         conn.close()
         self.workers.remove(worker)
@@ -341,7 +338,7 @@ class _Pool:
         if index is None:
             self._start()
             return
-        what = _describe(self.tasks[index])
+        what = _describe(tasks[index])
         if attempts[index] >= self.max_attempts:
             raise WorkerDiedError(
                 f"the worker running {what} died ({cause}), {attempts[index]} times; the run is stopped. "

@@ -576,21 +576,26 @@ PARTITION_MIN_BYTES = 6 << 20
 REDUCE_PARTS_PER_WORKER = 4
 
 
-def _reduce_range_task(task: Tuple[List[str], Optional[bytes], Optional[bytes], str]) -> Tuple[str, int, int]:
-    """Reduce task: add the keys ``lo <= key < hi`` of every table at ``paths`` into one table file
-    ``out``; returns ``(out, keys, key bytes)``.  It reads its key range of each table
-    (:class:`~.chunk_table.TableFile`), not the tables."""
-    from .chunk_table import TableFile, save_table
+def _sum_range(paths: List[str], lo: Optional[bytes], hi: Optional[bytes]):
+    """The keys ``lo <= key < hi`` (``None``: unbounded) of every table at ``paths``, summed into one
+    exported table; only that key range of each table is read (:class:`~.chunk_table.TableFile`)."""
+    from .chunk_table import TableFile
 
-    paths, lo, hi, out = task
     counter = _count.ChunkCounter()
     err = err_buffer()
     for path in paths:
         with TableFile(path) as table:
             part = table.range(lo, hi)
         check_status(counter.add_weighted(*part, err), err, what="adding chunk tables")
-    reduced = counter.export()
-    del counter
+    return counter.export()
+
+
+def _reduce_range_task(task: Tuple[List[str], Optional[bytes], Optional[bytes], str]) -> Tuple[str, int, int]:
+    """Reduce task: :func:`_sum_range` written to the table file ``out``; returns ``(out, keys, key bytes)``."""
+    from .chunk_table import save_table
+
+    paths, lo, hi, out = task
+    reduced = _sum_range(paths, lo, hi)
     save_table(out, reduced)
     return out, len(reduced[2]), len(reduced[0])
 
@@ -640,11 +645,7 @@ def _reduce_tables(paths: List[str], runner, tmp_dir: str, prefix: str = "reduce
 
     bounds = _part_bounds(paths, parts)
     if not bounds:
-        counter = _count.ChunkCounter()
-        err = err_buffer()
-        for path in paths:
-            check_status(counter.add_weighted(*load_table(path), err), err, what="adding chunk tables")
-        return counter.export()
+        return _sum_range(paths, None, None)
     edges: List[Optional[bytes]] = [None, *bounds, None]
     tasks = [(paths, edges[k], edges[k + 1], os.path.join(tmp_dir, f"{prefix}-{k:06d}.npz"))
              for k in range(len(edges) - 1)]

@@ -162,9 +162,9 @@ class TrainWork:
         table is counted again)."""
         if not self.resumable:
             return {}
-        return UnitRecords(self.tables).committed(unit_ids, check=self._tables_present)
+        return UnitRecords(self.tables).committed(unit_ids, check=self._tables_intact)
 
-    def _tables_present(self, unit_id: str, record: Any, source: str) -> bool:
+    def _tables_intact(self, unit_id: str, record: Any, source: str) -> bool:
         from .chunk_table import table_intact
 
         return (isinstance(record, dict) and record.get("unit_id") == unit_id
