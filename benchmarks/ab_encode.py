@@ -2,6 +2,7 @@
 
     python benchmarks/ab_encode.py prep [--mb 2 --side-mb 1 --train-mb 2]   # once: corpora + trained-32k
     python benchmarks/ab_encode.py ab BEFORE_ROOT AFTER_ROOT [--rounds 5] [--only cl100k,trained-32k]
+    python benchmarks/ab_encode.py inproc BEFORE_ROOT [--rounds 8] [--only trained-32k]
 
 ``prep`` writes the corpora (``mixed``, ``english``, ``cjk`` as side_by_side_encode.py
 takes them) and a utf8 tokenizer trained on the mixed text (GPT-2 pattern) to
@@ -11,6 +12,14 @@ per vocabulary and corpus, one *fresh* call (an unpickled tokenizer: empty cache
 tables built untimed by a first call on one short text) and the median of
 ``--warm`` warm calls, all ``time.process_time`` (CPU time, one thread).  Prints the
 median over rounds of each figure (MB/s) and the after/before ratio.
+
+``inproc`` holds both builds of ``_encode`` in one process (``measure.built_module``:
+this checkout's as imported, BEFORE_ROOT's under its own name) and alternates them
+round by round on fresh tokenizers (the one ``ube_stream.tokenizer.core`` builds its
+encoder from is swapped), ids checked identical.  On this shared 2-core machine
+separate processes land in a fast or a slow mode at random (the same build's warm
+pass read 300 or 450-540 MB/s from one process to the next, ASLR and neighbours), so
+interleaving in one process is the steadier comparison.
 """
 import argparse
 import json
@@ -99,9 +108,61 @@ def ab(args):
                         "alternating processes"])
 
 
+def inproc(args):
+    from measure import built_module
+
+    import ube_stream.tokenizer.core as core
+
+    with open(os.path.join(args.dir, "corpora.pkl"), "rb") as f:
+        corpora = pickle.load(f)
+    with open(os.path.join(args.dir, "trained.pkl"), "rb") as f:
+        trained = pickle.load(f)
+    builds = {"after": core._encode, "before": built_module(args.before, "_encode", "ab_before")}
+    res = {side: {} for side in builds}
+    for r in range(args.rounds):
+        for side in ("after", "before") if r % 2 == 0 else ("before", "after"):
+            core._encode = builds[side]
+            try:
+                for vocab in args.only.split(","):
+                    if vocab != "trained-32k":
+                        raise SystemExit("inproc measures trained-32k only (--only trained-32k)")
+                    for label, texts in corpora.items():
+                        mb = sum(len(t.encode()) for t in texts) / 1e6
+                        tok = pickle.loads(pickle.dumps(trained))
+                        tok.encode_ordinary_batch(["x"], num_threads=1)
+                        t0 = time.process_time()
+                        ids = tok.encode_ordinary_batch(texts, num_threads=1)
+                        res[side].setdefault(f"{vocab}/{label}/fresh", []).append(mb / (time.process_time() - t0))
+                        runs = []
+                        for _ in range(args.warm):
+                            t0 = time.process_time()
+                            tok.encode_ordinary_batch(texts, num_threads=1)
+                            runs.append(mb / (time.process_time() - t0))
+                        res[side].setdefault(f"{vocab}/{label}/warm", []).append(statistics.median(runs))
+                        digest = res[side].setdefault(f"ids/{label}", [])
+                        digest.append(hash(b"".join(a.tobytes() for a in ids)))
+            finally:
+                core._encode = builds["after"]
+    for key in res["after"]:
+        if key.startswith("ids/") and set(res["after"][key]) != set(res["before"][key]):
+            raise SystemExit(f"{key}: the two builds' ids differ")
+    print(f"{'MB/s (CPU time)':28s} {'before':>8s} {'after':>8s} {'ratio':>6s}   (medians of {args.rounds}, one process)")
+    rows = []
+    for key in res["after"]:
+        if key.startswith("ids/"):
+            continue
+        b, a = statistics.median(res["before"][key]), statistics.median(res["after"][key])
+        print(f"{key:28s} {b:8.2f} {a:8.2f} {a / b:6.3f}")
+        rows.append([key, b, a, a / b])
+    write_record("ab_encode", title="A/B of two builds of the encoder (MB/s of CPU time)",
+                 columns=["case", "before (MB/s)", "after (MB/s)", "after / before (x)"], rows=rows,
+                 notes=[f"before {args.before}, after this checkout; corpora in {args.dir}; medians of {args.rounds} "
+                        "rounds alternating in one process; ids checked identical"])
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=("prep", "ab", "one"))
+    p.add_argument("mode", choices=("prep", "ab", "one", "inproc"))
     p.add_argument("before", nargs="?")
     p.add_argument("after", nargs="?")
     p.add_argument("--dir", default="/tmp/ube_ab")
@@ -119,6 +180,8 @@ def main():
     elif args.mode == "one":
         args.root = args.before
         one(args)
+    elif args.mode == "inproc":
+        inproc(args)
     else:
         ab(args)
 
