@@ -41,7 +41,7 @@ HEADLINE = (
     ("`ube verify --shards` vs `ube encode` of the same corpus", "verify_vs_encode"),
     ("training vs gigatoken / rustbpe / HF `tokenizers` (wall and peak memory, each in a fresh process)",
      "side_by_side_train"),
-    ("`ube train` and `ube encode` at 10 MB and 100 MB, 1 and 2 workers", "scale", (1, 15)),
+    ("`ube train` and `ube encode` on 2 cores, 1 and 2 workers (the largest size of the newest run)", "scale", (1, 15)),
     ("`ube encode` / `ube train` of 1 GB on 16 cores, 1-16 workers pinned (the newest 16-core run)", "scale", (16, None)),
 )
 # what the old hand-picked table predates: a row without a real record says so

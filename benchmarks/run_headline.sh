@@ -3,7 +3,7 @@
 # machine (load average ~0, nothing else running), then commit
 # benchmarks/records/, benchmarks/RESULTS.md and README.md.
 #
-#     benchmarks/run_headline.sh            # the real runs (about 25-35 min on 2 idle cores: an estimate
+#     benchmarks/run_headline.sh            # the real runs (about 30-40 min on 2 idle cores: an estimate
 #                                           # from the smoke runs' per-MB rates, not timed end to end)
 #     benchmarks/run_headline.sh --smoke    # every run at its smallest size (~3 min), records marked smoke
 #
@@ -17,7 +17,7 @@
 #   verify_vs_encode.py     200,000 documents of real running text, 1 worker, 3 repeats
 #   side_by_side_train.py   50 MB of the large corpus, vocabulary 32,000, one thread: ube-stream (utf8, ube),
 #                           gigatoken, rustbpe, HF tokenizers, 3 interleaved rounds (~1.5 min each)
-#   scale.py                10 MB and 100 MB prefixes of the large corpus, 1 and 2 workers, 3 rounds
+#   scale.py                100 MB and 1000 MB prefixes of the large corpus, 1 and 2 workers, 3 rounds
 # side_by_side_e2e.py, compressed_scaling.py and scale.py run with --pin: W workers on W cores (the
 # process tree's CPU affinity), so "2 workers vs 1" is per core, the form of issue 24's targets.
 # The peers: pip install ".[bench]" (gigatoken, fastokens); dolma and datatrove in their own
@@ -45,13 +45,13 @@ if [ "$SMOKE" = 1 ]; then
     ST=(--mb 0.5 --vocab-size 800 --repeat 1)
     SC=(--sizes 1MB,2MB --workers 1,2 --repeat 1 --vocab-size 1000 --work-dir "$WORK/scale" --pin)
 else
-    LARGE=benchmarks/data/large; LARGE_SIZE=200MB
+    LARGE=benchmarks/data/large; LARGE_SIZE=1000MB
     ECS=(--mb 300 --side-mb 2 --rounds 3)
     E2E=(--size 100MB --files 4 --workers 1,2 --repeat 3 --pin)
     CS=(--mb 200 --workers 1,2 --rounds 1 --pin)
     VE=(--docs 200000 --repeats 3)
     ST=(--mb 50 --vocab-size 32000 --repeat 3)
-    SC=(--sizes 10MB,100MB --workers 1,2 --repeat 3 --pin)
+    SC=(--sizes 100MB,1000MB --workers 1,2 --repeat 3 --pin)
 fi
 
 started=$(date +%s)
