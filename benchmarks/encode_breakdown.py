@@ -7,7 +7,7 @@ Two parts, on the same prefix of `benchmarks/data/large/large.jsonl` (real mixed
 text, built by `make_large_corpus.py`) and the same `utf8` tokenizer:
 
 1. **Stages**, one process, one thread, CPU seconds (`time.process_time`) of
-   each step `ube encode` takes, run one after the other on the same bytes:
+   each step `ube encode` takes, on the same bytes:
    Python start-up, imports and the CLI parser (a fresh `python -m ube_stream encode --help`),
    loading the tokenizer (`as_tokenizer`, as the command does: the HF `tokenizer.json` the
    CLI is given, and the ube-stream file a worker loads), the driver's `tokenizer.json`
@@ -17,7 +17,10 @@ text, built by `make_large_corpus.py`) and the same `utf8` tokenizer:
    chunk cache, again with the cache warm, and split over two fresh caches as two
    workers split it), the tokens checksum (sha256, the format's, against zlib's
    crc32 and xxh3 when `xxhash` is installed), and writing the token files
-   with fsync.  Then the whole command, `ube encode --workers 1` in a fresh
+   with fsync; reading, the kernel, the checksums and the writes are timed in
+   passes made unit by unit as one worker makes them (a unit's batches read,
+   encoded, checksummed and written, then dropped: memory stays a unit's, as
+   in the command).  Then the whole command, `ube encode --workers 1` in a fresh
    process (wait4 rusage), so the gap between it and the kernel is shown
    stage by stage, and the same command by part (`inside` rows): its CLI run
    in a fresh process with each part's CPU taken by the thread it runs in
@@ -217,57 +220,83 @@ def stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp, package_dir=measure.R
     corpus = Corpus([path], even_bytes=True)
     units = corpus.units(corpus.sources())
     out["plan: sources and units"] = median_cpu(lambda: corpus.units(corpus.sources()), repeat)
-    batches = []
-
-    def read():
-        batches.clear()
-        for unit in units:
-            batches.extend(b.utf8() for b in corpus.batches(unit))
-    out["read: JSON Lines -> UTF-8 batches"] = median_cpu(read, repeat)
     eos = Tokenizer.load(ube_tokenizer).special_tokens.get("<|endoftext|>")
-    encoded = []
+    try:
+        import xxhash
+    except ImportError:
+        xxhash = None
+    sink = os.path.join(tmp, "stage.tokens")
 
-    def cold(parts):
-        encoded.clear()
+    def stream(toks, tally):
+        """One pass as one worker makes it: unit by unit, its batches read, encoded (batch
+        k by ``toks[k % len(toks)]``), checksummed and written, then dropped, so memory
+        stays a unit's (keeping a 1 GB corpus's batches and ids alive instead made every
+        stage pay for fresh pages and read 88% for a kernel that is 58-64% of the
+        command).  Adds each step's CPU seconds to ``tally``; returns (text bytes, tokens)."""
+        k = text = tokens = 0
+        with open(sink, "wb") as f:
+            for unit in units:
+                t0 = time.process_time()
+                batches = [b.utf8() for b in corpus.batches(unit)]
+                tally["read"] += time.process_time() - t0
+                t0 = time.process_time()
+                encoded = [toks[(k + i) % len(toks)].encode_utf8_batch(d, o, eos_id=eos)
+                           for i, (d, o) in enumerate(batches)]
+                tally["kernel"] += time.process_time() - t0
+                k += len(batches)
+                text += sum(int(o[-1]) for _, o in batches)
+                del batches
+                buffers = [np.ascontiguousarray(ids, "<u4").data for ids, _ in encoded]
+                tokens += sum(len(b) for b in buffers)
+                for name, make in (("sha256", hashlib.sha256), ("xxh3", xxhash.xxh3_128 if xxhash else None)):
+                    if make is not None:
+                        t0 = time.process_time()
+                        h = make()
+                        for b in buffers:
+                            h.update(b)
+                        tally[name] += time.process_time() - t0
+                t0 = time.process_time()
+                for b in buffers:
+                    zlib.crc32(b)
+                tally["crc32"] += time.process_time() - t0
+                t0 = time.process_time()
+                for b in buffers:
+                    f.write(b)
+                tally["write"] += time.process_time() - t0
+            t0 = time.process_time()
+            f.flush()
+            os.fsync(f.fileno())
+            tally["write"] += time.process_time() - t0
+        return text, tokens
+
+    def fresh(parts):
         toks = [Tokenizer.load(ube_tokenizer) for _ in range(parts)]
         for tok in toks:   # the tables, built once per process, are not what is measured
             tok.encode_utf8_batch(np.frombuffer(b" ", np.uint8), np.array([0, 1], np.int64))
-        t0 = time.process_time()
-        for k, (data, offsets) in enumerate(batches):
-            encoded.append(toks[k % parts].encode_utf8_batch(data, offsets, eos_id=eos))
-        return time.process_time() - t0
-    out["kernel, one fresh chunk cache"] = statistics.median(cold(1) for _ in range(repeat))
-    out["kernel, two fresh chunk caches (batches alternating)"] = statistics.median(cold(2) for _ in range(repeat))
-    warm = Tokenizer.load(ube_tokenizer)
-    for data, offsets in batches:
-        warm.encode_utf8_batch(data, offsets, eos_id=eos)
-    out["kernel, warm chunk cache"] = median_cpu(
-        lambda: [warm.encode_utf8_batch(d, o, eos_id=eos) for d, o in batches], repeat)
-    buffers = [np.ascontiguousarray(ids, "<u4").data for ids, _ in encoded]
+        return toks
 
-    def digest(make):
-        h = make()
-        for b in buffers:
-            h.update(b)
-    out["checksum: sha256 of the tokens (the format's)"] = median_cpu(lambda: digest(hashlib.sha256), repeat)
-    out["checksum: crc32 (zlib), for comparison"] = median_cpu(
-        lambda: [zlib.crc32(b) for b in buffers], repeat)
-    try:
-        import xxhash
+    one, two, warm = [], [], []
+    for _ in range(repeat):
+        toks = fresh(1)
+        one.append(dict.fromkeys(("read", "kernel", "sha256", "xxh3", "crc32", "write"), 0.0))
+        text_bytes, tokens = stream(toks, one[-1])
+        warm.append(dict.fromkeys(("read", "kernel", "sha256", "xxh3", "crc32", "write"), 0.0))
+        stream(toks, warm[-1])                            # the same cache, now warm
+        two.append(dict.fromkeys(("read", "kernel", "sha256", "xxh3", "crc32", "write"), 0.0))
+        stream(fresh(2), two[-1])
 
-        out["checksum: xxh3-128, for comparison"] = median_cpu(lambda: digest(xxhash.xxh3_128), repeat)
-    except ImportError:
-        pass
-
-    def write():
-        with open(os.path.join(tmp, "stage.tokens"), "wb") as f:
-            for b in buffers:
-                f.write(b)
-            f.flush()
-            os.fsync(f.fileno())
-    out["write tokens + fsync"] = median_cpu(write, repeat)
-    text_mb = sum(int(o[-1]) for _, o in batches) / 1e6
-    return out, text_mb, sum(len(ids) for ids, _ in encoded), len(units)
+    def med(runs, key):
+        return statistics.median(r[key] for r in runs)
+    out["read: JSON Lines -> UTF-8 batches"] = med(one, "read")
+    out["kernel, one fresh chunk cache"] = med(one, "kernel")
+    out["kernel, two fresh chunk caches (batches alternating)"] = med(two, "kernel")
+    out["kernel, warm chunk cache"] = med(warm, "kernel")
+    out["checksum: sha256 of the tokens (the format's)"] = med(one, "sha256")
+    out["checksum: crc32 (zlib), for comparison"] = med(one, "crc32")
+    if xxhash is not None:
+        out["checksum: xxh3-128, for comparison"] = med(one, "xxh3")
+    out["write tokens + fsync"] = med(one, "write")
+    return out, text_bytes / 1e6, tokens, len(units)
 
 
 def child_stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp, package_dir):

@@ -156,6 +156,45 @@ def test_every_document_equals_tokenizer_encode_plus_eos(encoded, corpus, tok):
     assert ds.tokenizer.fingerprint == tok.fingerprint
 
 
+def _resident_pages(path):
+    """How many pages of ``path`` the page cache holds (Linux ``mincore`` over a private
+    map of the file: untouched pages of such a map are the cache's own)."""
+    import ctypes
+    import mmap
+
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        m = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+    try:
+        n = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+        vec = (ctypes.c_ubyte * n)()
+        buf = (ctypes.c_char * size).from_buffer(m)
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            assert libc.mincore(ctypes.c_void_p(ctypes.addressof(buf)), ctypes.c_size_t(size), vec) == 0, \
+                os.strerror(ctypes.get_errno())
+        finally:
+            del buf
+        return sum(v & 1 for v in vec)
+    finally:
+        m.close()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the page cache advice is Linux's")
+def test_written_token_files_leave_the_page_cache(corpus, tok_path, tmp_path):
+    """Each shard's token file is fsynced and then dropped from the page cache
+    (POSIX_FADV_DONTNEED): a run writes as many bytes as it reads and never reads
+    them back.  Its documents still read back whole (from disk)."""
+    out = str(tmp_path / "shards")
+    manifest = encode_corpus(corpus[0], tokenizer=tok_path, output=out, workers=1, **OPTIONS)
+    files = [os.path.join(out, s["tokens_file"]) for s in manifest["shards"]]
+    assert len(files) > 1 and all(os.path.getsize(f) > 0 for f in files)
+    assert [_resident_pages(f) for f in files] == [0] * len(files)
+    ds = TokenShards(out, verify="full")
+    assert ds.num_tokens == manifest["totals"]["tokens"]
+    assert _resident_pages(files[0]) > 0          # the check itself sees pages a reader brought in
+
+
 @pytest.mark.parametrize("cache_mb", [0, 0.004, 64])
 def test_cache_bound_never_changes_the_shards(encoded, corpus, tok_path, tmp_path, cache_mb):
     """`ube encode --cache-mb`: no cache, a 4 KiB one that sweeps all the time, and a large one write
