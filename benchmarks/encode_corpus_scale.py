@@ -30,9 +30,10 @@ page of ``docs.jsonl.zst`` (running text, 26 languages), every item of
 Per-language sets (``sets``): ``english`` (docs in English and the ``en`` items), ``indic``
 (items in Devanagari, Bengali, Tamil, Gurmukhi, Kannada, Oriya, Gujarati, Telugu, Malayalam,
 Sinhala, 200 a document) and ``cjk`` (the ja/ko/zh pages and the Hans/Hant/Jpan/Kore items),
-``--side-mb`` MB each: per round a fresh instance of each encoder (built untimed), its first
-pass (``fresh``) and its second (``second``) timed, encoders interleaved; medians of the
-rounds.  Ratios: ours over the best of gigatoken and fastokens.  The record
+``--side-mb`` MB each: per round a fresh process and instance of each encoder (built untimed),
+its first pass (``fresh``) and its second (``second``) timed, encoders interleaved; medians
+of the rounds (a process per pass pair: fastokens keeps state across its instances in one
+process, so a later instance's first pass was not cold).  Ratios: ours over the best of gigatoken and fastokens.  The record
 (``benchmarks/records/encode_corpus_scale/``, ``_record.py``) holds the table, with
 the load at the start and the end; its ``data`` holds everything.
 """
@@ -335,7 +336,35 @@ def median(values):
 
 # --------------------------------------------------------------------------- per-language sets
 
-def language_passes(keys, specs, sets, rounds):
+def set_child_main(argv):
+    """``--child-set KEY SPEC_JSON SETS_PICKLE LABEL``: a fresh instance's first and second
+    pass over one set, JSON on stdout."""
+    import pickle
+
+    key, spec, sets_path, label = argv[0], json.loads(argv[1]), argv[2], argv[3]
+    with open(sets_path, "rb") as f:
+        texts = pickle.load(f)[label]
+    mb = mb_of(texts)
+    encode, _ = make_encoder(engine(key), spec)   # built untimed
+    out = {}
+    for phase in ("fresh", "second"):
+        started = time.process_time()
+        encode(texts)
+        out[phase] = mb / (time.process_time() - started)
+    print(json.dumps(out))
+
+
+def language_passes(keys, specs, sets, rounds, tmp):
+    """Per set and round, each encoder in a process of its own: a fresh instance's first
+    pass (``fresh``) and its second.  A process per pass pair, because an encoder may keep
+    state across its instances in one process: fastokens read 45-52 MB/s on the CJK set
+    with o200k as the first instance of a process and 89-101 from the third on (2026-12-04),
+    so in-process "fresh" passes were not cold for it."""
+    import pickle
+
+    sets_path = os.path.join(tmp, "sets.pkl")
+    with open(sets_path, "wb") as f:
+        pickle.dump(sets, f)
     out = {}
     for label, texts in sets.items():
         mb = mb_of(texts)
@@ -343,11 +372,13 @@ def language_passes(keys, specs, sets, rounds):
         for r in range(rounds):
             order = keys[r % len(keys):] + keys[:r % len(keys)]
             for key in order:
-                encode, _ = make_encoder(engine(key), specs[key])   # built untimed
+                proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child-set", key,
+                                       json.dumps(specs[key]), sets_path, label], capture_output=True, text=True)
+                if proc.returncode != 0:
+                    raise SystemExit(f"{key}: set child failed:\n{proc.stderr[-3000:]}")
+                got = json.loads(proc.stdout.strip().splitlines()[-1])
                 for phase in ("fresh", "second"):
-                    started = time.process_time()
-                    encode(texts)
-                    times[key][phase].append(mb / (time.process_time() - started))
+                    times[key][phase].append(got[phase])
         out[label] = {"mb": mb, "mb_per_s": {k: {p: statistics.median(v) for p, v in t.items()}
                                              for k, t in times.items()}}
         print(f"  {label} ({mb:.1f} MB): {out[label]['mb_per_s']}", flush=True)
@@ -374,6 +405,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child":
         return child_main(argv[1:])
+    if argv and argv[0] == "--child-set":
+        return set_child_main(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shared", default=next(
         (d for d in (os.path.join(HERE, "..", "..", "shared", "data"), os.path.join(HERE, "..", "..", "..", "shared",
@@ -408,7 +441,7 @@ def main(argv=None):
             entry = {"check": report}
             if not args.skip_one_pass:
                 entry["one_pass"] = one_pass(keys, specs, corpus, args)
-            entry["sets"] = language_passes(keys, specs, sets, args.rounds)
+            entry["sets"] = language_passes(keys, specs, sets, args.rounds, tmp)
             metrics = [("one_pass", m) for m in ("first_10mb", "steady", "overall")] if not args.skip_one_pass else []
             flat = {k: {"one_pass": entry.get("one_pass", {}).get(k, {}),
                         **{s: entry["sets"][s]["mb_per_s"].get(k, {}) for s in sets}} for k in keys}

@@ -3,15 +3,15 @@
 # machine (load average ~0, nothing else running), then commit
 # benchmarks/records/, benchmarks/RESULTS.md and README.md.
 #
-#     benchmarks/run_headline.sh            # the real runs (about 30-40 min on 2 idle cores: an estimate
+#     benchmarks/run_headline.sh            # the real runs (about 45-55 min on 2 idle cores: an estimate
 #                                           # from the smoke runs' per-MB rates, not timed end to end)
 #     benchmarks/run_headline.sh --smoke    # every run at its smallest size (~3 min), records marked smoke
 #
 # Sizes and repeats (real runs):
 #   encode_corpus_scale.py  one pass of 300 MB of mixed text per encoder (ube-stream, gigatoken, fastokens;
-#                           cl100k, o200k, a trained 32K), 3 fresh processes each; per-language sets 2 MB
+#                           cl100k, o200k, a trained 32K), 5 fresh processes each; per-language sets 2 MB
 #   side_by_side_e2e.py     100 MB of the large corpus in 4 files, 1 and 2 workers, ube encode vs dolma,
-#                           datatrove and a plain gigatoken/fastokens script, 3 interleaved rounds
+#                           datatrove and a plain gigatoken/fastokens script, 5 interleaved rounds
 #   compressed_scaling.py   200 MB per file: .jsonl.zst, .jsonl.gz, .txt.zst, 4 MB-frame .jsonl.zst;
 #                           ube encode and ube train, 1 and 2 workers, 1 round
 #   verify_vs_encode.py     200,000 documents of real running text, 1 worker, 3 repeats
@@ -46,8 +46,8 @@ if [ "$SMOKE" = 1 ]; then
     SC=(--sizes 1MB,2MB --workers 1,2 --repeat 1 --vocab-size 1000 --work-dir "$WORK/scale" --pin)
 else
     LARGE=benchmarks/data/large; LARGE_SIZE=1000MB
-    ECS=(--mb 300 --side-mb 2 --rounds 3)
-    E2E=(--size 100MB --files 4 --workers 1,2 --repeat 3 --pin)
+    ECS=(--mb 300 --side-mb 2 --rounds 5)
+    E2E=(--size 100MB --files 4 --workers 1,2 --repeat 5 --pin)
     CS=(--mb 200 --workers 1,2 --rounds 1 --pin)
     VE=(--docs 200000 --repeats 3)
     ST=(--mb 50 --vocab-size 32000 --repeat 3)

@@ -29,7 +29,8 @@ The same work for every tool:
   a copy with the merges in that form: the same vocabulary and merges);
 - output: the ids of every document followed by the EOS `<|endoftext|>`, no
   BOS.  `ube encode`: uint32 shards + index + MANIFEST (EOS by default).
-  dolma: `--dtype uint32` memmaps + per-document CSV (EOS by
+  dolma: `--dtype uint16` memmaps (`uint32` above 65,536 ids: dolma 1.2
+  refuses uint32 for a smaller vocabulary) + per-document CSV (EOS by
   `--tokenizer.eos_token_id`; its shuffle ring reorders documents, so they are
   matched by id).  datatrove: `eos_token=`, unshuffled; it picks uint16 for a
   vocabulary of at most 65,536 ids (no option), so it writes half the bytes.
@@ -200,12 +201,14 @@ def read_ube(out, ids):
     return {doc_id: doc_hashes(shards.doc(i)) for i, doc_id in enumerate(flat)}
 
 
-def read_dolma(out, ids):
+def read_dolma(out, ids, dtype="uint32"):
     import numpy as np
 
     got = {}
     for csv_path in sorted(glob.glob(os.path.join(out, "*.csv.gz"))):
-        tokens = np.fromfile(csv_path[: -len(".csv.gz")] + ".npy", dtype=np.uint32)
+        raw = csv_path[: -len(".csv.gz")] + ".npy"
+        # dolma's memmap: uint16 ids for a vocabulary of at most 65,536 (it refuses uint32 there), else uint32
+        tokens = np.fromfile(raw, dtype=np.uint16 if dtype == "uint16" else np.uint32).astype(np.uint32)
         with gzip.open(csv_path, "rt", encoding="utf-8") as f:
             for line in f:
                 start, end, doc_id = line.rstrip("\n").split(",")[:3]
@@ -317,6 +320,9 @@ def main(argv=None):
             skipped["plain"] = f"no peer encoder loads the tokenizer with ids equal to HF tokenizers: {choice}"
             tools.remove("plain")
 
+    # dolma 1.2 refuses uint32 for a vocabulary that fits uint16 ("Numpy type mismatch")
+    dolma_dtype = "uint16" if args.vocab_size <= 1 << 16 else "uint32"
+
     def command(tool, workers, out):
         if tool == "ube":
             return measure.ube_cmd("encode", *paths, "--tokenizer", hf_file, "-o", out, "--workers", str(workers),
@@ -324,7 +330,7 @@ def main(argv=None):
         if tool == "dolma":
             return [args.dolma, "tokens", "--documents", *paths, "--destination", out,
                     "--tokenizer.name_or_path", legacy_merges_copy(hf_file), "--tokenizer.eos_token_id", str(eos_id),
-                    "--tokenizer.pad_token_id", str(eos_id), "--processes", str(workers), "--dtype", "uint32",
+                    "--tokenizer.pad_token_id", str(eos_id), "--processes", str(workers), "--dtype", dolma_dtype,
                     "--work_dir.input", out + ".work-in", "--work_dir.output", out + ".work-out"], peer_env
         if tool == "datatrove":
             return [args.peer_python, peers_script, "datatrove", "--tokenizer", hf_file, "--eos-token", EOS,
@@ -333,7 +339,7 @@ def main(argv=None):
         return [args.peer_python, peers_script, "plain", "--lib", choice["fastest"], "--tokenizer", lib_file,
                 "--eos-id", str(eos_id), "--workers", str(workers), "-o", out, *paths], peer_env
 
-    readers = {"ube": read_ube, "dolma": read_dolma, "datatrove": read_datatrove,
+    readers = {"ube": read_ube, "dolma": lambda out, ids: read_dolma(out, ids, dolma_dtype), "datatrove": read_datatrove,
                "plain": lambda out, ids: read_plain(out, ids, paths)}
     records, checks, reference = [], {}, None
     with tempfile.TemporaryDirectory(dir=args.work_dir) as tmp:
@@ -387,8 +393,8 @@ def main(argv=None):
                  f"{k} {'equal' if c.get('equal') else 'DIFFERENT' if c.get('equal') is False else 'unchecked'}"
                  for k, c in checks.items()),
              "what each tool adds: EOS after every document (all four, configured); no BOS; dolma and the plain "
-             "script strip each text (done beforehand here, so all encode the same strings); datatrove writes "
-             "uint16 ids (vocabulary <= 65,536), the others uint32",
+             "script strip each text (done beforehand here, so all encode the same strings); datatrove and dolma "
+             "write uint16 ids (vocabulary <= 65,536), the others uint32",
              *(f"skipped or failed: {k}: {v.splitlines()[-1] if v else v}" for k, v in skipped.items())]
     versions = {**peer_versions("dolma", python=os.path.join(os.path.dirname(args.dolma), "python")),
                 **peer_versions("datatrove", "gigatoken", "fastokens", "tokenizers", python=args.peer_python)}
