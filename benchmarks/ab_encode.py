@@ -95,17 +95,23 @@ def ab(args):
                    "--warm", str(args.warm)]
             line = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
             res[side].append(json.loads(line))
-    print(f"{'MB/s (CPU time)':28s} {'before':>8s} {'after':>8s} {'ratio':>6s}   (medians of {args.rounds})")
+    report({key: [x[key] for x in res["before"]] for key in res["before"][0]},
+           {key: [x[key] for x in res["after"]] for key in res["before"][0]},
+           f"medians of {args.rounds}",
+           f"before {args.before}, after {args.after}; corpora in {args.dir}; medians of {args.rounds} "
+           "alternating processes")
+
+
+def report(before, after, label, note):
+    """Print and record the median of each case's rounds (``{case: [MB/s, ...]}`` per side)."""
+    print(f"{'MB/s (CPU time)':28s} {'before':>8s} {'after':>8s} {'ratio':>6s}   ({label})")
     rows = []
-    for key in res["before"][0]:
-        b = statistics.median(x[key] for x in res["before"])
-        a = statistics.median(x[key] for x in res["after"])
+    for key in before:
+        b, a = statistics.median(before[key]), statistics.median(after[key])
         print(f"{key:28s} {b:8.2f} {a:8.2f} {a / b:6.3f}")
         rows.append([key, b, a, a / b])
     write_record("ab_encode", title="A/B of two builds of the encoder (MB/s of CPU time)",
-                 columns=["case", "before (MB/s)", "after (MB/s)", "after / before (x)"], rows=rows,
-                 notes=[f"before {args.before}, after {args.after}; corpora in {args.dir}; medians of {args.rounds} "
-                        "alternating processes"])
+                 columns=["case", "before (MB/s)", "after (MB/s)", "after / before (x)"], rows=rows, notes=[note])
 
 
 def inproc(args):
@@ -146,18 +152,11 @@ def inproc(args):
     for key in res["after"]:
         if key.startswith("ids/") and set(res["after"][key]) != set(res["before"][key]):
             raise SystemExit(f"{key}: the two builds' ids differ")
-    print(f"{'MB/s (CPU time)':28s} {'before':>8s} {'after':>8s} {'ratio':>6s}   (medians of {args.rounds}, one process)")
-    rows = []
-    for key in res["after"]:
-        if key.startswith("ids/"):
-            continue
-        b, a = statistics.median(res["before"][key]), statistics.median(res["after"][key])
-        print(f"{key:28s} {b:8.2f} {a:8.2f} {a / b:6.3f}")
-        rows.append([key, b, a, a / b])
-    write_record("ab_encode", title="A/B of two builds of the encoder (MB/s of CPU time)",
-                 columns=["case", "before (MB/s)", "after (MB/s)", "after / before (x)"], rows=rows,
-                 notes=[f"before {args.before}, after this checkout; corpora in {args.dir}; medians of {args.rounds} "
-                        "rounds alternating in one process; ids checked identical"])
+    cases = [key for key in res["after"] if not key.startswith("ids/")]
+    report({key: res["before"][key] for key in cases}, {key: res["after"][key] for key in cases},
+           f"medians of {args.rounds}, one process",
+           f"before {args.before}, after this checkout; corpora in {args.dir}; medians of {args.rounds} "
+           "rounds alternating in one process; ids checked identical")
 
 
 def main():
