@@ -28,7 +28,8 @@ result, repeat until no adjacent pair has a rank.
   keys and values live in two arenas).  Bounded by ``cache_bytes`` (slot table
   half of it, each arena a quarter); the slot table starts at INITIAL_SLOTS, is
   sized once per call for its input and doubles at half load.  Each entry keeps
-  a 5-bit hit count (bumped by every hit, saturating); when the cache is full a
+  a 5-bit hit count (bumped by every hit once the cache holds a quarter of a
+  bound, cache_pressed; saturating); when the cache is full a
   *sweep* keeps the most-hit entries (at most half of each bound, their counts
   halved: frequency with ageing) and drops the rest, so the Zipfian few percent
   of chunks that carry most occurrences stay cached on a corpus of any size

@@ -492,9 +492,9 @@ class Tokenizer:
     def set_cache(self, *, bytes: int = _encode.DEFAULT_CACHE_BYTES, entries: Optional[int] = None) -> None:
         """Bound the chunk cache of each encoding thread to ``bytes`` of memory (0: no
         cache) and, optionally, ``entries`` chunks.  When full, the cache keeps the
-        chunks hit most since they were cached (their counts halved each time, so it
-        follows a corpus that drifts) and drops the rest.  Ids never depend on it;
-        the caches start empty again."""
+        chunks hit most (hits are counted once it holds a quarter of its bound; the
+        counts are halved at each sweep, so it follows a corpus that drifts) and
+        drops the rest.  Ids never depend on it; the caches start empty again."""
         check_cache_bound(bytes, entries)
         self.cache_bytes, self.cache_entries = int(bytes), None if entries is None else int(entries)
         self.__dict__.pop("_kernel_state", None)
