@@ -33,7 +33,8 @@ Sinhala, 200 a document) and ``cjk`` (the ja/ko/zh pages and the Hans/Hant/Jpan/
 ``--side-mb`` MB each: per round a fresh process and instance of each encoder (built untimed),
 its first pass (``fresh``) and its second (``second``) timed, encoders interleaved; medians
 of the rounds (a process per pass pair: fastokens keeps state across its instances in one
-process, so a later instance's first pass was not cold).  Ratios: ours over the best of gigatoken and fastokens.  The record
+process, so a later instance's first pass was not cold).  Ratios: ours over the best of
+gigatoken and fastokens.  The record
 (``benchmarks/records/encode_corpus_scale/``, ``_record.py``) holds the table, with
 the load at the start and the end; its ``data`` holds everything.
 """
@@ -313,16 +314,22 @@ def summarize_pass(points):
             "overall": rate(start, points[-1])}
 
 
+def run_child(mode, key, *args):
+    """This script run as ``mode`` (``--child`` or ``--child-set``) for encoder ``key`` in a fresh
+    process: the JSON of its last line of output."""
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), mode, key, *args], capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{key}: {mode} child failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def one_pass(keys, specs, corpus, args):
     runs = {k: [] for k in keys}
     for r in range(args.rounds):
         order = keys[r % len(keys):] + keys[:r % len(keys)]
         for key in order:
-            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", key, json.dumps(specs[key]),
-                                   corpus, str(args.batch_mb)], capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise SystemExit(f"{key}: child failed:\n{proc.stderr[-3000:]}")
-            got = json.loads(proc.stdout.strip().splitlines()[-1])
+            got = run_child("--child", key, json.dumps(specs[key]), corpus, str(args.batch_mb))
             runs[key].append(dict(summarize_pass(got["points"]), load_s=got["load"]["cpu_s"],
                                   peak_rss_mb=got["peak_rss_mb"]))
             print(f"  one pass {key}: {runs[key][-1]}", flush=True)
@@ -372,11 +379,7 @@ def language_passes(keys, specs, sets, rounds, tmp):
         for r in range(rounds):
             order = keys[r % len(keys):] + keys[:r % len(keys)]
             for key in order:
-                proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child-set", key,
-                                       json.dumps(specs[key]), sets_path, label], capture_output=True, text=True)
-                if proc.returncode != 0:
-                    raise SystemExit(f"{key}: set child failed:\n{proc.stderr[-3000:]}")
-                got = json.loads(proc.stdout.strip().splitlines()[-1])
+                got = run_child("--child-set", key, json.dumps(specs[key]), sets_path, label)
                 for phase in ("fresh", "second"):
                     times[key][phase].append(got[phase])
         out[label] = {"mb": mb, "mb_per_s": {k: {p: statistics.median(v) for p, v in t.items()}

@@ -207,8 +207,7 @@ def read_dolma(out, ids, dtype="uint32"):
     got = {}
     for csv_path in sorted(glob.glob(os.path.join(out, "*.csv.gz"))):
         raw = csv_path[: -len(".csv.gz")] + ".npy"
-        # dolma's memmap: uint16 ids for a vocabulary of at most 65,536 (it refuses uint32 there), else uint32
-        tokens = np.fromfile(raw, dtype=np.uint16 if dtype == "uint16" else np.uint32).astype(np.uint32)
+        tokens = np.fromfile(raw, dtype=dtype).astype(np.uint32)   # the dtype dolma was given
         with gzip.open(csv_path, "rt", encoding="utf-8") as f:
             for line in f:
                 start, end, doc_id = line.rstrip("\n").split(",")[:3]
