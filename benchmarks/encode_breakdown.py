@@ -228,12 +228,13 @@ def stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp, package_dir=measure.R
         xxhash = None
     sink = os.path.join(tmp, "stage.tokens")
 
-    def stream(toks, tally):
+    def stream(toks):
         """One pass as one worker makes it: unit by unit, its batches read, encoded (batch
         k by ``toks[k % len(toks)]``), checksummed and written, then dropped, so memory
         stays a unit's (keeping a 1 GB corpus's batches and ids alive instead made every
         stage pay for fresh pages and read 88% for a kernel that is 58-64% of the
-        command).  Adds each step's CPU seconds to ``tally``; returns (text bytes, tokens)."""
+        command).  Returns ({step: CPU seconds}, text bytes, tokens)."""
+        tally = dict.fromkeys(("read", "kernel", "sha256", "xxh3", "crc32", "write"), 0.0)
         k = text = tokens = 0
         for unit in units:
             with open(sink, "wb") as f:   # a unit's shard, written as the writer does (writer._close)
@@ -267,7 +268,7 @@ def stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp, package_dir=measure.R
                 os.fsync(f.fileno())
                 drop_cached_pages(f.fileno())
                 tally["write"] += time.process_time() - t0
-        return text, tokens
+        return tally, text, tokens
 
     def fresh(parts):
         toks = [Tokenizer.load(ube_tokenizer) for _ in range(parts)]
@@ -278,12 +279,10 @@ def stages(path, hf_tokenizer, ube_tokenizer, repeat, tmp, package_dir=measure.R
     one, two, warm = [], [], []
     for _ in range(repeat):
         toks = fresh(1)
-        one.append(dict.fromkeys(("read", "kernel", "sha256", "xxh3", "crc32", "write"), 0.0))
-        text_bytes, tokens = stream(toks, one[-1])
-        warm.append(dict.fromkeys(("read", "kernel", "sha256", "xxh3", "crc32", "write"), 0.0))
-        stream(toks, warm[-1])                            # the same cache, now warm
-        two.append(dict.fromkeys(("read", "kernel", "sha256", "xxh3", "crc32", "write"), 0.0))
-        stream(fresh(2), two[-1])
+        tally, text_bytes, tokens = stream(toks)
+        one.append(tally)
+        warm.append(stream(toks)[0])                      # the same cache, now warm
+        two.append(stream(fresh(2))[0])
 
     def med(runs, key):
         return statistics.median(r[key] for r in runs)
