@@ -87,8 +87,9 @@ cdef extern from *:
 cdef extern from *:
     """
     #include <stdlib.h>
+    #include <stdint.h>
     #include <string.h>
-    #if defined(__linux__)
+    #if defined(__unix__) || defined(__APPLE__)
     #include <sys/mman.h>
     #endif
     /* Zeroed memory for a table that is probed at random (chunk cache slots, pair
@@ -116,9 +117,55 @@ cdef extern from *:
             memset(p, 0, bytes ? bytes : 64);
         return p;
     }
+    /* Address space for a slot table that grows in place (cache_grow): ``bytes``
+       reserved, 2 MiB aligned, and not touched, so it holds no memory until the table
+       reaches it; every page is zero when first touched.  NULL where anonymous mmap is
+       missing or fails: the table is then allocated anew at each size.  A grown table
+       touches only its new part: allocated anew, each doubling was fresh memory of the
+       whole new size (the kernel zeroes a fresh page, and on a VM that returns freed
+       pages to its host that cost ~9-12% of a worker's CPU at 50-100 MB).
+       ``*base``, ``*len``: what ube_table_release unmaps.  -DUBE_NO_TABLE_RESERVE builds
+       the other way (CI tests it). */
+    static void* ube_table_reserve(size_t bytes, void** base, size_t* len) {
+    #if defined(MAP_ANONYMOUS) && defined(MAP_NORESERVE) && !defined(UBE_NO_TABLE_RESERVE)
+        const size_t huge = (size_t)2 << 20;
+        size_t n = ((bytes + huge - 1) & ~(huge - 1)) + huge;
+        void* p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            return NULL;
+        *base = p;
+        *len = n;
+        return (void*)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
+    #else
+        (void)bytes; (void)base; (void)len;
+        return NULL;
+    #endif
+    }
+    static void ube_table_release(void* base, size_t len) {
+    #if defined(MAP_ANONYMOUS) && defined(MAP_NORESERVE) && !defined(UBE_NO_TABLE_RESERVE)
+        if (base != NULL)
+            munmap(base, len);
+    #else
+        (void)base; (void)len;
+    #endif
+    }
+    /* The first ``bytes`` of a reserved table (2 MiB aligned) as huge pages from 2 MiB
+       up, as ube_big_alloc does for a table of that size; pages already touched stay
+       as they are. */
+    static void ube_table_advise(void* table, size_t bytes) {
+    #if defined(__linux__) && defined(MADV_HUGEPAGE)
+        if (bytes >= ((size_t)2 << 20))
+            madvise(table, bytes, MADV_HUGEPAGE);
+    #else
+        (void)table; (void)bytes;
+    #endif
+    }
     """
     void* table_alloc "ube_table_alloc"(size_t bytes) noexcept nogil
     void* big_alloc "ube_big_alloc"(size_t bytes) noexcept nogil
+    void* table_reserve "ube_table_reserve"(size_t bytes, void** base, size_t* length) noexcept nogil
+    void table_release "ube_table_release"(void* base, size_t length) noexcept nogil
+    void table_advise "ube_table_advise"(void* table, size_t bytes) noexcept nogil
 
 
 # --------------------------------------------------------------------------- pair table
@@ -458,6 +505,8 @@ cdef struct ChunkCache:
     Slot* slots
     uint64_t mask
     uint64_t max_slots          # the table doubles (at half load) up to this many slots
+    void* map_base              # not NULL: ``slots`` is the start of a mapping of room for max_slots
+    size_t map_len              # (table_reserve), where the table grows in place; else a table_alloc
     Py_ssize_t count
     Py_ssize_t max_entries      # 0: nothing is cached
     int64_t evicted             # entries dropped by sweeps
@@ -668,16 +717,31 @@ cdef void cache_sweep(ChunkCache* c) noexcept nogil:
     c.sweeps += 1
 
 
+cdef void cache_free_slots(ChunkCache* c) noexcept nogil:
+    """Give back the slot table, however it was allocated."""
+    if c.map_base != NULL:
+        table_release(c.map_base, c.map_len)
+    else:
+        free(c.slots)
+    c.slots = NULL
+    c.map_base = NULL
+
+
 cdef bint cache_grow(ChunkCache* c, uint64_t size) noexcept nogil:
-    """Grow the slot table to ``size`` slots (a power of two), moving every entry (keys
-    and ids stay where they are in their arenas); False when out of memory (the
-    table stays as it was).  The table starts small and grows with the chunks a
-    corpus actually has, so a small working set stays in a few cache lines and
-    pages instead of being spread over the whole bounded table."""
+    """Grow the slot table to ``size`` slots (a power of two, larger than now), moving
+    every entry (keys and ids stay where they are in their arenas); False when out of
+    memory (the table stays as it was).  The table starts small and grows with the
+    chunks a corpus actually has, so a small working set stays in a few cache lines
+    and pages instead of being spread over the whole bounded table.  In a reserved
+    mapping (``map_base``) it grows in place (cache_grow_in_place), else into a new
+    table."""
     cdef uint64_t i, j
     cdef Slot* old = c.slots
-    cdef Slot* grown = <Slot*>table_alloc(size * sizeof(Slot))
+    cdef Slot* grown
     cdef Slot* s
+    if c.map_base != NULL:
+        return cache_grow_in_place(c, size)
+    grown = <Slot*>table_alloc(size * sizeof(Slot))
     if grown == NULL:
         return False
     for i in range(c.mask + 1):
@@ -691,6 +755,75 @@ cdef bint cache_grow(ChunkCache* c, uint64_t size) noexcept nogil:
     free(old)
     c.slots = grown
     c.mask = size - 1
+    return True
+
+
+cdef bint cache_grow_in_place(ChunkCache* c, uint64_t size) noexcept nogil:
+    """cache_grow where the slots after the table are reserved and untouched (zero):
+    only the new part of the table is fresh memory, and the old part is never freed
+    and touched again as new pages.
+
+    An entry's new home is its old home (the "low" entries) or its old home plus a
+    multiple of the old size (in the new part).  The table is walked from a slot
+    that is empty (at most half load: one exists, and no probe chain crosses it),
+    one cluster (run of occupied slots) at a time: the cluster is taken out whole,
+    then its entries are put back in their old order at the first empty slot from
+    their new home.  A low entry lands within its own cluster's slots (a subset of
+    a cluster's entries, put back in order, each lands at or before where it was)
+    or, from a cluster that reached the old end, in the new part; an entry of the
+    new part stays there.  So every probe chain crosses only slots that hold
+    entries already put back, which never move again, and lookups find every entry
+    from its home.  A probe that would wrap past the new end (into old slots not
+    yet walked) is deferred and finished after the walk, when every slot is final.
+    Costs one pass over the old table and two small buffers (untouched pages cost
+    nothing: only the longest cluster and the deferred entries are written)."""
+    cdef uint64_t old_size = c.mask + 1, new_mask = size - 1, e, i, p, j
+    cdef Slot* t = c.slots
+    cdef Py_ssize_t cap = c.count + 1, nbuf, ndef = 0, k
+    cdef Slot* buf = <Slot*>malloc(cap * sizeof(Slot))
+    cdef Slot* deferred = <Slot*>malloc(cap * sizeof(Slot))
+    if buf == NULL or deferred == NULL:
+        free(buf)
+        free(deferred)
+        return False
+    e = 0
+    while e < old_size and t[e].k1 != 0:
+        e += 1
+    if e == old_size:          # never: inserts keep the table at most half full
+        free(buf)
+        free(deferred)
+        return False
+    table_advise(<void*>t, size * sizeof(Slot))
+    i = 1
+    while i <= old_size:
+        p = (e + i) & c.mask
+        if t[p].k1 == 0:
+            i += 1
+            continue
+        nbuf = 0
+        while t[p].k1 != 0:    # the cluster ends before e (empty) at the latest
+            buf[nbuf] = t[p]
+            nbuf += 1
+            t[p].k1 = 0
+            i += 1
+            p = (e + i) & c.mask
+        for k in range(nbuf):
+            j = slot_hash(&buf[k]) & new_mask & PAIR
+            while j < size and t[j].k1 != 0:
+                j += 1
+            if j == size:
+                deferred[ndef] = buf[k]
+                ndef += 1
+            else:
+                t[j] = buf[k]
+    for k in range(ndef):
+        j = slot_hash(&deferred[k]) & new_mask & PAIR
+        while t[j].k1 != 0:
+            j = (j + 1) & new_mask
+        t[j] = deferred[k]
+    free(buf)
+    free(deferred)
+    c.mask = new_mask
     return True
 
 
@@ -1584,7 +1717,7 @@ cdef class Encoder:
         self.tables.seed_bits = NULL
         if self.caches != NULL:
             for s in range(self._num_slots):
-                free(self.caches[s].slots)
+                cache_free_slots(&self.caches[s])
                 free(self.caches[s].keys)
                 free(self.caches[s].vals)
             free(self.caches)
@@ -1647,14 +1780,17 @@ cdef class Encoder:
             if self.cache_entries >= 0:
                 c.max_entries = min(c.max_entries, self.cache_entries)
             slots = min(slots, <uint64_t>INITIAL_SLOTS)
-            c.slots = <Slot*>table_alloc(slots * sizeof(Slot))
+            c.map_base = NULL
+            c.slots = <Slot*>table_reserve(c.max_slots * sizeof(Slot), &c.map_base, &c.map_len)
+            if c.slots == NULL:
+                c.slots = <Slot*>table_alloc(slots * sizeof(Slot))
             c.mask = slots - 1
             c.keys_cap = self.cache_bytes // 4
             c.keys = <uint8_t*>malloc(c.keys_cap if c.keys_cap > 0 else 1)
             c.vals_cap = self.cache_bytes // (4 * sizeof(uint32_t))
             c.vals = <uint32_t*>malloc((c.vals_cap + 8) * sizeof(uint32_t))  # + copy_ids' overrun
             if c.slots == NULL or c.keys == NULL or c.vals == NULL:
-                free(c.slots)
+                cache_free_slots(c)
                 free(c.keys)
                 free(c.vals)
                 c.slots = NULL

@@ -588,3 +588,40 @@ def test_sweeps_in_place_on_real_text_keep_ids(docs_rows, parallel_rows, entries
     assert [g.tolist() for g in cold.encode_ordinary_batch(texts, num_threads=1)] == expected
     (stats,) = [s for s in _slot_stats(tok) if s["misses"]]
     assert stats["sweeps"] > 5
+
+
+def test_table_growth_keeps_wrapped_and_colliding_clusters_findable():
+    """The slot table doubles (4096 -> 8192 -> 16384 slots) while it holds a cluster of
+    chunks whose home is the last slot pair of the 4096-slot table: in the 8192-slot
+    table about half of them have the last pair as their home again, so their cluster
+    runs past the end and wraps round to slot 0 (growth defers those to the end of its
+    walk), the rest stay at slot 4094 and spill into the new half.  After each growth
+    every chunk is still found from its home: a later pass misses nothing (each
+    distinct chunk misses exactly once) and the ids are tiktoken's."""
+    import tiktoken
+
+    from ube_stream.pretokenizer import resolve_pattern
+
+    ranks = openai_ranks("cl100k_base", limit=20000)
+    enc = tiktoken.Encoding("cl100k", pat_str=resolve_pattern("cl100k")[1], mergeable_ranks=ranks, special_tokens={})
+    tok = Tokenizer.from_tiktoken(ranks, "cl100k")
+    tok.set_cache(bytes=64 << 20)
+    at_end = _colliding_words(4094, 4095, 24, seed=5)
+    rng = random.Random(6)
+    fillers = sorted({" " + "".join(rng.choice(LETTERS) for _ in range(rng.randrange(5, 12)))
+                      for _ in range(7000)} - set(at_end))
+    # small calls: the table grows as entries arrive (a large call would size it at once)
+    calls = [["".join(at_end)]] + [["".join(fillers[i:i + 100])] for i in range(0, len(fillers), 100)]
+    calls.append(["".join(at_end)])
+    for docs in calls:
+        assert [g.tolist() for g in tok.encode_ordinary_batch(docs, num_threads=1)] == [enc.encode_ordinary(d)
+                                                                                         for d in docs]
+    (stats,) = [s for s in _slot_stats(tok) if s["misses"]]
+    distinct = len(set(at_end) | set(fillers))
+    assert stats["entries"] > 4096 and stats["bytes"] >= 16384 * 32   # doubled twice
+    assert stats["misses"] == distinct and stats["sweeps"] == 0
+    again = ["".join(fillers[::-1]), "".join(at_end[::-1])]
+    assert [g.tolist() for g in tok.encode_ordinary_batch(again, num_threads=1)] == [enc.encode_ordinary(d)
+                                                                                      for d in again]
+    (stats,) = [s for s in _slot_stats(tok) if s["misses"]]
+    assert stats["misses"] == distinct
