@@ -195,6 +195,43 @@ def test_written_token_files_leave_the_page_cache(corpus, tok_path, tmp_path):
     assert _resident_pages(files[0]) > 0          # the check itself sees pages a reader brought in
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="the page cache advice is Linux's")
+def test_a_large_token_file_is_settled_while_it_is_written(tmp_path, monkeypatch):
+    """One unit of a single compressed stream is one shard of up to 1 GiB: its token
+    file is synced and dropped from the page cache every SETTLE_BYTES (here 64 KiB)
+    while it is written, so the cache never holds more than that much of it, and the
+    shard is the same bytes (sha256 and contents) as when nothing is dropped early."""
+    from ube_stream.shards import writer
+    from ube_stream.shards.index_format import SHARDS_DIR
+
+    rng = np.random.default_rng(3)
+    docs = [rng.integers(0, 50000, size=int(n), dtype=np.uint32) for n in rng.integers(1, 9000, size=120)]
+    tokens = np.concatenate(docs)
+    offsets = np.concatenate([[0], np.cumsum([len(d) for d in docs])]).astype(np.int64)
+    rows = np.arange(len(docs), dtype=np.uint64)
+
+    def write(out, settle):
+        monkeypatch.setattr(writer, "SETTLE_BYTES", settle)
+        os.makedirs(out / SHARDS_DIR)
+        shards = writer._UnitShards(str(out), "00000", 1 << 28, "sha256:" + "f" * 64, ".tmp")
+        resident = []
+        for k in range(0, len(docs), 10):   # ten documents (~180 KiB) per batch
+            stop = min(k + 10, len(docs))
+            shards.add(tokens[offsets[k]:offsets[stop]], offsets[k:stop + 1] - offsets[k], rows[k:stop], 0)
+            resident.append(_resident_pages(shards.tokens_path + ".tmp"))
+        (record,) = shards.finish()
+        return record, resident, open(out / record["tokens_file"], "rb").read()
+
+    settled, resident, data = write(tmp_path / "a", 64 << 10)
+    whole, resident_whole, data_whole = write(tmp_path / "b", 1 << 40)
+    assert data == data_whole == tokens.astype("<u4").tobytes()
+    assert settled["sha256"] == whole["sha256"]
+    page = os.sysconf("SC_PAGE_SIZE")
+    batch_pages = max(offsets[k + 10] - offsets[k] for k in range(0, len(docs) - 10, 10)) * 4 // page + 2
+    assert max(resident) <= (64 << 10) // page + batch_pages     # what is not yet settled, at most
+    assert resident_whole[-1] > 4 * max(resident)                # without it the cache holds the file
+
+
 @pytest.mark.parametrize("cache_mb", [0, 0.004, 64])
 def test_cache_bound_never_changes_the_shards(encoded, corpus, tok_path, tmp_path, cache_mb):
     """`ube encode --cache-mb`: no cache, a 4 KiB one that sweeps all the time, and a large one write
