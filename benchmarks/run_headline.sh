@@ -12,7 +12,7 @@
 #                           cl100k, o200k, a trained 32K), 5 fresh processes each; per-language sets 2 MB
 #   side_by_side_e2e.py     100 MB of the large corpus in 4 files, 1 and 2 workers, ube encode vs dolma,
 #                           datatrove and a plain gigatoken/fastokens script, 5 interleaved rounds
-#   compressed_scaling.py   200 MB per file: .jsonl.zst, .jsonl.gz, .txt.zst, 4 MB-frame .jsonl.zst;
+#   compressed_scaling.py   500 MB per file (the size issue 24 names): .jsonl.zst, .jsonl.gz, .txt.zst, 4 MB-frame .jsonl.zst;
 #                           ube encode and ube train, 1 and 2 workers, 1 round
 #   verify_vs_encode.py     200,000 documents of real running text, 1 worker, 3 repeats
 #   side_by_side_train.py   50 MB of the large corpus, vocabulary 32,000, one thread: ube-stream (utf8, ube),
@@ -48,7 +48,7 @@ else
     LARGE=benchmarks/data/large; LARGE_SIZE=1000MB
     ECS=(--mb 300 --side-mb 2 --rounds 5)
     E2E=(--size 100MB --files 4 --workers 1,2 --repeat 5 --pin)
-    CS=(--mb 200 --workers 1,2 --rounds 1 --pin)
+    CS=(--mb 500 --workers 1,2 --rounds 1 --pin)
     VE=(--docs 200000 --repeats 3)
     ST=(--mb 50 --vocab-size 32000 --repeat 3)
     SC=(--sizes 100MB,1000MB --workers 1,2 --repeat 3 --pin)
