@@ -35,8 +35,10 @@ The same work for every tool:
   matched by id).  datatrove: `eos_token=`, unshuffled; it picks uint16 for a
   vocabulary of at most 65,536 ids (no option), so it writes half the bytes.
   plain script: uint32 tokens + uint64 lengths per input file.
-- threads: the peers run with `RAYON_NUM_THREADS=1` and
-  `TOKENIZERS_PARALLELISM=false`, so W workers use W cores (HF tokenizers and
+- threads: the peers run with `RAYON_NUM_THREADS=1`, `OPENBLAS_NUM_THREADS=1`
+  (as `ube encode` sets for itself: no tool here does linear algebra, and
+  numpy's OpenBLAS pool otherwise spins ~0.1 CPU s per process after its
+  import) and `TOKENIZERS_PARALLELISM=false`, so W workers use W cores (HF tokenizers and
   the Rust peers would otherwise add a thread pool per process).
 - cores: with `--pin`, every tool's run with W workers is restricted to W
   cores (the first W of this process's CPU affinity, set in the child before
@@ -281,7 +283,10 @@ def main(argv=None):
         raise SystemExit(f"{args.corpus} missing: run python benchmarks/make_large_corpus.py first")
     env = measure.ube_env()
     measure.compile_package()   # imported as an installed package is: from its bytecode
-    peer_env = {**os.environ, "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    # OPENBLAS_NUM_THREADS=1: what `ube encode` sets for itself (cli/main.py); numpy's OpenBLAS
+    # otherwise starts a pool whose threads spin for ~0.1 CPU s per process after its import
+    peer_env = {**os.environ, "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+                "OPENBLAS_NUM_THREADS": "1"}
     peer_env.pop("PYTHONPATH", None)
     size = measure.parse_sizes(args.size)[0]
     prefix, _, _ = measure.cut_prefix(args.corpus, size, args.work_dir)
