@@ -28,12 +28,58 @@ from _utf8 cimport utf8_encode
 
 cdef extern from *:
     """
+    #if UBE_SSE2_RUN
+    /* x >= k for unsigned bytes x (k in 1..255), as a signed compare of x ^ 0x80 */
+    #define UBE_JSON_GE(sx, k) _mm_cmpgt_epi8((sx), _mm_set1_epi8((char)(((k) ^ 0x80) - 1)))
+    /* Blocks of 16 bytes from p[j] while a block holds no '"', backslash or control byte
+       and is well-formed UTF-8 given the blocks before it: the continuation bytes are
+       exactly those the lead bytes call for (bit masks; a sequence that crosses into
+       the next block carries its bits there), C0, C1 and F5-FF never occur, and the
+       byte after E0, ED, F0 and F4 is in range (no overlong form, surrogate or value
+       above U+10FFFF).  SSE2 only.  Returns where the byte loop goes on: the first
+       block not taken, moved back to the lead byte of a sequence that crosses into it
+       (a character start).  Each block reads one byte past itself (j + 17 <= e). */
+    static UBE_ALWAYS_INLINE Py_ssize_t ube_json_utf8_blocks(const uint8_t* p, Py_ssize_t j, Py_ssize_t e) {
+        const __m128i flip = _mm_set1_epi8((char)0x80), space = _mm_set1_epi8(0x20),
+                      quote = _mm_set1_epi8(0x22), slash = _mm_set1_epi8(0x5C);
+        unsigned carry = 0;
+        while (j + 17 <= e) {
+            __m128i v = _mm_loadu_si128((const __m128i*)(p + j));
+            __m128i sv = _mm_xor_si128(v, flip);
+            __m128i sn = _mm_xor_si128(_mm_loadu_si128((const __m128i*)(p + j + 1)), flip);
+            unsigned high = (unsigned)_mm_movemask_epi8(v);                           /* >= 0x80 */
+            unsigned stop = ((unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(v, space)) & ~high)
+                            | (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, quote),
+                                                                       _mm_cmpeq_epi8(v, slash)));
+            unsigned c0 = (unsigned)_mm_movemask_epi8(UBE_JSON_GE(sv, 0xC0));
+            unsigned c2 = (unsigned)_mm_movemask_epi8(UBE_JSON_GE(sv, 0xC2));
+            unsigned e0 = (unsigned)_mm_movemask_epi8(UBE_JSON_GE(sv, 0xE0));
+            unsigned f0 = (unsigned)_mm_movemask_epi8(UBE_JSON_GE(sv, 0xF0));
+            unsigned f5 = (unsigned)_mm_movemask_epi8(UBE_JSON_GE(sv, 0xF5));
+            __m128i n_a0 = UBE_JSON_GE(sn, 0xA0), n_90 = UBE_JSON_GE(sn, 0x90);
+            unsigned range = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+                _mm_or_si128(_mm_andnot_si128(n_a0, _mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xE0))),
+                             _mm_and_si128(n_a0, _mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xED)))),
+                _mm_or_si128(_mm_andnot_si128(n_90, _mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xF0))),
+                             _mm_and_si128(n_90, _mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xF4))))));
+            unsigned need = ((c2 << 1) | (e0 << 2) | (f0 << 3)) | carry;   /* must be continuations */
+            if (stop | (c0 & ~c2) | f5 | range || (need & 0xFFFFu) != (high & ~c0))
+                break;
+            carry = need >> 16;
+            j += 16;
+        }
+        if (carry)
+            do { j--; } while ((p[j] & 0xC0) == 0x80);
+        return j;
+    }
+    #endif
     /* The end of the run at p[j] of bytes a JSON string holds as they are:
        printable ASCII but '"' and '\\', and well-formed UTF-8 (as
        ube_utf8_decode takes it).  The byte there is '"', '\\', a control
        byte, the start of ill-formed UTF-8, or j == e.  ASCII goes 16 bytes a
-       step with SSE2 (8 with SWAR words elsewhere); other characters one at a
-       time through ube_utf8_decode. */
+       step with SSE2 (8 with SWAR words elsewhere); with SSE2, text with other
+       characters too goes 16 bytes a step through ube_json_utf8_blocks; what
+       is left one character at a time through ube_utf8_decode. */
     static UBE_ALWAYS_INLINE Py_ssize_t ube_json_plain(const uint8_t* p, Py_ssize_t j, Py_ssize_t e) {
         uint32_t c, cp;
         int n, streak;
@@ -53,6 +99,8 @@ cdef extern from *:
                 }
                 j += 16;
             }
+            if (j + 17 <= e && p[j] >= 0x80)
+                j = ube_json_utf8_blocks(p, j, e);
     #elif UBE_SWAR_RUN
             const uint64_t H = 0x8080808080808080ULL, L = 0x0101010101010101ULL;
             uint64_t w;

@@ -222,18 +222,21 @@ PIECES = [b'\\"', b"\\\\", b"\\n", b"\\u00e9", b"\\ud83d\\ude00", b"\x7f", b" ",
           b"\xe4\xb8", b"\xe0\x9f\xbf", b"\xf0\x9f\x98", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80"]
 
 
-@pytest.mark.parametrize("filler", ["a", "é", "中", "a中", "😀"])
-def test_every_piece_at_every_offset_of_a_16_byte_step(filler):
+@pytest.mark.parametrize("tail", [3, 24])
+@pytest.mark.parametrize("filler", ["a", "é", "中", "a中", "😀", "a😀é中"])
+def test_every_piece_at_every_offset_of_a_16_byte_step(filler, tail):
     """A piece (an escape, a control byte, a stray quote, well-formed and
     ill-formed UTF-8) at each offset 0..40 of a string of ASCII, 2-, 3- or
-    4-byte text: the kernel takes the line exactly when it is valid JSON in
-    valid UTF-8, with json.loads's text (the 16-byte ASCII steps, the byte
-    loop and its 3-byte path meet every piece at every alignment)."""
+    4-byte text, followed by a few characters or by more than 16 bytes: the
+    kernel takes the line exactly when it is valid JSON in valid UTF-8, with
+    json.loads's text (the 16-byte ASCII steps, the 16-byte UTF-8 blocks with
+    their carry into the next block, the byte loop and its 3-byte path meet
+    every piece at every alignment)."""
     fill = filler.encode()
     for piece in PIECES:
         for before in range(41):
             head = (fill * before)[:before] if len(fill) == 1 else fill * (before // len(fill))
-            line = b'{"text": "' + head + piece + fill * 3 + b'"}'
+            line = b'{"text": "' + head + piece + fill * tail + b'"}'
             try:
                 valid = isinstance(json.loads(line.decode("utf-8")), dict)
             except ValueError:
