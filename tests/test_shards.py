@@ -232,6 +232,40 @@ def test_a_large_token_file_is_settled_while_it_is_written(tmp_path, monkeypatch
     assert resident_whole[-1] > 4 * max(resident)                # without it the cache holds the file
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="the page cache advice is Linux's")
+def test_settling_on_a_file_system_without_fdatasync_or_with_an_io_error(tmp_path, monkeypatch):
+    """A file system that refuses fdatasync (EINVAL) leaves the file to its final fsync:
+    the shard is written whole; an I/O error while settling is the unit's error, raised
+    then and not swallowed."""
+    import errno
+
+    from ube_stream.shards import writer
+    from ube_stream.shards.index_format import SHARDS_DIR
+
+    tokens = np.arange(100_000, dtype=np.uint32)
+    offsets = np.array([0, 50_000, 100_000], dtype=np.int64)
+    monkeypatch.setattr(writer, "SETTLE_BYTES", 64 << 10)
+    for code, out in ((errno.EINVAL, tmp_path / "a"), (errno.EIO, tmp_path / "b")):
+        calls = []
+
+        def refuse(fd, code=code, calls=calls):
+            calls.append(fd)
+            raise OSError(code, os.strerror(code))
+
+        monkeypatch.setattr(writer, "_DATASYNC", refuse)
+        os.makedirs(out / SHARDS_DIR)
+        shards = writer._UnitShards(str(out), "00000", 1 << 28, "sha256:" + "f" * 64, ".tmp")
+        if code == errno.EIO:
+            with pytest.raises(OSError, match="Input/output"):
+                shards.add(tokens, offsets, np.arange(2, dtype=np.uint64), 0)
+            continue
+        shards.add(tokens[:50_000], offsets[:2], np.arange(1, dtype=np.uint64), 0)
+        shards.add(tokens[50_000:], offsets[1:] - 50_000, np.arange(1, 2, dtype=np.uint64), 0)
+        (record,) = shards.finish()
+        assert len(calls) == 1    # refused once, then left to the final fsync
+        assert open(out / record["tokens_file"], "rb").read() == tokens.astype("<u4").tobytes()
+
+
 @pytest.mark.parametrize("cache_mb", [0, 0.004, 64])
 def test_cache_bound_never_changes_the_shards(encoded, corpus, tok_path, tmp_path, cache_mb):
     """`ube encode --cache-mb`: no cache, a 4 KiB one that sweeps all the time, and a large one write

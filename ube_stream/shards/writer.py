@@ -23,6 +23,7 @@ waited for; and each attempt writes its own ``.tmp.<host>.<pid>`` files.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import time
@@ -126,9 +127,15 @@ class _UnitShards:
         tokens in several units' files (page cache pages fresh from the VM's host)."""
         assert self.file is not None
         self.file.flush()
-        _DATASYNC(self.file.fileno())
-        _drop_cached_pages(self.file.fileno())
         self.unsettled = 0
+        try:
+            _DATASYNC(self.file.fileno())
+        except OSError as exc:
+            if exc.errno in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+                self.unsettled = -(1 << 62)   # a file system without it: the final fsync decides
+                return
+            raise   # EIO, ENOSPC...: what the final fsync would report, reported now
+        _drop_cached_pages(self.file.fileno())
 
     def _close(self) -> None:
         assert self.file is not None  # callers close an open shard only
