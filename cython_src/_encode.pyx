@@ -616,6 +616,16 @@ cdef inline uint64_t slot_hash(const Slot* s) noexcept nogil:
     return s.k1 & HASH56   # a long key keeps the low bits of the hash it was placed by
 
 
+cdef inline uint64_t first_empty_slot(const Slot* t, uint64_t size) noexcept nogil:
+    """The first empty slot of a table of ``size`` slots (``size`` when it is full): where
+    the in-place walks of cache_sweep and cache_grow_in_place start, since no probe
+    chain crosses an empty slot."""
+    cdef uint64_t e = 0
+    while e < size and t[e].k1 != 0:
+        e += 1
+    return e
+
+
 cdef void cache_sweep(ChunkCache* c) noexcept nogil:
     """Make room in a full cache by keeping its most-hit entries: the entries whose hit
     count is at least the lowest threshold (1..31) that keeps at most half of each
@@ -672,9 +682,7 @@ cdef void cache_sweep(ChunkCache* c) noexcept nogil:
     # before the one it came from, in its own cluster, and what is put back never moves
     # again, so every entry is found from its home when the walk ends.  (A fresh table
     # per sweep was new memory: the kernel zeroed its pages at every sweep.)
-    e = 0
-    while e < size and old[e].k1 != 0:
-        e += 1
+    e = first_empty_slot(old, size)
     if e == size:              # never: inserts keep the table at most half full
         free(spilled)
         cache_clear(c)
@@ -786,9 +794,7 @@ cdef bint cache_grow_in_place(ChunkCache* c, uint64_t size) noexcept nogil:
         free(buf)
         free(deferred)
         return False
-    e = 0
-    while e < old_size and t[e].k1 != 0:
-        e += 1
+    e = first_empty_slot(t, old_size)
     if e == old_size:          # never: inserts keep the table at most half full
         free(buf)
         free(deferred)
