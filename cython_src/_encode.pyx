@@ -89,7 +89,7 @@ cdef extern from *:
     #include <stdlib.h>
     #include <stdint.h>
     #include <string.h>
-    #if defined(__unix__) || defined(__APPLE__)
+    #if defined(__linux__)
     #include <sys/mman.h>
     #endif
     /* Zeroed memory for a table that is probed at random (chunk cache slots, pair
@@ -117,45 +117,56 @@ cdef extern from *:
             memset(p, 0, bytes ? bytes : 64);
         return p;
     }
-    /* Address space for a slot table that grows in place (cache_grow): ``bytes``
-       reserved, 2 MiB aligned, and not touched, so it holds no memory until the table
-       reaches it; every page is zero when first touched.  NULL where anonymous mmap is
-       missing or fails: the table is then allocated anew at each size.  A grown table
-       touches only its new part: allocated anew, each doubling was fresh memory of the
-       whole new size (the kernel zeroes a fresh page, and on a VM that returns freed
-       pages to its host that cost ~9-12% of a worker's CPU at 50-100 MB).
-       ``*base``, ``*len``: what ube_table_release unmaps.  -DUBE_NO_TABLE_RESERVE builds
-       the other way (CI tests it). */
-    static void* ube_table_reserve(size_t bytes, void** base, size_t* len) {
-    #if defined(MAP_ANONYMOUS) && defined(MAP_NORESERVE) && !defined(UBE_NO_TABLE_RESERVE)
-        const size_t huge = (size_t)2 << 20;
-        size_t n = ((bytes + huge - 1) & ~(huge - 1)) + huge;
-        void* p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    /* A slot table in an anonymous mapping of its own, grown with mremap (Linux): the
+       pages already written move with it (no copy, and no fresh memory for the old
+       part), and only the new part is fresh (zero) memory; the mapping is only as large
+       as the table (address space reserved for the whole bound would count against
+       RLIMIT_AS).  Tables of 2 MiB and more are advised as huge pages, as ube_big_alloc
+       does.  NULL where mremap is missing or fails (the table is then allocated anew
+       at each size); -DUBE_NO_TABLE_REMAP builds that way (CI tests it).  Allocated
+       anew, each doubling was fresh memory of the whole new size: the kernel zeroes a
+       fresh page, and on a VM that returns freed pages to its host that cost ~9-12% of
+       a worker's CPU at 50-100 MB. */
+    #if defined(__linux__) && defined(MREMAP_MAYMOVE) && !defined(UBE_NO_TABLE_REMAP)
+    #define UBE_TABLE_REMAP 1
+    #else
+    #define UBE_TABLE_REMAP 0
+    #endif
+    static void ube_table_advise(void* table, size_t bytes) {
+    #if UBE_TABLE_REMAP && defined(MADV_HUGEPAGE)
+        if (bytes >= ((size_t)2 << 20))
+            madvise(table, bytes, MADV_HUGEPAGE);
+    #else
+        (void)table; (void)bytes;
+    #endif
+    }
+    static void* ube_table_map(size_t bytes) {
+    #if UBE_TABLE_REMAP
+        void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED)
             return NULL;
-        *base = p;
-        *len = n;
-        return (void*)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
+        ube_table_advise(p, bytes);
+        return p;
     #else
-        (void)bytes; (void)base; (void)len;
+        (void)bytes;
         return NULL;
     #endif
     }
-    static void ube_table_release(void* base, size_t len) {
-    #if defined(MAP_ANONYMOUS) && defined(MAP_NORESERVE) && !defined(UBE_NO_TABLE_RESERVE)
-        if (base != NULL)
-            munmap(base, len);
+    static void* ube_table_remap(void* table, size_t bytes, size_t new_bytes) {
+    #if UBE_TABLE_REMAP
+        void* p = mremap(table, bytes, new_bytes, MREMAP_MAYMOVE);
+        if (p == MAP_FAILED)
+            return NULL;
+        ube_table_advise(p, new_bytes);
+        return p;
     #else
-        (void)base; (void)len;
+        (void)table; (void)bytes; (void)new_bytes;
+        return NULL;
     #endif
     }
-    /* The first ``bytes`` of a reserved table (2 MiB aligned) as huge pages from 2 MiB
-       up, as ube_big_alloc does for a table of that size; pages already touched stay
-       as they are. */
-    static void ube_table_advise(void* table, size_t bytes) {
-    #if defined(__linux__) && defined(MADV_HUGEPAGE)
-        if (bytes >= ((size_t)2 << 20))
-            madvise(table, bytes, MADV_HUGEPAGE);
+    static void ube_table_unmap(void* table, size_t bytes) {
+    #if UBE_TABLE_REMAP
+        munmap(table, bytes);
     #else
         (void)table; (void)bytes;
     #endif
@@ -163,9 +174,9 @@ cdef extern from *:
     """
     void* table_alloc "ube_table_alloc"(size_t bytes) noexcept nogil
     void* big_alloc "ube_big_alloc"(size_t bytes) noexcept nogil
-    void* table_reserve "ube_table_reserve"(size_t bytes, void** base, size_t* length) noexcept nogil
-    void table_release "ube_table_release"(void* base, size_t length) noexcept nogil
-    void table_advise "ube_table_advise"(void* table, size_t bytes) noexcept nogil
+    void* table_map "ube_table_map"(size_t bytes) noexcept nogil
+    void* table_remap "ube_table_remap"(void* table, size_t bytes, size_t new_bytes) noexcept nogil
+    void table_unmap "ube_table_unmap"(void* table, size_t bytes) noexcept nogil
 
 
 # --------------------------------------------------------------------------- pair table
@@ -505,8 +516,8 @@ cdef struct ChunkCache:
     Slot* slots
     uint64_t mask
     uint64_t max_slots          # the table doubles (at half load) up to this many slots
-    void* map_base              # not NULL: ``slots`` is the start of a mapping of room for max_slots
-    size_t map_len              # (table_reserve), where the table grows in place; else a table_alloc
+    size_t map_len              # not 0: ``slots`` is a mapping of this many bytes (table_map), grown
+                                # with table_remap and in place; 0: a table_alloc, allocated anew
     Py_ssize_t count
     Py_ssize_t max_entries      # 0: nothing is cached
     int64_t evicted             # entries dropped by sweeps
@@ -727,12 +738,12 @@ cdef void cache_sweep(ChunkCache* c) noexcept nogil:
 
 cdef void cache_free_slots(ChunkCache* c) noexcept nogil:
     """Give back the slot table, however it was allocated."""
-    if c.map_base != NULL:
-        table_release(c.map_base, c.map_len)
+    if c.map_len:
+        table_unmap(c.slots, c.map_len)
     else:
         free(c.slots)
     c.slots = NULL
-    c.map_base = NULL
+    c.map_len = 0
 
 
 cdef bint cache_grow(ChunkCache* c, uint64_t size) noexcept nogil:
@@ -741,13 +752,19 @@ cdef bint cache_grow(ChunkCache* c, uint64_t size) noexcept nogil:
     memory (the table stays as it was).  The table starts small and grows with the
     chunks a corpus actually has, so a small working set stays in a few cache lines
     and pages instead of being spread over the whole bounded table.  In a reserved
-    mapping (``map_base``) it grows in place (cache_grow_in_place), else into a new
-    table."""
+    mapping of its own (``map_len``) it is remapped larger and grows in place
+    (cache_grow_in_place), else into a new table."""
     cdef uint64_t i, j
     cdef Slot* old = c.slots
     cdef Slot* grown
     cdef Slot* s
-    if c.map_base != NULL:
+    if c.map_len:
+        if size * sizeof(Slot) > c.map_len:   # (larger already when an earlier growth found no memory)
+            grown = <Slot*>table_remap(<void*>c.slots, c.map_len, size * sizeof(Slot))
+            if grown == NULL:
+                return False
+            c.slots = grown
+            c.map_len = size * sizeof(Slot)
         return cache_grow_in_place(c, size)
     grown = <Slot*>table_alloc(size * sizeof(Slot))
     if grown == NULL:
@@ -767,9 +784,9 @@ cdef bint cache_grow(ChunkCache* c, uint64_t size) noexcept nogil:
 
 
 cdef bint cache_grow_in_place(ChunkCache* c, uint64_t size) noexcept nogil:
-    """cache_grow where the slots after the table are reserved and untouched (zero):
-    only the new part of the table is fresh memory, and the old part is never freed
-    and touched again as new pages.
+    """cache_grow where the table's mapping already holds ``size`` slots and the slots
+    after the table are zero (never written): only the new part of the table is fresh
+    memory, and the old part is never freed and touched again as new pages.
 
     An entry's new home is its old home (the "low" entries) or its old home plus a
     multiple of the old size (in the new part).  The table is walked from a slot
@@ -799,7 +816,6 @@ cdef bint cache_grow_in_place(ChunkCache* c, uint64_t size) noexcept nogil:
         free(buf)
         free(deferred)
         return False
-    table_advise(<void*>t, size * sizeof(Slot))
     i = 1
     while i <= old_size:
         p = (e + i) & c.mask
@@ -1786,9 +1802,10 @@ cdef class Encoder:
             if self.cache_entries >= 0:
                 c.max_entries = min(c.max_entries, self.cache_entries)
             slots = min(slots, <uint64_t>INITIAL_SLOTS)
-            c.map_base = NULL
-            c.slots = <Slot*>table_reserve(c.max_slots * sizeof(Slot), &c.map_base, &c.map_len)
+            c.map_len = slots * sizeof(Slot)
+            c.slots = <Slot*>table_map(c.map_len)
             if c.slots == NULL:
+                c.map_len = 0
                 c.slots = <Slot*>table_alloc(slots * sizeof(Slot))
             c.mask = slots - 1
             c.keys_cap = self.cache_bytes // 4

@@ -69,6 +69,32 @@ def test_worker_state_cached_per_process(workers, tmp_path):
     assert len(setup_pids) <= workers < len(task_pids)
 
 
+def test_worker_state_keeps_the_most_recently_used_setups(monkeypatch):
+    """A process that runs many jobs keeps only the last WORKER_STATE_ENTRIES setups
+    (each may hold a tokenizer and its chunk caches), dropping the least recently
+    used; one still in use is kept and not set up again."""
+    from ube_stream import executors
+
+    monkeypatch.setattr(executors, "_WORKER_STATE", executors.collections.OrderedDict())
+    calls = []
+
+    def setup(name):
+        calls.append(name)
+        return object()
+
+    first = executors.worker_state(setup, "job-0")
+    for k in range(1, 10):
+        executors.worker_state(setup, f"job-{k}")
+        assert executors.worker_state(setup, "job-0") is first   # used every time: never dropped
+    assert calls == [f"job-{k}" for k in range(10)]
+    assert len(executors._WORKER_STATE) == executors.WORKER_STATE_ENTRIES
+    executors.worker_state(setup, "job-1")                       # dropped long ago: set up again
+    assert calls[-1] == "job-1" and len(calls) == 11
+    seeded = object()
+    executors.seed_worker_state(seeded, setup, "job-seeded")
+    assert executors.worker_state(setup, "job-seeded") is seeded and len(calls) == 11
+
+
 def pid_of(_task):
     return os.getpid()
 

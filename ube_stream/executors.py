@@ -38,6 +38,7 @@ with their original message, and never retried.
 from __future__ import annotations
 
 import abc
+import collections
 import contextlib
 import os
 import sys
@@ -49,7 +50,8 @@ from .errors import UbeError
 __all__ = ["usable_cores", "worker_count", "Executor", "LocalExecutor", "WorkerDiedError", "RayExecutor", "EXECUTORS", "executor_class", "get_executor", "worker_state",
            "seed_worker_state", "start_method", "will_fork", "storage_env", "STORAGE_ENV_PREFIXES"]
 
-_WORKER_STATE: Dict[Tuple[Any, ...], Any] = {}
+WORKER_STATE_ENTRIES = 4   # setups a process keeps (least recently used dropped): a run uses one or two
+_WORKER_STATE: "collections.OrderedDict[Tuple[Any, ...], Any]" = collections.OrderedDict()
 
 
 def usable_cores() -> int:
@@ -109,18 +111,33 @@ def will_fork() -> bool:
 
 
 def worker_state(setup: Callable[..., Any], *args: Any) -> Any:
-    """``setup(*args)``, computed once per process and cached by its arguments."""
+    """``setup(*args)``, computed once per process and cached by its arguments; the
+    cache keeps the WORKER_STATE_ENTRIES most recently used results, so a process
+    that runs many jobs (a notebook, a reused Ray worker, 300 ``verify_shards`` calls)
+    does not keep every job's tokenizer and its chunk caches alive."""
     key = (setup.__module__, setup.__qualname__, args)
-    if key not in _WORKER_STATE:
-        _WORKER_STATE[key] = setup(*args)
+    if key in _WORKER_STATE:
+        _WORKER_STATE.move_to_end(key)
+    else:
+        _remember(key, setup(*args))
     return _WORKER_STATE[key]
+
+
+def _remember(key: Tuple[Any, ...], value: Any) -> None:
+    _WORKER_STATE[key] = value
+    while len(_WORKER_STATE) > WORKER_STATE_ENTRIES:
+        _WORKER_STATE.popitem(last=False)
 
 
 def seed_worker_state(value: Any, setup: Callable[..., Any], *args: Any) -> None:
     """Record ``value`` as this process's ``worker_state(setup, *args)``: a driver
     that already holds the result (the tokenizer it was given) spares the units it
     runs in-process a second ``setup``.  Other processes still run ``setup``."""
-    _WORKER_STATE.setdefault((setup.__module__, setup.__qualname__, args), value)
+    key = (setup.__module__, setup.__qualname__, args)
+    if key in _WORKER_STATE:
+        _WORKER_STATE.move_to_end(key)
+    else:
+        _remember(key, value)
 
 
 class Executor(abc.ABC):
