@@ -87,17 +87,26 @@ cdef extern from *:
 cdef extern from *:
     """
     #include <stdlib.h>
-    #include <stdint.h>
     #include <string.h>
     #if defined(__linux__)
     #include <sys/mman.h>
     #endif
+    /* Advise a 2 MiB aligned table of 2 MiB or more as huge pages (Linux; elsewhere
+       nothing): a probe then rarely misses the TLB (with 4 KiB pages nearly every probe
+       of a 16 MiB table did, and the prefetch of a slot stalled on it).  Pages already
+       touched stay as they are. */
+    static void ube_advise_huge(void* table, size_t bytes) {
+    #if defined(__linux__) && defined(MADV_HUGEPAGE)
+        if (bytes >= ((size_t)2 << 20))
+            madvise(table, bytes, MADV_HUGEPAGE);
+    #else
+        (void)table; (void)bytes;
+    #endif
+    }
     /* Zeroed memory for a table that is probed at random (chunk cache slots, pair
        table), aligned to a cache line (calloc's 16 bytes left half of the 32-byte
        cache slots across two lines, a probe loading both).  From 2 MiB up it is
-       2 MiB aligned and, on Linux, advised as huge pages: a probe then rarely
-       misses the TLB (with 4 KiB pages nearly every probe of a 16 MiB table did,
-       and the prefetch of a slot stalled on it). */
+       2 MiB aligned and advised as huge pages (ube_advise_huge). */
     static void* ube_big_alloc(size_t bytes) {
         void* p = NULL;
         const size_t huge = (size_t)2 << 20;
@@ -105,10 +114,8 @@ cdef extern from *:
         bytes = bytes ? (bytes + align - 1) & ~(align - 1) : 64;
         if (posix_memalign(&p, align, bytes) != 0)
             return NULL;
-    #if defined(__linux__) && defined(MADV_HUGEPAGE)
         if (align == huge)
-            madvise(p, bytes, MADV_HUGEPAGE);
-    #endif
+            ube_advise_huge(p, bytes);
         return p;
     }
     static void* ube_table_alloc(size_t bytes) {
@@ -121,8 +128,9 @@ cdef extern from *:
        pages already written move with it (no copy, and no fresh memory for the old
        part), and only the new part is fresh (zero) memory; the mapping is only as large
        as the table (address space reserved for the whole bound would count against
-       RLIMIT_AS).  Tables of 2 MiB and more are advised as huge pages, as ube_big_alloc
-       does.  NULL where mremap is missing or fails (the table is then allocated anew
+       RLIMIT_AS).  Tables of 2 MiB and more are advised as huge pages
+       (ube_advise_huge; mmap and mremap return page-aligned tables, and the kernel
+       maps the 2 MiB aligned parts of them with huge pages).  NULL where mremap is missing or fails (the table is then allocated anew
        at each size); -DUBE_NO_TABLE_REMAP builds that way (CI tests it).  Allocated
        anew, each doubling was fresh memory of the whole new size: the kernel zeroes a
        fresh page, and on a VM that returns freed pages to its host that cost ~9-12% of
@@ -132,20 +140,12 @@ cdef extern from *:
     #else
     #define UBE_TABLE_REMAP 0
     #endif
-    static void ube_table_advise(void* table, size_t bytes) {
-    #if UBE_TABLE_REMAP && defined(MADV_HUGEPAGE)
-        if (bytes >= ((size_t)2 << 20))
-            madvise(table, bytes, MADV_HUGEPAGE);
-    #else
-        (void)table; (void)bytes;
-    #endif
-    }
     static void* ube_table_map(size_t bytes) {
     #if UBE_TABLE_REMAP
         void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED)
             return NULL;
-        ube_table_advise(p, bytes);
+        ube_advise_huge(p, bytes);
         return p;
     #else
         (void)bytes;
@@ -157,7 +157,7 @@ cdef extern from *:
         void* p = mremap(table, bytes, new_bytes, MREMAP_MAYMOVE);
         if (p == MAP_FAILED)
             return NULL;
-        ube_table_advise(p, new_bytes);
+        ube_advise_huge(p, new_bytes);
         return p;
     #else
         (void)table; (void)bytes; (void)new_bytes;
@@ -751,8 +751,8 @@ cdef bint cache_grow(ChunkCache* c, uint64_t size) noexcept nogil:
     every entry (keys and ids stay where they are in their arenas); False when out of
     memory (the table stays as it was).  The table starts small and grows with the
     chunks a corpus actually has, so a small working set stays in a few cache lines
-    and pages instead of being spread over the whole bounded table.  In a reserved
-    mapping of its own (``map_len``) it is remapped larger and grows in place
+    and pages instead of being spread over the whole bounded table.  In a mapping
+    of its own (``map_len``) it is remapped larger and grows in place
     (cache_grow_in_place), else into a new table."""
     cdef uint64_t i, j
     cdef Slot* old = c.slots

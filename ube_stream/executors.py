@@ -115,29 +115,26 @@ def worker_state(setup: Callable[..., Any], *args: Any) -> Any:
     cache keeps the WORKER_STATE_ENTRIES most recently used results, so a process
     that runs many jobs (a notebook, a reused Ray worker, 300 ``verify_shards`` calls)
     does not keep every job's tokenizer and its chunk caches alive."""
-    key = (setup.__module__, setup.__qualname__, args)
-    if key in _WORKER_STATE:
-        _WORKER_STATE.move_to_end(key)
-    else:
-        _remember(key, setup(*args))
-    return _WORKER_STATE[key]
-
-
-def _remember(key: Tuple[Any, ...], value: Any) -> None:
-    _WORKER_STATE[key] = value
-    while len(_WORKER_STATE) > WORKER_STATE_ENTRIES:
-        _WORKER_STATE.popitem(last=False)
+    return _recall((setup.__module__, setup.__qualname__, args), lambda: setup(*args))
 
 
 def seed_worker_state(value: Any, setup: Callable[..., Any], *args: Any) -> None:
     """Record ``value`` as this process's ``worker_state(setup, *args)``: a driver
     that already holds the result (the tokenizer it was given) spares the units it
     runs in-process a second ``setup``.  Other processes still run ``setup``."""
-    key = (setup.__module__, setup.__qualname__, args)
+    _recall((setup.__module__, setup.__qualname__, args), lambda: value)
+
+
+def _recall(key: Tuple[Any, ...], make: Callable[[], Any]) -> Any:
+    """The cached value of ``key`` (now the most recently used), else ``make()``, cached
+    with the least recently used entries beyond WORKER_STATE_ENTRIES dropped."""
     if key in _WORKER_STATE:
         _WORKER_STATE.move_to_end(key)
     else:
-        _remember(key, value)
+        _WORKER_STATE[key] = make()
+        while len(_WORKER_STATE) > WORKER_STATE_ENTRIES:
+            _WORKER_STATE.popitem(last=False)
+    return _WORKER_STATE[key]
 
 
 class Executor(abc.ABC):

@@ -85,6 +85,7 @@ class _UnitShards:
         self.file = open(self.tokens_path + self.tmp_suffix, "wb")
         self.digest = hashlib.sha256()
         self.unsettled = 0     # bytes written since the file's pages were last synced and dropped
+        self.settles = _ADVISE is not None   # False where pages cannot be dropped or synced early
         self.n_tokens = 0
         self.token_bound = 0
         self.lengths: List[np.ndarray] = []
@@ -109,7 +110,7 @@ class _UnitShards:
             self.file.write(chunk.data)
             self.digest.update(chunk.data)
             self.unsettled += chunk.nbytes
-            if self.unsettled >= SETTLE_BYTES and _ADVISE is not None:
+            if self.settles and self.unsettled >= SETTLE_BYTES:
                 self._settle()
             if len(chunk):
                 self.token_bound = max(self.token_bound, int(chunk.max()) + 1)
@@ -132,7 +133,7 @@ class _UnitShards:
             _DATASYNC(self.file.fileno())
         except OSError as exc:
             if exc.errno in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
-                self.unsettled = -(1 << 62)   # a file system without it: the final fsync decides
+                self.settles = False   # a file system without it: the final fsync decides
                 return
             raise   # EIO, ENOSPC...: what the final fsync would report, reported now
         _drop_cached_pages(self.file.fileno())
