@@ -5,8 +5,8 @@
     python benchmarks/ab_encode.py inproc BEFORE_ROOT [--rounds 8] [--only trained-32k]
 
 ``prep`` writes the corpora (``mixed``, ``english``, ``cjk`` as side_by_side_encode.py
-takes them) and a utf8 tokenizer trained on the mixed text (GPT-2 pattern) to
-``--dir``.  ``ab`` then runs ``--rounds`` pairs of processes, before and after
+takes them, ``indic`` as encode_corpus_scale.py does) and a utf8 tokenizer trained on
+the mixed text (GPT-2 pattern) to ``--dir``.  ``ab`` then runs ``--rounds`` pairs of processes, before and after
 alternating, each importing ``ube_stream`` from its own built checkout and timing,
 per vocabulary and corpus, one *fresh* call (an unpickled tokenizer: empty caches,
 tables built untimed by a first call on one short text) and the median of
@@ -38,12 +38,16 @@ VOCABS = ("cl100k", "o200k", "trained-32k")
 
 def prep(args):
     sys.path.insert(0, os.path.dirname(HERE))
+    import encode_corpus_scale as scale
     import side_by_side_encode as sbs
 
     from ube_stream import train
 
     os.makedirs(args.dir, exist_ok=True)
     corpora = sbs.corpora(args.corpus, args.shared, args.mb, args.side_mb)
+    # Indic scripts: GPT-2's pattern cuts their words at every vowel sign (a chunk a character or two)
+    corpora["indic"] = scale.take(scale.grouped(scale.read_jsonl(os.path.join(args.shared, "parallel.jsonl.zst")),
+                                                lambda r: r["script"] in scale.INDIC), args.side_mb)
     with open(os.path.join(args.dir, "corpora.pkl"), "wb") as f:
         pickle.dump(corpora, f)
     tok = train(iter(sbs.take(iter(corpora["mixed"]), args.train_mb)), vocab_size=32000, substrate="utf8",
@@ -54,11 +58,15 @@ def prep(args):
 
 
 def one(args):
-    sys.path.insert(0, args.root)
     sys.path.insert(0, HERE)
-    from side_by_side_encode import rank_file
+    from side_by_side_encode import rank_file  # (it puts this checkout first on sys.path)
 
+    sys.path.insert(0, args.root)              # so the build under test goes before it
+    import ube_stream
     from ube_stream import Tokenizer
+
+    if not os.path.abspath(ube_stream.__file__).startswith(os.path.abspath(args.root) + os.sep):
+        raise SystemExit(f"imported {ube_stream.__file__}, not the build under test in {args.root}")
 
     with open(os.path.join(args.dir, "corpora.pkl"), "rb") as f:
         corpora = pickle.load(f)

@@ -27,19 +27,44 @@ cdef inline int _pretok_next(const uint8_t* data, Py_ssize_t n, Py_ssize_t i,
     return utf8_decode(data, n, i, codepoint)
 
 
-cdef inline Py_ssize_t _gpt2_run(const uint8_t* data, Py_ssize_t n, Py_ssize_t pos,
-                                 const uint8_t* classes, uint8_t cls) noexcept nogil:
-    """End of the run of characters of class ``cls`` from ``pos``, or ``-(i + 1)``
+cdef inline Py_ssize_t _gpt2_runs(const uint8_t* data, Py_ssize_t n, Py_ssize_t pos,
+                                  const uint8_t* classes, uint8_t cls, int64_t* ends,
+                                  Py_ssize_t* nchunks) noexcept nogil:
+    """From ``pos`` inside a run of class ``cls`` (letter, number or other): the
+    end of the last of the runs that follow it with no whitespace and no ASCII
+    character of another class between them.
+
+    A non-ASCII character of another class that is not whitespace ends the run
+    and starts the next one: no rule of the pattern joins them, and neither
+    the optional space nor a contraction can start a chunk there.  The end is
+    written without a branch (``ends[k] = pos; k += class changed``), so a
+    Devanagari word, which the pattern cuts at every vowel sign, no longer
+    takes the chunk-start rules and a mispredicted branch per character.
+    ``nchunks`` is advanced by the chunks ended here.  Returns ``-(i + 1)``
     when it meets invalid UTF-8 at ``i``."""
     cdef uint32_t cp = 0
     cdef int length
+    cdef uint8_t b, c
+    cdef Py_ssize_t k = nchunks[0]
     while pos < n:
-        length = _pretok_next(data, n, pos, &cp)
+        b = data[pos]
+        if b < 0x80:
+            if classes[b] != cls:
+                break
+            pos += 1
+            continue
+        length = utf8_decode(data, n, pos, &cp)
         if length == 0:
+            nchunks[0] = k
             return -(pos + 1)
-        if classes[cp] != cls:
+        c = classes[cp]
+        if c == CLASS_SPACE:
             break
+        ends[k] = pos       # in bounds: every chunk so far ends at or before pos < n
+        k += c != cls
+        cls = c
         pos += length
+    nchunks[0] = k
     return pos
 
 
@@ -84,7 +109,7 @@ cdef inline Py_ssize_t gpt2_split(const uint8_t* data, Py_ssize_t n, const uint8
         if s >= 0:
             pos = s
             if pos < n and data[pos] >= 0x80:   # the run goes on past ASCII
-                pos = _gpt2_run(data, n, pos, classes, CLASS_LETTER)
+                pos = _gpt2_runs(data, n, pos, classes, CLASS_LETTER, ends, &nchunks)
                 if pos < 0:
                     return pos
             ends[nchunks] = pos
@@ -115,7 +140,7 @@ cdef inline Py_ssize_t gpt2_split(const uint8_t* data, Py_ssize_t n, const uint8
                 pos = ascii_run(data, n, pos, 0x20, 0x61, 0x7A)
             elif cls == CLASS_NUMBER:
                 pos = ascii_run(data, n, pos, 0, 0x30, 0x39)
-            pos = _gpt2_run(data, n, pos, classes, cls)
+            pos = _gpt2_runs(data, n, pos, classes, cls, ends, &nchunks)
             if pos < 0:
                 return pos
         else:
