@@ -173,10 +173,154 @@ cdef extern from *:
     }
     """
     void* table_alloc "ube_table_alloc"(size_t bytes) noexcept nogil
-    void* big_alloc "ube_big_alloc"(size_t bytes) noexcept nogil
     void* table_map "ube_table_map"(size_t bytes) noexcept nogil
     void* table_remap "ube_table_remap"(void* table, size_t bytes, size_t new_bytes) noexcept nogil
     void table_unmap "ube_table_unmap"(void* table, size_t bytes) noexcept nogil
+
+
+# --------------------------------------------------------------------------- output buffers
+
+cdef extern from *:
+    """
+    #include <pthread.h>
+    /* A call's output ids go to numpy, which frees them through ube_out_release when
+       the arrays die.  Buffers of UBE_OUT_MIN bytes and more are then kept (at most
+       UBE_OUT_KEEP of them, UBE_OUT_KEPT_MAX bytes in all, process-wide: any encoder,
+       any thread) for the next call's output, so a warm call writes into pages it has
+       written before.  From malloc, an output of ~2 MiB was a fresh mapping on most
+       calls: the allocator's mmap threshold follows the sizes freed, and a call
+       reserves a little more than the last output it freed, so every page was faulted
+       and zeroed again (a warm 2 MB English batch ran at ~500 MB/s against ~650 with
+       its pages kept; which of the two a process got depended on its heap layout).
+       Each buffer has a 64-byte header holding its capacity.  A kept buffer is handed
+       out for a request of an eighth of its capacity or more (a call reserves a guess,
+       text size / 4 ids, which text can pass fourfold: a byte-level stretch is an id a
+       byte, two in utf16, and the buffer grows by halves past it), and take_ids
+       shrinks a result's buffer to its ids when it is more than twice their size. */
+    #define UBE_OUT_HEADER 64
+    #define UBE_OUT_MIN ((size_t)256 << 10)
+    #define UBE_OUT_KEEP 4
+    #define UBE_OUT_KEPT_MAX ((size_t)64 << 20)
+    static pthread_mutex_t ube_out_lock = PTHREAD_MUTEX_INITIALIZER;
+    static char* ube_out_kept[UBE_OUT_KEEP];   /* headers; NULL: an empty place */
+    static size_t ube_out_kept_bytes = 0;
+    static size_t ube_out_cap(const void* data) {
+        return *(const size_t*)((const char*)data - UBE_OUT_HEADER);
+    }
+    static void* ube_out_realloc(void* data, size_t bytes) {
+        char* base = data ? (char*)data - UBE_OUT_HEADER : NULL;
+        base = (char*)realloc(base, bytes + UBE_OUT_HEADER);
+        if (base == NULL)
+            return NULL;
+        *(size_t*)base = bytes;
+        return base + UBE_OUT_HEADER;
+    }
+    /* Room for ``bytes``: the smallest kept buffer of ``bytes`` to ``8 * bytes``, else
+       a new one. */
+    static void* ube_out_alloc(size_t bytes) {
+        char* found = NULL;
+        int i, best = -1;
+        if (bytes >= UBE_OUT_MIN) {
+            pthread_mutex_lock(&ube_out_lock);
+            for (i = 0; i < UBE_OUT_KEEP; i++) {
+                size_t cap = ube_out_kept[i] ? *(size_t*)ube_out_kept[i] : 0;
+                if (cap >= bytes && cap / 8 <= bytes
+                        && (best < 0 || cap < *(size_t*)ube_out_kept[best]))
+                    best = i;
+            }
+            if (best >= 0) {
+                found = ube_out_kept[best];
+                ube_out_kept[best] = NULL;
+                ube_out_kept_bytes -= *(size_t*)found;
+            }
+            pthread_mutex_unlock(&ube_out_lock);
+        }
+        return found ? found + UBE_OUT_HEADER : ube_out_realloc(NULL, bytes);
+    }
+    /* Free an output buffer, or keep it (in an empty place, else in place of the
+       smallest kept one when it is larger). */
+    static void ube_out_release(void* data) {
+        char* base;
+        char* drop = NULL;
+        size_t cap;
+        int i, place = -1;
+        if (data == NULL)
+            return;
+        base = (char*)data - UBE_OUT_HEADER;
+        cap = *(size_t*)base;
+        if (cap < UBE_OUT_MIN || cap > UBE_OUT_KEPT_MAX) {
+            free(base);
+            return;
+        }
+        pthread_mutex_lock(&ube_out_lock);
+        for (i = 0; i < UBE_OUT_KEEP; i++) {
+            if (ube_out_kept[i] == NULL) {
+                place = i;
+                break;
+            }
+            if (*(size_t*)ube_out_kept[i] < cap
+                    && (place < 0 || *(size_t*)ube_out_kept[i] < *(size_t*)ube_out_kept[place]))
+                place = i;
+        }
+        if (place >= 0 && ube_out_kept[place] != NULL) {
+            drop = ube_out_kept[place];
+            ube_out_kept_bytes -= *(size_t*)drop;
+            ube_out_kept[place] = NULL;
+        }
+        while (place >= 0 && ube_out_kept_bytes + cap > UBE_OUT_KEPT_MAX) {
+            /* over the bound: drop the other kept buffers, smallest first, or this one */
+            int smallest = -1;
+            for (i = 0; i < UBE_OUT_KEEP; i++)
+                if (ube_out_kept[i] != NULL && (smallest < 0
+                        || *(size_t*)ube_out_kept[i] < *(size_t*)ube_out_kept[smallest]))
+                    smallest = i;
+            if (smallest < 0) {
+                place = -1;
+                break;
+            }
+            ube_out_kept_bytes -= *(size_t*)ube_out_kept[smallest];
+            free(ube_out_kept[smallest]);
+            ube_out_kept[smallest] = NULL;
+        }
+        if (place >= 0) {
+            ube_out_kept[place] = base;
+            ube_out_kept_bytes += cap;
+            base = NULL;
+        }
+        pthread_mutex_unlock(&ube_out_lock);
+        free(drop);
+        free(base);
+    }
+    /* A fork while another thread holds the lock would leave it held in the child:
+       the forking thread takes it first and releases it on both sides. */
+    static void ube_out_lock_take(void) { pthread_mutex_lock(&ube_out_lock); }
+    static void ube_out_lock_give(void) { pthread_mutex_unlock(&ube_out_lock); }
+    static int ube_out_init(void) {
+        return pthread_atfork(ube_out_lock_take, ube_out_lock_give, ube_out_lock_give);
+    }
+    static size_t ube_out_kept_total(void) {
+        size_t total;
+        pthread_mutex_lock(&ube_out_lock);
+        total = ube_out_kept_bytes;
+        pthread_mutex_unlock(&ube_out_lock);
+        return total;
+    }
+    """
+    void* out_alloc "ube_out_alloc"(size_t bytes) noexcept nogil
+    void* out_realloc "ube_out_realloc"(void* data, size_t bytes) noexcept nogil
+    void out_release "ube_out_release"(void* data) noexcept nogil
+    size_t out_cap "ube_out_cap"(const void* data) noexcept nogil
+    size_t out_kept_total "ube_out_kept_total"() noexcept nogil
+    int out_init "ube_out_init"() noexcept nogil
+
+
+if out_init() != 0:
+    raise MemoryError("pthread_atfork: no room to register the output buffers' fork handlers")
+
+
+def output_buffers_kept():
+    """Bytes of freed output buffers the encoders keep for their next calls (tests)."""
+    return out_kept_total()
 
 
 # --------------------------------------------------------------------------- pair table
@@ -941,14 +1085,14 @@ cdef inline int out_reserve(Work* w, Py_ssize_t extra) noexcept nogil:
     if need <= w.out_cap:
         return 0
     need = max(need, w.out_cap + w.out_cap // 2 + 1024)
-    if w.out == NULL:   # a call's first reservation (its size): 2 MiB and more as huge pages
-        grown = <uint32_t*>big_alloc(need * sizeof(uint32_t))
+    if w.out == NULL:   # a call's first reservation (its size): a kept buffer if one fits
+        grown = <uint32_t*>out_alloc(need * sizeof(uint32_t))
     else:
-        grown = <uint32_t*>realloc(w.out, need * sizeof(uint32_t))
+        grown = <uint32_t*>out_realloc(w.out, need * sizeof(uint32_t))
     if grown == NULL:
         return -1
     w.out = grown
-    w.out_cap = need
+    w.out_cap = <Py_ssize_t>(out_cap(grown) // sizeof(uint32_t))   # a kept buffer may hold more
     return 0
 
 
@@ -956,7 +1100,7 @@ cdef void work_free(Work* w) noexcept nogil:
     free(w.symbols)
     free(w.ids)
     free(w.ranks)
-    free(w.out)
+    out_release(w.out)
     free(w.flags)
     free(w.starts)
     memset(w, 0, sizeof(Work))
@@ -979,7 +1123,7 @@ cdef void scratch_end_call(Scratch* s) noexcept nogil:
     """After a call: drop its output (unless numpy took it) and any chunk buffers a
     huge chunk made large, keep the rest for the slot's next call."""
     cdef Work* w = &s.work
-    free(w.out)
+    out_release(w.out)
     w.out = NULL
     w.out_size = 0
     w.out_cap = 0
@@ -1440,18 +1584,21 @@ cdef Py_ssize_t window_end(const uint8_t* p, Py_ssize_t pos, Py_ssize_t stop,
 
 
 cdef object take_ids(Work* w):
-    """The ids of ``w`` as a numpy uint32 array that owns the buffer (no copy)."""
+    """The ids of ``w`` as a numpy uint32 array that owns the buffer (no copy); freed
+    through ``out_release``, which may keep it for a later call's output.  A buffer
+    more than twice the ids' size is shrunk first."""
     cdef cvarray arr
     cdef uint32_t* shrunk
     if w.out_size == 0:
         return np.zeros(0, dtype=np.uint32)
-    shrunk = <uint32_t*>realloc(w.out, w.out_size * sizeof(uint32_t))
-    if shrunk != NULL:
-        w.out = shrunk
+    if out_cap(w.out) > 2 * <size_t>w.out_size * sizeof(uint32_t):
+        shrunk = <uint32_t*>out_realloc(w.out, w.out_size * sizeof(uint32_t))
+        if shrunk != NULL:
+            w.out = shrunk
     arr = cvarray(shape=(w.out_size,), itemsize=sizeof(uint32_t), format="I", mode="c",
                   allocate_buffer=False)
     arr.data = <char*>w.out
-    arr.callback_free_data = free
+    arr.callback_free_data = out_release
     w.out = NULL
     w.out_size = 0
     w.out_cap = 0

@@ -3,6 +3,7 @@ HF ``tokenizers`` and ``tiktoken`` built from the same merges, the pure-Python
 twins in ``_reference``, Python's codecs (round trips), and hypothesis properties."""
 import argparse
 import io
+import os
 from contextlib import redirect_stdout
 
 import numpy as np
@@ -731,6 +732,64 @@ def test_cache_grows_and_keeps_every_entry(tokenizers_by_substrate, real_texts, 
     assert all(np.array_equal(a, b) for a, b in zip(first, second))
     for i in list(range(0, len(texts) - 4, 97)) + list(range(len(texts) - 4, len(texts))):
         assert first[i].tolist() == encode_reference(tok, texts[i]), i
+
+
+def test_freed_outputs_are_kept_for_later_calls_and_never_shared(utf8_tok, tiktoken_encoding, real_texts):
+    """A call's output (256 KiB and more) that numpy frees is kept for a later call's
+    output (``_encode.output_buffers_kept``), so a warm call writes into pages it has
+    written before.  A kept buffer serves one call at a time: arrays still alive are
+    never written, calls from several threads get tiktoken's ids, small outputs are
+    freed, and what is kept stays within its bound (64 MiB)."""
+    import threading
+
+    from ube_stream import _encode
+
+    tok = utf8_tok
+    want = [np.asarray(ids, np.uint32) for ids in tiktoken_encoding.encode_ordinary_batch(real_texts)]
+    assert sum(len(ids) for ids in want) * 4 >= 256 << 10   # an output the pool keeps
+
+    def same(got):
+        return len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
+
+    held = tok.encode_ordinary_batch(real_texts)
+    assert same(held)
+    alive = [tok.encode_ordinary_batch(real_texts) for _ in range(3)]   # each its own buffer
+    assert all(same(got) for got in alive) and same(held)
+    before = _encode.output_buffers_kept()
+    del alive
+    freed = _encode.output_buffers_kept()
+    assert freed > before and freed <= 64 << 20
+    again = tok.encode_ordinary_batch(real_texts)            # takes one of them
+    assert _encode.output_buffers_kept() < freed and same(again) and same(held)
+    del again
+    small = tok.encode_ordinary_batch(["abc"])
+    kept = _encode.output_buffers_kept()
+    del small
+    assert _encode.output_buffers_kept() == kept              # a small output is freed, not kept
+
+    failures = []
+
+    def worker():
+        for _ in range(3):
+            got = tok.encode_ordinary_batch(real_texts, num_threads=2)
+            if not same(got):
+                failures.append("ids differ")
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures and same(held)
+    assert _encode.output_buffers_kept() <= 64 << 20
+    # a forked worker (the local executor forks) inherits the kept buffers and uses them
+    del held
+    assert _encode.output_buffers_kept() > 0
+    pid = os.fork()
+    if pid == 0:   # the child: exit status 0 only with tiktoken's ids from an inherited buffer
+        ok = same(tok.encode_ordinary_batch(real_texts))
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def test_one_thread_after_two_gets_the_warmest_cache(utf8_tok, multilingual_lines):

@@ -96,3 +96,4 @@ def utf8_join(texts: List[str]) -> Tuple[npt.NDArray[np.uint8], npt.NDArray[np.i
     UnicodeEncodeError (lone surrogate) or TypeError (not a str)."""
     ...
 def chunk_key_hash(chunk: npt.NDArray[np.uint8]) -> int: ...  # the chunk cache hash (tests)
+def output_buffers_kept() -> int: ...  # bytes of freed output buffers kept for later calls (tests)
