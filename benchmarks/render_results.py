@@ -2,7 +2,7 @@
 dated JSON records the benchmark scripts leave in
 ``benchmarks/records/<script>/`` (``_record.write_record``).
 
-RESULTS.md: one section per script, its newest real record in full (command,
+RESULTS.md: the issues' targets, each met or not (``_targets.py``), then one section per script, its newest real record in full (command,
 date, commit, load before and after, machine, peers' versions, table, notes),
 its older real records as one line each (history); smoke records
 (``UBE_BENCH_SMOKE=1``: runs that prove a script works, not measurements) are
@@ -26,6 +26,8 @@ import glob
 import json
 import os
 import sys
+
+from _targets import render_targets
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 README = os.path.join(os.path.dirname(HERE), "README.md")
@@ -141,7 +143,7 @@ def _full(record):
 
 def render(records_dir, scripts_dir=HERE):
     by_script = read_records(records_dir)
-    out = [HEADER]
+    out = [HEADER] + render_targets(by_script)
     smoke = []
     for script in sorted(by_script):
         real = [r for r in by_script[script] if r.get("kind", "real") == "real"]

@@ -225,6 +225,39 @@ def test_records_are_dated_self_describing_and_rendered_newest_first(tmp_path, m
         _record.write_record("bench_x", rows=[["a"]], **common)
 
 
+def test_targets_table_reads_each_target_from_its_newest_real_record(tmp_path, monkeypatch):
+    _record, render_results = _bench_modules()
+    monkeypatch.delenv("UBE_BENCH_SMOKE", raising=False)
+    monkeypatch.delenv("UBE_BENCH_NO_RECORD", raising=False)
+
+    def e2e(ube_1, ube_2):   # MB per CPU s of ube; the best other tool reads 50 at both worker counts
+        rows = [[tool, w, v] for w, ube in ((1, ube_1), (2, ube_2))
+                for tool, v in (("ube", ube), ("plain", 50.0), ("dolma", 2.0))]
+        return _record.write_record("side_by_side_e2e", title="E2E", columns=["tool", "workers",
+                                    "mb_per_cpu_s (MB/CPU s)"], rows=rows, records_dir=str(tmp_path))
+
+    e2e(40.0, 40.0)      # older: replaced by the newer record
+    e2e(80.0, 74.0)      # 1.6x and 1.48x: the 2-worker half misses
+    _record.write_record("verify_vs_encode", title="Verify", columns=["repeat", "verify / encode CPU (x)"],
+                         rows=[[0, 1.2], [1, 1.4], [2, 1.3]], records_dir=str(tmp_path))
+    _record.write_record("scale", title="Scale", columns=["x"], rows=[[1]], records_dir=str(tmp_path))
+    monkeypatch.setenv("UBE_BENCH_SMOKE", "1")   # a smoke record is never read
+    _record.write_record("compressed_scaling", title="One file", columns=["kind", "command", "workers",
+                         "speed-up over 1 worker (x)"], rows=[["jsonl.zst", "encode", 2, 1.99]],
+                         records_dir=str(tmp_path))
+    page = render_results.render(str(tmp_path))
+    table = page[page.index("## Targets of the issues"):page.index("\n## ", page.index("## Targets") + 5)]
+    rows = {line.split(" | ")[1]: line for line in table.splitlines() if line.startswith("| #")}
+    e2e_row = next(r for what, r in rows.items() if what.startswith("`ube encode` end to end"))
+    assert "1 worker 1.60x, 2 workers 1.48x" in e2e_row and "| **no** |" in e2e_row and "[why](" in e2e_row
+    verify_row = next(r for what, r in rows.items() if what.startswith("`ube verify"))
+    assert "1.30x the encode's CPU | yes |" in verify_row and "[why]" not in verify_row
+    # a record without the columns a target needs, a smoke record and no record: not measured
+    for start in ("2 workers on 2 cores", "one compressed file", "16 cores", "one pass of 300 MB"):
+        assert all("| not measured |" in r for what, r in rows.items() if what.startswith(start))
+    assert len(rows) == len(render_results.render_targets.__globals__["TARGETS"])
+
+
 def test_readme_headline_block_comes_from_real_records_only(tmp_path, monkeypatch):
     _record, render_results = _bench_modules()
     readme = tmp_path / "README.md"
