@@ -23,6 +23,14 @@ def _columns(record, *needed):
     return col if all(name in col for name in needed) else None
 
 
+def _readable(records, *needed):
+    """``(record, columns)`` of each record that has the needed columns, newest first."""
+    for record in records:
+        col = _columns(record, *needed)
+        if col is not None:
+            yield record, col
+
+
 def _x(value):
     """A ratio to 2 decimals, or 3 where 2 would round a miss up to the target."""
     return f"{value:.3f}x" if f"{value:.2f}" in ("1.00", "1.50", "1.70", "1.80") and value < float(
@@ -31,9 +39,7 @@ def _x(value):
 
 def _one_pass(records):
     """encode_corpus_scale: ours over the best peer on the one pass, per vocabulary."""
-    for record in records:
-        if _columns(record, "vocabulary", "encoder", "one pass: overall") is None:
-            continue
+    for record, _ in _readable(records, "vocabulary", "encoder", "one pass: overall"):
         ratios = _peer_ratios(record, ["one pass: overall"])
         if ratios:
             text = ", ".join(f"{vocab} {_x(r)}" for (vocab, _), r in ratios.items())
@@ -43,10 +49,7 @@ def _one_pass(records):
 
 def _language_sets(records):
     """encode_corpus_scale: ours over the best peer on every per-language set, fresh and second pass."""
-    for record in records:
-        col = _columns(record, "vocabulary", "encoder")
-        if col is None:
-            continue
+    for record, col in _readable(records, "vocabulary", "encoder"):
         ratios = _peer_ratios(record, [name for name in col if re.fullmatch(r"\w+ (fresh|second)", name)])
         if not ratios:
             continue
@@ -76,10 +79,7 @@ def _peer_ratios(record, cells):
 
 def _e2e(records):
     """side_by_side_e2e: ``ube encode`` over the best other tool per CPU second, per worker count."""
-    for record in records:
-        col = _columns(record, "tool", "workers", "mb_per_cpu_s")
-        if col is None:
-            continue
+    for record, col in _readable(records, "tool", "workers", "mb_per_cpu_s"):
         by_workers = {}
         for row in record["rows"]:
             by_workers.setdefault(row[col["workers"]], {})[row[col["tool"]]] = row[col["mb_per_cpu_s"]]
@@ -93,10 +93,7 @@ def _e2e(records):
 
 def _kernel_share(records):
     """encode_breakdown: the encoder kernel's CPU over the whole command's (one worker)."""
-    for record in records:
-        col = _columns(record, "part", "what", "cpu_s")
-        if col is None:
-            continue
+    for record, col in _readable(records, "part", "what", "cpu_s"):
         rows = {(r[col["part"]], r[col["what"]].split(" (")[0]): r[col["cpu_s"]] for r in record["rows"]}
         kernel = rows.get(("stage", "kernel, one fresh chunk cache"))
         whole = next((v for (part, _), v in rows.items() if part == "whole"), None)
@@ -109,10 +106,7 @@ def _kernel_share(records):
 def _speedups(records, task, workers, *, units=None, counting=False):
     """scale: the speed-up of ``workers`` over 1 worker for ``task`` at the record's largest size
     (``units`` 1: the one-file runs; ``counting``: training's counting phase), newest record first."""
-    for record in records:
-        col = _columns(record, "task", "units", "size_mb", "workers", "speedup_vs_1_worker", "counts_s")
-        if col is None:
-            continue
+    for record, col in _readable(records, "task", "units", "size_mb", "workers", "speedup_vs_1_worker", "counts_s"):
         rows = [r for r in record["rows"] if r[col["task"]] == task
                 and (units is None or (r[col["units"]] == 1) == (units == 1))]
         if not rows:
@@ -150,10 +144,7 @@ def _sixteen(task, *, units=None, counting=False, target=12.0, label=""):
 
 def _compressed(records):
     """compressed_scaling: 2 workers over 1 on one compressed file, per kind and command."""
-    for record in records:
-        col = _columns(record, "command", "workers", "speed-up over 1 worker")
-        if col is None:
-            continue
+    for record, col in _readable(records, "command", "workers", "speed-up over 1 worker"):
         speed = {}
         for row in record["rows"]:
             if row[col["workers"]] == 2:
@@ -166,10 +157,7 @@ def _compressed(records):
 
 
 def _verify(records):
-    for record in records:
-        col = _columns(record, "verify / encode CPU")
-        if col is None:
-            continue
+    for record, col in _readable(records, "verify / encode CPU"):
         ratios = [r[col["verify / encode CPU"]] for r in record["rows"]]
         if ratios:
             value = statistics.median(ratios)
