@@ -169,10 +169,10 @@ SCALING = "../docs/scaling.md"
 TARGETS = (
     ("25", "one pass of 300 MB of mixed text, fresh process: ube-stream >= 1.0x the best of gigatoken and "
      "fastokens per CPU s", "encode_corpus_scale", "small", _one_pass,
-     "../docs/encoding-performance.md#the-benchmark-and-how-to-reproduce-it"),
+     "../docs/encoding-performance.md#where-it-stands-and-why"),
     ("25", "each per-language set (English, Indic, CJK), fresh and second pass, each vocabulary: >= 1.0x",
      "encode_corpus_scale", "small", _language_sets,
-     "../docs/encoding-performance.md#the-benchmark-and-how-to-reproduce-it"),
+     "../docs/encoding-performance.md#where-it-stands-and-why"),
     ("24", "`ube encode` end to end >= 1.5x the best of dolma, datatrove and a gigatoken script per CPU s, "
      "at 1 and 2 workers", "side_by_side_e2e", "small", _e2e, f"{SCALING}#side-by-side-end-to-end"),
     ("24", "`ube encode` at >= 0.85x the encoder kernel's rate (1 GB, one worker)", "encode_breakdown", "small",
