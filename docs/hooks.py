@@ -1,6 +1,7 @@
 """mkdocs hooks: the benchmark results page is ``benchmarks/RESULTS.md``
 (written by ``benchmarks/render_results.py``), published as ``results.md``
-without a copy in ``docs/``; and every page under ``docs/`` that ``mkdocs.yml``'s
+without a copy in ``docs/``, its links written for the repository (``../docs/X``)
+and the pages' links to it (``../benchmarks/RESULTS.md``) made the site's; and every page under ``docs/`` that ``mkdocs.yml``'s
 nav does not list is added to it (titled by its first heading), so a new page
 needs no edit of the nav."""
 import glob
@@ -16,6 +17,13 @@ def on_files(files, config):
                              abs_src_path=os.path.join(ROOT, "benchmarks", "RESULTS.md"))
     files.append(results)
     return files
+
+
+def on_page_markdown(markdown, page, config, files):
+    markdown = markdown.replace("](../benchmarks/RESULTS.md", "](results.md")
+    if page.file.src_uri == "results.md":
+        markdown = markdown.replace("](../docs/", "](")
+    return markdown
 
 
 def _listed(nav):
