@@ -298,6 +298,16 @@ cdef extern from *:
     static int ube_out_init(void) {
         return pthread_atfork(ube_out_lock_take, ube_out_lock_give, ube_out_lock_give);
     }
+    static void ube_out_drop_kept(void) {
+        int i;
+        pthread_mutex_lock(&ube_out_lock);
+        for (i = 0; i < UBE_OUT_KEEP; i++) {
+            free(ube_out_kept[i]);
+            ube_out_kept[i] = NULL;
+        }
+        ube_out_kept_bytes = 0;
+        pthread_mutex_unlock(&ube_out_lock);
+    }
     static size_t ube_out_kept_total(void) {
         size_t total;
         pthread_mutex_lock(&ube_out_lock);
@@ -312,6 +322,7 @@ cdef extern from *:
     size_t out_cap "ube_out_cap"(const void* data) noexcept nogil
     size_t out_kept_total "ube_out_kept_total"() noexcept nogil
     int out_init "ube_out_init"() noexcept nogil
+    void out_drop_kept "ube_out_drop_kept"() noexcept nogil
 
 
 if out_init() != 0:
@@ -319,8 +330,14 @@ if out_init() != 0:
 
 
 def output_buffers_kept():
-    """Bytes of freed output buffers the encoders keep for their next calls (tests)."""
+    """Bytes of freed output buffers the encoders keep for their next calls."""
     return out_kept_total()
+
+
+def drop_output_buffers():
+    """Free the output buffers kept for later calls (the memory goes back to the
+    allocator; the next large output is allocated anew)."""
+    out_drop_kept()
 
 
 # --------------------------------------------------------------------------- pair table

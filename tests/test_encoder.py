@@ -751,14 +751,15 @@ def test_freed_outputs_are_kept_for_later_calls_and_never_shared(utf8_tok, tikto
     def same(got):
         return len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
 
+    _encode.drop_output_buffers()   # whatever earlier tests left kept
+    assert _encode.output_buffers_kept() == 0
     held = tok.encode_ordinary_batch(real_texts)
-    assert same(held)
+    assert same(held) and _encode.output_buffers_kept() == 0
     alive = [tok.encode_ordinary_batch(real_texts) for _ in range(3)]   # each its own buffer
     assert all(same(got) for got in alive) and same(held)
-    before = _encode.output_buffers_kept()
     del alive
     freed = _encode.output_buffers_kept()
-    assert freed > before and freed <= 64 << 20
+    assert freed > 0 and freed <= 64 << 20
     again = tok.encode_ordinary_batch(real_texts)            # takes one of them
     assert _encode.output_buffers_kept() < freed and same(again) and same(held)
     del again
@@ -781,6 +782,10 @@ def test_freed_outputs_are_kept_for_later_calls_and_never_shared(utf8_tok, tikto
         t.join()
     assert not failures and same(held)
     assert _encode.output_buffers_kept() <= 64 << 20
+    _encode.drop_output_buffers()
+    assert _encode.output_buffers_kept() == 0 and same(held)
+    tok.encode_ordinary_batch(real_texts)   # freed at once, and kept again
+    assert _encode.output_buffers_kept() > 0
     # a forked worker (the local executor forks) inherits the kept buffers and uses them
     del held
     assert _encode.output_buffers_kept() > 0

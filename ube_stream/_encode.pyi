@@ -96,4 +96,5 @@ def utf8_join(texts: List[str]) -> Tuple[npt.NDArray[np.uint8], npt.NDArray[np.i
     UnicodeEncodeError (lone surrogate) or TypeError (not a str)."""
     ...
 def chunk_key_hash(chunk: npt.NDArray[np.uint8]) -> int: ...  # the chunk cache hash (tests)
-def output_buffers_kept() -> int: ...  # bytes of freed output buffers kept for later calls (tests)
+def output_buffers_kept() -> int: ...  # bytes of freed output buffers kept for later calls
+def drop_output_buffers() -> None: ...  # free them
