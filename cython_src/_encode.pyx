@@ -237,11 +237,26 @@ cdef extern from *:
         }
         return found ? found + UBE_OUT_HEADER : ube_out_realloc(NULL, bytes);
     }
-    /* Free an output buffer, or keep it (in an empty place, else in place of the
-       smallest kept one when it is larger). */
+    /* The kept buffer of least capacity (-1: none); the lock is held. */
+    static int ube_out_smallest(void) {
+        int i, smallest = -1;
+        for (i = 0; i < UBE_OUT_KEEP; i++)
+            if (ube_out_kept[i] != NULL && (smallest < 0
+                    || *(size_t*)ube_out_kept[i] < *(size_t*)ube_out_kept[smallest]))
+                smallest = i;
+        return smallest;
+    }
+    /* Free kept buffer ``i``; the lock is held. */
+    static void ube_out_forget(int i) {
+        ube_out_kept_bytes -= *(size_t*)ube_out_kept[i];
+        free(ube_out_kept[i]);
+        ube_out_kept[i] = NULL;
+    }
+    /* Free an output buffer, or keep it: in an empty place, else in place of the
+       smallest kept one when that is smaller, the other kept ones freed smallest
+       first while the total would pass UBE_OUT_KEPT_MAX. */
     static void ube_out_release(void* data) {
         char* base;
-        char* drop = NULL;
         size_t cap;
         int i, place = -1;
         if (data == NULL)
@@ -253,42 +268,24 @@ cdef extern from *:
             return;
         }
         pthread_mutex_lock(&ube_out_lock);
-        for (i = 0; i < UBE_OUT_KEEP; i++) {
-            if (ube_out_kept[i] == NULL) {
+        for (i = 0; i < UBE_OUT_KEEP && place < 0; i++)
+            if (ube_out_kept[i] == NULL)
                 place = i;
-                break;
-            }
-            if (*(size_t*)ube_out_kept[i] < cap
-                    && (place < 0 || *(size_t*)ube_out_kept[i] < *(size_t*)ube_out_kept[place]))
+        if (place < 0) {
+            i = ube_out_smallest();
+            if (*(size_t*)ube_out_kept[i] < cap) {
+                ube_out_forget(i);
                 place = i;
-        }
-        if (place >= 0 && ube_out_kept[place] != NULL) {
-            drop = ube_out_kept[place];
-            ube_out_kept_bytes -= *(size_t*)drop;
-            ube_out_kept[place] = NULL;
-        }
-        while (place >= 0 && ube_out_kept_bytes + cap > UBE_OUT_KEPT_MAX) {
-            /* over the bound: drop the other kept buffers, smallest first, or this one */
-            int smallest = -1;
-            for (i = 0; i < UBE_OUT_KEEP; i++)
-                if (ube_out_kept[i] != NULL && (smallest < 0
-                        || *(size_t*)ube_out_kept[i] < *(size_t*)ube_out_kept[smallest]))
-                    smallest = i;
-            if (smallest < 0) {
-                place = -1;
-                break;
             }
-            ube_out_kept_bytes -= *(size_t*)ube_out_kept[smallest];
-            free(ube_out_kept[smallest]);
-            ube_out_kept[smallest] = NULL;
         }
         if (place >= 0) {
+            while (ube_out_kept_bytes + cap > UBE_OUT_KEPT_MAX)   /* ends: cap <= the bound */
+                ube_out_forget(ube_out_smallest());
             ube_out_kept[place] = base;
             ube_out_kept_bytes += cap;
             base = NULL;
         }
         pthread_mutex_unlock(&ube_out_lock);
-        free(drop);
         free(base);
     }
     /* A fork while another thread holds the lock would leave it held in the child:
@@ -301,11 +298,9 @@ cdef extern from *:
     static void ube_out_drop_kept(void) {
         int i;
         pthread_mutex_lock(&ube_out_lock);
-        for (i = 0; i < UBE_OUT_KEEP; i++) {
-            free(ube_out_kept[i]);
-            ube_out_kept[i] = NULL;
-        }
-        ube_out_kept_bytes = 0;
+        for (i = 0; i < UBE_OUT_KEEP; i++)
+            if (ube_out_kept[i] != NULL)
+                ube_out_forget(i);
         pthread_mutex_unlock(&ube_out_lock);
     }
     static size_t ube_out_kept_total(void) {
